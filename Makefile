@@ -1,0 +1,54 @@
+# s4d: the README's commands. `make` builds, `make test` runs every CPU test,
+# `make demo` runs the main job. Each installs missing Debian packages first.
+PYTHON    ?= /usr/bin/python3
+BUILD     ?= build
+ASAN_BUILD ?= build-asan
+JOBS      ?= $(shell nproc)
+CMAKE_ARGS ?=
+
+.PHONY: all deps deps-test build python test test-c test-python test-asan demo clean
+
+all: build python
+
+deps:
+	@scripts/install-deps.sh build
+
+deps-test:
+	@scripts/install-deps.sh test
+
+build: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+# The PyTorch extension, built in place so that PYTHONPATH=python imports s4d.
+python: deps
+	@if [ -f python/setup.py ]; then \
+	  echo "building the PyTorch extension (python/s4d)"; \
+	  cd python && $(PYTHON) setup.py -q build_ext --inplace; \
+	fi
+
+test: deps-test all
+	@$(MAKE) --no-print-directory test-c test-python test-asan
+
+test-c:
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
+
+test-python:
+	@if [ -d tests/python ]; then \
+	  PYTHONPATH=$(CURDIR)/python S4D_BUILD=$(CURDIR)/$(BUILD) $(PYTHON) -m pytest -q tests/python; \
+	fi
+
+# The C test suite again under AddressSanitizer and UndefinedBehaviorSanitizer.
+test-asan: deps-test
+	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DS4D_CUDA=OFF -DS4D_SANITIZE=ON >/dev/null
+	@cmake --build $(ASAN_BUILD) -j $(JOBS)
+	@cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS) --timeout 900 -LE no_asan
+
+demo: all
+	@if [ -x scripts/demo.sh ]; then scripts/demo.sh; \
+	else $(BUILD)/bin/s4d_da_bench --summary; fi
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)
+	find python -name '*.so' -delete

@@ -1,0 +1,123 @@
+/*
+ * src/core/op.h - the contract between the engine and its op kernels
+ * (internal; not installed).
+ *
+ * Shapes are static: every tensor's dtype and dims are known when the engine
+ * is built. An op therefore has two phases, as in TensorRT:
+ *   infer  (build time) validates attributes and input dtypes/shapes and sets
+ *          each output's dtype and dims. Inputs that are constants (initializers
+ *          or folded values) carry their data; others have data == NULL. An op
+ *          whose output shape would depend on non-constant data must fail
+ *          with S4D_ERR_UNSUPPORTED and say so.
+ *   run    (run time) computes outputs into preallocated buffers. It allocates
+ *          nothing on the heap except through ctx->workspace.
+ * The builder also uses run() on constant inputs for constant folding.
+ */
+#ifndef S4D_CORE_OP_H
+#define S4D_CORE_OP_H
+
+#include "s4d/types.h"
+
+#define S4D_MAX_RANK 8
+
+typedef struct s4d_tensor {
+    s4d_dtype dtype;
+    int rank;
+    int64_t dims[S4D_MAX_RANK];
+    void *data; /* NULL at infer time unless constant */
+} s4d_tensor;
+
+/* ONNX AttributeProto.AttributeType values. */
+typedef enum s4d_attr_type {
+    S4D_ATTR_UNDEFINED = 0,
+    S4D_ATTR_FLOAT = 1,
+    S4D_ATTR_INT = 2,
+    S4D_ATTR_STRING = 3,
+    S4D_ATTR_TENSOR = 4,
+    S4D_ATTR_FLOATS = 6,
+    S4D_ATTR_INTS = 7,
+    S4D_ATTR_STRINGS = 8
+} s4d_attr_type;
+
+typedef struct s4d_attr {
+    char *name;
+    s4d_attr_type type;
+    float f;
+    int64_t i;
+    char *s;         /* STRING: NUL-terminated copy */
+    size_t s_len;    /* STRING: byte length without the NUL */
+    float *floats;   /* FLOATS */
+    int64_t *ints;   /* INTS */
+    char **strings;  /* STRINGS */
+    size_t count;    /* element count of FLOATS / INTS / STRINGS */
+    s4d_tensor *t;   /* TENSOR, data owned by the attribute */
+} s4d_attr;
+
+struct s4d_threadpool;
+
+typedef struct s4d_op_ctx {
+    /* The node being built or run. */
+    const char *node_name;
+    const char *op_type;
+    int opset;                  /* the model's opset for the node's domain */
+    int num_attrs;
+    const s4d_attr *attrs;
+    /* Tensors. A missing optional input has dtype UNDEFINED and rank -1. */
+    int num_inputs;
+    const s4d_tensor *inputs;
+    int num_outputs;
+    s4d_tensor *outputs;
+    /* Run time only. */
+    struct s4d_threadpool *pool; /* may be NULL: run single-threaded */
+    void *workspace;             /* workspace_size bytes, 64-byte aligned */
+    size_t workspace_size;
+    void *state;                 /* what prepare() returned, or NULL */
+    /* Error message for the caller; set with s4d_op_error(). */
+    char *err;
+    size_t err_size;
+} s4d_op_ctx;
+
+typedef struct s4d_op_def {
+    const char *domain;   /* "" for the default ONNX domain */
+    const char *op_type;
+    int since_version;    /* lowest opset this definition serves */
+    /* Build time: check and set outputs' dtype/rank/dims. Required. */
+    s4d_status (*infer)(s4d_op_ctx *ctx);
+    /* Build time, optional: bytes of scratch run() needs (shapes are final). */
+    size_t (*workspace_size)(const s4d_op_ctx *ctx);
+    /* Run time. Required. */
+    s4d_status (*run)(s4d_op_ctx *ctx);
+} s4d_op_def;
+
+/* Formats "node 'name' (OpType): <message>" into ctx->err; returns status. */
+s4d_status s4d_op_error(s4d_op_ctx *ctx, s4d_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Attribute lookup; NULL when absent. */
+const s4d_attr *s4d_op_attr(const s4d_op_ctx *ctx, const char *name);
+int64_t s4d_op_attr_int(const s4d_op_ctx *ctx, const char *name, int64_t dflt);
+float s4d_op_attr_float(const s4d_op_ctx *ctx, const char *name, float dflt);
+const char *s4d_op_attr_string(const s4d_op_ctx *ctx, const char *name, const char *dflt);
+
+/* Element count of a tensor (1 for rank 0). */
+int64_t s4d_tensor_numel(const s4d_tensor *t);
+
+/*
+ * Parallel for over [0, n): fn(arg, begin, end) on chunks; runs inline when
+ * pool is NULL. Chunks never overlap; the call returns when all are done.
+ */
+typedef void (*s4d_parallel_fn)(void *arg, int64_t begin, int64_t end);
+void s4d_parallel_for(struct s4d_threadpool *pool, int64_t n, int64_t grain, s4d_parallel_fn fn,
+                      void *arg);
+
+/*
+ * Op lookup by (domain, op_type, model opset): the definition with the highest
+ * since_version <= opset. NULL when none. Implemented by the CPU backend's op
+ * table (src/backend/cpu/cpu_ops.c).
+ */
+const s4d_op_def *s4d_cpu_find_op(const char *domain, const char *op_type, int opset);
+
+#endif /* S4D_CORE_OP_H */
