@@ -955,3 +955,19 @@ s4d_status s4d_registry_deserialize(s4d_plugin_registry *registry, const char *n
         *creator_out = c;
     return S4D_OK;
 }
+
+s4d_status s4d_registry_tensor_desc(const s4d_tensor *t, s4d_device device,
+                                    s4d_plugin_tensor_desc *out)
+{
+    if (!t || !out || t->rank < 0 || t->rank > S4D_PLUGIN_MAX_RANK)
+        return S4D_ERR_INVALID_ARG;
+    memset(out, 0, sizeof(*out));
+    out->abi_version = S4D_PLUGIN_ABI_VERSION;
+    out->struct_size = (uint32_t)sizeof(*out);
+    out->dtype = t->dtype;
+    out->device = device;
+    out->rank = t->rank;
+    for (int i = 0; i < t->rank; i++)
+        out->dims[i] = t->dims[i];
+    return S4D_OK;
+}

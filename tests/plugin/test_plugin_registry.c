@@ -445,8 +445,22 @@ static void test_default_registry(void)
     CHECK(s4d_plugin_registry_count(NULL) == 1);
 }
 
+static void test_tensor_desc(void)
+{
+    s4d_tensor t = {.dtype = S4D_DTYPE_FLOAT16, .rank = 3, .dims = {2, 3, 4}};
+    s4d_plugin_tensor_desc d;
+    CHECK_STATUS(s4d_registry_tensor_desc(&t, S4D_DEVICE_CUDA, &d), S4D_OK);
+    CHECK(d.abi_version == S4D_PLUGIN_ABI_VERSION && d.struct_size == sizeof(d));
+    CHECK(d.dtype == S4D_DTYPE_FLOAT16 && d.device == S4D_DEVICE_CUDA && d.rank == 3);
+    CHECK(d.dims[0] == 2 && d.dims[1] == 3 && d.dims[2] == 4 && d.dims[3] == 0);
+    t.rank = -1; /* a missing optional input */
+    CHECK_STATUS(s4d_registry_tensor_desc(&t, S4D_DEVICE_CPU, &d), S4D_ERR_INVALID_ARG);
+    CHECK_STATUS(s4d_registry_tensor_desc(NULL, S4D_DEVICE_CPU, &d), S4D_ERR_INVALID_ARG);
+}
+
 int main(void)
 {
+    test_tensor_desc();
     test_register_and_find();
     test_missing_plugin_message();
     test_node_to_plugin();
