@@ -256,8 +256,9 @@ static void test_bad_descs(s4d_plugin *p, problem *pb)
     EXPECT_BAD(in[4].dims[5] = 3, S4D_ERR_SHAPE, "groups G = 3", "channels C = 16");
     EXPECT_BAD(in[4].dims[5] = 0, S4D_ERR_SHAPE, "groups G = 0");
     EXPECT_BAD(in[3].dims[1] = -1, S4D_ERR_SHAPE, "input 3 (sampling_location): dim 1 is negative");
-    EXPECT_BAD(in[1].dtype = S4D_DTYPE_INT64, S4D_ERR_DTYPE, "input 1 (spatial_shape)",
-               "dtype int64", "int32");
+    EXPECT_BAD(in[1].dtype = S4D_DTYPE_INT16, S4D_ERR_DTYPE, "input 1 (spatial_shape)",
+               "dtype int16", "int32 or int64");
+    EXPECT_BAD(in[2].dtype = S4D_DTYPE_FLOAT32, S4D_ERR_DTYPE, "input 2 (scale_start_index)");
     EXPECT_BAD(in[0].dtype = S4D_DTYPE_FLOAT64, S4D_ERR_DTYPE, "input 0 (features)",
                "float64", "float32 or float16");
     EXPECT_BAD(in[3].dtype = S4D_DTYPE_FLOAT16, S4D_ERR_DTYPE, "input 3 (sampling_location)",
@@ -390,6 +391,53 @@ static void test_enqueue(s4d_plugin_registry *r, s4d_plugin *p, problem *pb)
     pb->start[NC * NL - 1] = (int32_t)pb->F;
     CHECK(enqueue(p, pb, out, 1, &err) != S4D_OK);
     pb->start[NC * NL - 1] = saved;
+}
+
+/* int64 indices: narrowed into the workspace on the CPU, refused for CUDA. */
+static void test_int64_indices(s4d_plugin *p, problem *pb)
+{
+    static float out32[OUT_N], out64[OUT_N];
+    s4d_errbuf err;
+    CHECK_STATUS(enqueue(p, pb, out32, 1, &err), S4D_OK);
+
+    int64_t shape64[NC * NL * 2], start64[NC * NL];
+    for (int i = 0; i < NC * NL * 2; i++)
+        shape64[i] = pb->shape[i];
+    for (int i = 0; i < NC * NL; i++)
+        start64[i] = pb->start[i];
+    s4d_plugin_tensor in[5], o;
+    run_tensors(pb, out64, in, &o);
+    in[1].desc.dtype = in[2].desc.dtype = S4D_DTYPE_INT64;
+    in[1].data = shape64;
+    in[2].data = start64;
+    s4d_plugin_tensor_desc d[5], od = o.desc;
+    for (int i = 0; i < 5; i++)
+        d[i] = in[i].desc;
+    CHECK_STATUS(p->get_output_descs(p, d, 5, &od, 1, &err), S4D_OK);
+    CHECK_STATUS(p->supports(p, d, 5, &od, 1, &err), S4D_OK);
+    size_t ws = p->workspace_size(p, d, 5, &od, 1);
+    CHECK(ws == sizeof(int32_t) * NC * NL * 3);
+    int32_t scratch[NC * NL * 3];
+    s4d_plugin_run_info run = cpu_run(1);
+    CHECK_STATUS(p->enqueue(p, in, 5, &o, 1, &run, &err), S4D_ERR_INVALID_ARG);
+    CHECK_MSG(err.msg, "workspace of 0 bytes, need 72");
+    run.workspace = scratch;
+    run.workspace_size = sizeof(scratch);
+    CHECK_STATUS(p->enqueue(p, in, 5, &o, 1, &run, &err), S4D_OK);
+    CHECK(memcmp(out32, out64, sizeof(out32)) == 0);
+    start64[1] = (int64_t)1 << 40;
+    CHECK_STATUS(p->enqueue(p, in, 5, &o, 1, &run, &err), S4D_ERR_SHAPE);
+    CHECK_MSG(err.msg, "input 2 (scale_start_index): element 1 = 1099511627776 does not fit int32");
+
+    for (int i = 0; i < 5; i++)
+        d[i].device = S4D_DEVICE_CUDA;
+    od.device = S4D_DEVICE_CUDA;
+#if defined(S4D_HAVE_CUDA)
+    CHECK_STATUS(p->supports(p, d, 5, &od, 1, &err), S4D_ERR_DTYPE);
+    CHECK_MSG(err.msg, "input 1 (spatial_shape): int64 indices run on the cpu only");
+#else
+    CHECK_STATUS(p->supports(p, d, 5, &od, 1, &err), S4D_ERR_UNSUPPORTED);
+#endif
 }
 
 static void test_serialize(s4d_plugin_registry *r, s4d_plugin *p, problem *pb)
@@ -531,6 +579,7 @@ int main(int argc, char **argv)
         test_build_phase(p, &pb);
         test_bad_descs(p, &pb);
         test_enqueue(r, p, &pb);
+        test_int64_indices(p, &pb);
         test_serialize(r, p, &pb);
         p->destroy(p);
     }
