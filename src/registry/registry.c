@@ -224,8 +224,10 @@ static s4d_status check_creator(const s4d_plugin_creator *c, char *err, size_t e
             (unsigned)c->struct_size, (unsigned)S4D_PLUGIN_ABI_VERSION, (size_t)CREATOR_MIN_SIZE);
         return S4D_ERR_VERSION;
     }
-    if (!c->name || !c->name[0] || !c->version || !c->version[0]) {
-        fmt(err, err_size, "plugin creator '%s' has an empty name or version",
+    if (!c->name || !c->name[0] || !c->version || !c->version[0] || !c->plugin_namespace) {
+        /* A NULL namespace would reach every consumer of the key; "" says "none". */
+        fmt(err, err_size,
+            "plugin creator '%s' has an empty name or version or a NULL namespace (use \"\")",
             str_or_empty(c->name));
         return S4D_ERR_INVALID_ARG;
     }

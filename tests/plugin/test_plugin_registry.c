@@ -219,6 +219,15 @@ static void test_register_and_find(void)
     bad.name = "";
     CHECK_STATUS(s4d_plugin_registry_register(r, &bad), S4D_ERR_INVALID_ARG);
     bad = k_other_ns;
+    bad.plugin_namespace = NULL;
+    CHECK_STATUS(s4d_plugin_registry_register(r, &bad), S4D_ERR_INVALID_ARG);
+    CHECK_MSG(s4d_plugin_registry_errmsg(r), "NULL namespace");
+    bad = k_other_ns;
+    bad.plugin_namespace = ""; /* an empty namespace is fine */
+    bad.name = "NoNamespace";
+    CHECK_STATUS(s4d_plugin_registry_register(r, &bad), S4D_OK);
+    CHECK_STATUS(s4d_plugin_registry_find(r, NULL, "NoNamespace", "1", &c), S4D_OK);
+    bad = k_other_ns;
     bad.deserialize = NULL;
     CHECK_STATUS(s4d_plugin_registry_register(r, &bad), S4D_ERR_INVALID_ARG);
     CHECK_MSG(s4d_plugin_registry_errmsg(r), "other::Shift v1");
@@ -240,7 +249,7 @@ static void test_register_and_find(void)
     CHECK_STATUS(s4d_plugin_registry_register(r, &bad), S4D_ERR_INVALID_ARG);
     CHECK_MSG(s4d_plugin_registry_errmsg(r), "optional field 'k' has no valid default");
     CHECK_STATUS(s4d_plugin_registry_register(r, NULL), S4D_ERR_INVALID_ARG);
-    CHECK(s4d_plugin_registry_count(r) == 2);
+    CHECK(s4d_plugin_registry_count(r) == 3);
     CHECK_STATUS(s4d_plugin_registry_create(NULL), S4D_ERR_INVALID_ARG);
     CHECK_STATUS(s4d_plugin_registry_find(r, "test", NULL, "1", &c), S4D_ERR_INVALID_ARG);
 
