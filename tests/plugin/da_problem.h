@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 #include "plugin_test.h"
-#include "registry/registry.h"
+#include "s4d/plugin.h"
 
 /* ---- a random problem -------------------------------------------------------------- */
 
@@ -164,22 +164,5 @@ __attribute__((unused)) static s4d_status enqueue(const s4d_plugin *p, problem *
 }
 
 #define OUT_N (BS * NA * C)
-
-__attribute__((unused)) static s4d_attr attr_s(const char *name, const char *v)
-{
-    s4d_attr a = {.name = (char *)name, .type = S4D_ATTR_STRING, .s = (char *)v, .s_len = strlen(v)};
-    return a;
-}
-
-__attribute__((unused)) static s4d_plugin *create(s4d_plugin_registry *r, const char *domain, const char *op,
-                          const s4d_attr *attrs, int n)
-{
-    char err[1024];
-    s4d_plugin *p = NULL;
-    s4d_status st = s4d_registry_create_plugin(r, "da", domain, op, attrs, n, &p, NULL, err, sizeof(err));
-    if (st != S4D_OK)
-        fprintf(stderr, "create %s::%s failed: %s\n", domain, op, err);
-    return p;
-}
 
 #endif

@@ -10,7 +10,26 @@
 #include <stdlib.h>
 
 #include "da_problem.h"
+#include "registry/registry.h"
 #include "s4d/deformable_aggregation.h"
+
+static s4d_attr attr_s(const char *name, const char *v)
+{
+    s4d_attr a = {.name = (char *)name, .type = S4D_ATTR_STRING, .s = (char *)v, .s_len = strlen(v)};
+    return a;
+}
+
+static s4d_plugin *create(s4d_plugin_registry *r, const char *domain, const char *op,
+                          const s4d_attr *attrs, int n)
+{
+    char err[1024];
+    s4d_plugin *p = NULL;
+    s4d_status st = s4d_registry_create_plugin(r, "da", domain, op, attrs, n, &p, NULL, err, sizeof(err));
+    if (st != S4D_OK)
+        fprintf(stderr, "create %s::%s failed: %s\n", domain, op, err);
+    return p;
+}
+
 
 /* ---- tests ------------------------------------------------------------------------------ */
 
