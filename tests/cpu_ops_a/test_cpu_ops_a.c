@@ -29,6 +29,8 @@ double rnd_uniform(double lo, double hi)
 
 float rnd_nonzero(float lo, float hi)
 {
+    if (fabsf(lo) < 0.05f && fabsf(hi) < 0.05f) /* no non-zero value to find */
+        return hi;
     for (;;) {
         float v = (float)rnd_uniform(lo, hi);
         if (fabsf(v) >= 0.05f)
@@ -725,8 +727,12 @@ static const struct {
     const char *name;
     void (*fn)(void);
 } groups[] = {
-    {"threadpool", group_threadpool}, {"binary", group_binary},       {"reshape", group_reshape},
-    {"transpose", group_transpose},   {"softmax", group_softmax},
+    {"threadpool", group_threadpool}, {"binary", group_binary},       {"variadic", group_variadic},
+    {"unary", group_unary},           {"reshape", group_reshape},     {"transpose", group_transpose},
+    {"softmax", group_softmax},       {"reduce", group_reduce},       {"concat_split", group_concat_split},
+    {"slice", group_slice},           {"gather", group_gather},       {"scatter", group_scatter},
+    {"expand_tile", group_expand_tile}, {"shape_ops", group_shape_ops}, {"where_cast", group_where_cast},
+    {"errors", group_errors},
 };
 
 int main(int argc, char **argv)
