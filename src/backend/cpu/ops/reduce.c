@@ -134,7 +134,21 @@ static double reduce_float(const red_job *j, int64_t base)
     }
     case R_SUM: case R_MEAN: case R_SUM_SQUARE: case R_L1: case R_L2: case R_LOG_SUM: default: acc = 0; break;
     }
-    if (j->dt == S4D_DTYPE_FLOAT32 && (j->kind == R_SUM || j->kind == R_MEAN)) {
+    if (j->dt == S4D_DTYPE_FLOAT32 && (j->kind == R_SUM || j->kind == R_MEAN) && g->nr == 1 && g->rst[0] == 1) {
+        /* A contiguous run (LayerNorm's mean): four partial sums hide the add latency. */
+        const float *x = (const float *)j->x + base;
+        int64_t n = g->rdims[0], k = 0;
+        double p0 = 0, p1 = 0, p2 = 0, p3 = 0;
+        for (; k + 4 <= n; k += 4) {
+            p0 += x[k];
+            p1 += x[k + 1];
+            p2 += x[k + 2];
+            p3 += x[k + 3];
+        }
+        for (; k < n; k++)
+            p0 += x[k];
+        acc = (p0 + p1) + (p2 + p3);
+    } else if (j->dt == S4D_DTYPE_FLOAT32 && (j->kind == R_SUM || j->kind == R_MEAN)) {
         const float *x = j->x;
         FOR_REDUCED(g, base, acc += x[off]);
     } else {

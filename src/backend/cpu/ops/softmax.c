@@ -129,6 +129,55 @@ static s4d_status infer_softmax(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
+/*
+ * float32 with inner > 1: a unit is (outer, block of SM_BLOCK inner positions),
+ * so every pass over the n values walks contiguous memory and vectorises,
+ * instead of striding by inner for each position separately.
+ */
+#define SM_BLOCK 64
+
+static void sm_blocks(void *vp, int64_t u0, int64_t u1)
+{
+    const sm_job *j = vp;
+    int64_t n = j->n, s = j->inner, nb = (s + SM_BLOCK - 1) / SM_BLOCK;
+    float mx[SM_BLOCK];
+    double sum[SM_BLOCK];
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t o = u / nb, i0 = (u % nb) * SM_BLOCK, m = s - i0 < SM_BLOCK ? s - i0 : SM_BLOCK;
+        const float *x = (const float *)j->x + o * n * s + i0;
+        float *y = (float *)j->y + o * n * s + i0;
+        for (int64_t i = 0; i < m; i++) {
+            mx[i] = x[i];
+            sum[i] = 0;
+        }
+        for (int64_t k = 1; k < n; k++)
+            for (int64_t i = 0; i < m; i++) {
+                float v = x[k * s + i];
+                mx[i] = v > mx[i] || mx[i] != mx[i] ? v : mx[i];
+            }
+        for (int64_t k = 0; k < n; k++)
+            for (int64_t i = 0; i < m; i++) {
+                float e = expf(x[k * s + i] - mx[i]);
+                if (!j->log)
+                    y[k * s + i] = e;
+                sum[i] += e;
+            }
+        if (j->log) {
+            for (int64_t i = 0; i < m; i++)
+                mx[i] += (float)log(sum[i]); /* now the offset to subtract */
+            for (int64_t k = 0; k < n; k++)
+                for (int64_t i = 0; i < m; i++)
+                    y[k * s + i] = x[k * s + i] - mx[i];
+        } else {
+            for (int64_t i = 0; i < m; i++)
+                mx[i] = (float)(1.0 / sum[i]); /* now the scale */
+            for (int64_t k = 0; k < n; k++)
+                for (int64_t i = 0; i < m; i++)
+                    y[k * s + i] *= mx[i];
+        }
+    }
+}
+
 static s4d_status run_sm(s4d_op_ctx *ctx, int log)
 {
     int64_t outer = 1, n = 1, inner = 1;
@@ -138,6 +187,11 @@ static s4d_status run_sm(s4d_op_ctx *ctx, int log)
     if (n == 0 || outer * inner == 0)
         return S4D_OK;
     sm_job j = {log, ctx->inputs[0].dtype, n, inner, ctx->inputs[0].data, ctx->outputs[0].data};
+    if (j.dt == S4D_DTYPE_FLOAT32 && inner > 1) {
+        int64_t units = outer * ((inner + SM_BLOCK - 1) / SM_BLOCK);
+        s4d_parallel_for(ctx->pool, units, 1 + 8192 / (n * SM_BLOCK), sm_blocks, &j);
+        return S4D_OK;
+    }
     s4d_parallel_for(ctx->pool, outer * inner, 1 + 8192 / n, sm_rows, &j);
     return S4D_OK;
 }
