@@ -1,7 +1,11 @@
 /* CPU op table b: see cpu_ops.h. Keep the list sorted by op_type. */
 #include "backend/cpu/cpu_ops.h"
 
+extern const s4d_op_def s4d_cpu_op_gemm;
+extern const s4d_op_def s4d_cpu_op_matmul;
+
 const s4d_op_def *const s4d_cpu_ops_b[] = {
-    NULL, /* placeholder so the array is never empty; the count excludes it */
+    &s4d_cpu_op_gemm,
+    &s4d_cpu_op_matmul,
 };
-const size_t s4d_cpu_ops_b_count = 0;
+const size_t s4d_cpu_ops_b_count = sizeof(s4d_cpu_ops_b) / sizeof(s4d_cpu_ops_b[0]);
