@@ -52,7 +52,7 @@ static inline float t_randf(float lo, float hi)
     return v;
 }
 
-static float *t_rand_buf(int64_t n, float lo, float hi)
+static inline float *t_rand_buf(int64_t n, float lo, float hi)
 {
     float *p = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
     for (int64_t i = 0; i < n; i++)
