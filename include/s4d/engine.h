@@ -36,6 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "s4d/plugin.h"
 #include "s4d/types.h"
 
 #ifdef __cplusplus
@@ -46,13 +47,10 @@ extern "C" {
 
 typedef struct s4d_engine s4d_engine;
 typedef struct s4d_context s4d_context;
-/* A plugin registry (include/s4d/plugin.h). NULL everywhere means the process default registry. */
-struct s4d_plugin_registry;
-
-typedef enum s4d_device {
-    S4D_DEVICE_CPU = 0,
-    S4D_DEVICE_CUDA = 1
-} s4d_device;
+/*
+ * s4d_device (CPU, CUDA) and s4d_plugin_registry come from s4d/plugin.h.
+ * A registry pointer of NULL everywhere means the process default registry.
+ */
 
 /* Build options. Call s4d_build_options_init() first; it sets struct_size and defaults. */
 typedef struct s4d_build_options {
@@ -60,13 +58,13 @@ typedef struct s4d_build_options {
     s4d_device device;      /* default CPU; CUDA returns S4D_ERR_NO_DEVICE/UNSUPPORTED until the CUDA backend exists */
     int fp16;               /* allow float16 layers; refused with S4D_ERR_UNSUPPORTED on the CPU */
     int fold_constants;     /* default 1 */
-    struct s4d_plugin_registry *registry; /* plugin registry to resolve custom nodes; NULL: default */
+    s4d_plugin_registry *registry; /* plugin registry to resolve custom nodes; NULL: default */
 } s4d_build_options;
 
 /* Load options. Call s4d_load_options_init() first. */
 typedef struct s4d_load_options {
     size_t struct_size;
-    struct s4d_plugin_registry *registry; /* to deserialize plugin layers; NULL: default */
+    s4d_plugin_registry *registry; /* to deserialize plugin layers; NULL: default */
 } s4d_load_options;
 
 /* Context options. Call s4d_context_options_init() first. */
@@ -205,7 +203,7 @@ S4D_API s4d_status s4d_context_output(s4d_context *ctx, const char *name, const 
  * Returns S4D_OK, S4D_ERR_IO (dlopen failed), S4D_ERR_VERSION (ABI),
  * S4D_ERR_PLUGIN, S4D_ERR_UNSUPPORTED.
  */
-S4D_API s4d_status s4d_plugins_load(struct s4d_plugin_registry *registry, const char *path,
+S4D_API s4d_status s4d_plugins_load(s4d_plugin_registry *registry, const char *path,
                                     s4d_errbuf *err);
 
 /* Milliseconds layer `index` took in the last run (profile must be on). */

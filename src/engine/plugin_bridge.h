@@ -44,7 +44,8 @@ s4d_status s4d_bridge_deserialize(void *registry, const char *ns, const char *na
 /* Run phase: runs the instance on host tensors (stream may be NULL on the CPU). */
 s4d_status s4d_bridge_enqueue(void *plugin, const s4d_tensor *inputs, int num_inputs,
                               s4d_tensor *outputs, int num_outputs, void *workspace,
-                              size_t workspace_size, void *stream, char *err, size_t errsz);
+                              size_t workspace_size, void *stream, int num_threads, char *err,
+                              size_t errsz);
 
 void s4d_bridge_destroy(void *plugin);
 

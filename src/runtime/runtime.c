@@ -394,7 +394,7 @@ s4d_device s4d_engine_device(const s4d_engine *e)
     return e && e->plan->device == S4D_DEVICE_KIND_CUDA ? S4D_DEVICE_CUDA : S4D_DEVICE_CPU;
 }
 
-s4d_status s4d_plugins_load(struct s4d_plugin_registry *registry, const char *path,
+s4d_status s4d_plugins_load(s4d_plugin_registry *registry, const char *path,
                             s4d_errbuf *err)
 {
     if (!path)
@@ -600,8 +600,8 @@ static s4d_status run_layer(s4d_context *c, int index, void *stream)
     }
     case S4D_LAYER_PLUGIN:
         st = s4d_bridge_enqueue(l->plugin, c->scratch_in, l->num_inputs, c->scratch_out,
-                                l->num_outputs, c->workspace, (size_t)l->workspace, stream, msg,
-                                sizeof msg);
+                                l->num_outputs, c->workspace, (size_t)l->workspace, stream,
+                                c->num_threads, msg, sizeof msg);
         break;
     }
     if (st != S4D_OK)

@@ -121,9 +121,10 @@ const char *s4d_dims_str(int rank, const int64_t *dims, char *buf, size_t size)
 
 void *s4d_aligned_alloc(size_t size)
 {
-    size_t n = (size_t)s4d_align_up(size ? size : 64, 64);
+    /* 256 bytes: what the plugin ABI promises for workspaces, and a multiple of any SIMD width. */
+    size_t n = (size_t)s4d_align_up(size ? size : 256, 256);
     void *p = NULL;
-    if (posix_memalign(&p, 64, n) != 0)
+    if (posix_memalign(&p, 256, n) != 0)
         return NULL;
     memset(p, 0, n);
     return p;

@@ -43,7 +43,7 @@ static inline uint64_t s4d_align_up(uint64_t v, uint64_t align)
     return (v + align - 1) & ~(align - 1);
 }
 
-/* Aligned allocation (64 bytes), zero-filled; size 0 allocates one block. Free with s4d_aligned_free. */
+/* Aligned allocation (256 bytes), zero-filled; size 0 allocates one block. Free with s4d_aligned_free. */
 void *s4d_aligned_alloc(size_t size);
 void s4d_aligned_free(void *p);
 
