@@ -2,11 +2,14 @@
  * The public engine API (include/s4d/engine.h): engine handles over a plan,
  * execution contexts, bind by name, run.
  */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "builder/builder.h"
+#include "core/threadpool.h"
 #include "engine/plan.h"
 #include "engine/plugin_bridge.h"
 #include "onnx/onnx_import.h"
@@ -30,6 +33,7 @@ struct s4d_context {
     s4d_tensor *scratch_in;
     s4d_tensor *scratch_out;
     double *times;
+    s4d_threadpool *pool;  /* NULL when the context runs on one thread */
     int profile;
     int num_threads;
     char errmsg[2048];
@@ -419,6 +423,7 @@ void s4d_context_destroy(s4d_context *c)
     free(c->scratch_in);
     free(c->scratch_out);
     free(c->times);
+    s4d_threadpool_destroy(c->pool);
     free(c);
 }
 
@@ -445,6 +450,10 @@ s4d_status s4d_context_create(const s4d_engine *e, const s4d_context_options *op
     c->engine = e;
     c->profile = o.profile;
     c->num_threads = o.num_threads;
+    if (c->num_threads <= 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        c->num_threads = n > 0 ? (int)n : 1;
+    }
     int max_in = 1, max_out = 1;
     for (int i = 0; i < p->num_layers; i++) {
         if (p->layers[i].num_inputs > max_in)
@@ -465,6 +474,13 @@ s4d_status s4d_context_create(const s4d_engine *e, const s4d_context_options *op
     for (int i = 0; ok && i < p->num_outputs; i++) {
         c->own_outputs[i] = s4d_aligned_alloc((size_t)p->tensors[p->outputs[i]].bytes);
         ok = c->own_outputs[i] != NULL;
+    }
+    if (ok && o.num_threads != 1) {
+        ok = s4d_threadpool_create(o.num_threads, &c->pool) == S4D_OK;
+        if (ok && s4d_threadpool_size(c->pool) <= 1) {
+            s4d_threadpool_destroy(c->pool);
+            c->pool = NULL;
+        }
     }
     if (!ok) {
         s4d_context_destroy(c);
@@ -590,7 +606,7 @@ static s4d_status run_layer(s4d_context *c, int index, void *stream)
         ctx.inputs = c->scratch_in;
         ctx.num_outputs = l->num_outputs;
         ctx.outputs = c->scratch_out;
-        ctx.pool = NULL;
+        ctx.pool = c->pool;
         ctx.workspace = c->workspace;
         ctx.workspace_size = (size_t)l->workspace;
         ctx.err = msg;
