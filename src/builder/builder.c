@@ -64,14 +64,15 @@ static s4d_status report_unsupported(const s4d_ir_graph *g, const miss *misses, 
              kinds, kinds == 1 ? "" : "s");
     msg_add(&m, line);
     int all_custom_missing = 1;
+    int listed = 0;
     for (int i = 0; i < count; i++) {
         if (done[i])
             continue;
         const s4d_ir_node *a = &g->nodes[misses[i].node];
         if (s4d_ir_is_onnx_domain(a->domain))
             all_custom_missing = 0;
-        snprintf(line, sizeof line, " (domain '%s', op_type '%s', opset %d) used by '%s'",
-                 a->domain, a->op_type, a->opset, a->name);
+        snprintf(line, sizeof line, "%s (domain '%s', op_type '%s', opset %d) used by '%s'",
+                 listed++ ? ";" : "", a->domain, a->op_type, a->opset, a->name);
         msg_add(&m, line);
         int more = 0;
         for (int j = i + 1; j < count; j++) {
@@ -92,7 +93,6 @@ static s4d_status report_unsupported(const s4d_ir_graph *g, const miss *misses, 
             msg_add(&m, misses[i].why);
             msg_add(&m, "]");
         }
-        msg_add(&m, ";");
     }
     free(done);
     return all_custom_missing ? S4D_ERR_NOT_FOUND : S4D_ERR_UNSUPPORTED;
