@@ -7,6 +7,7 @@ extern const s4d_op_def s4d_cpu_op_conv;
 extern const s4d_op_def s4d_cpu_op_conv_transpose;
 extern const s4d_op_def s4d_cpu_op_einsum;
 extern const s4d_op_def s4d_cpu_op_fused_conv;
+extern const s4d_op_def s4d_cpu_op_fused_matmul;
 extern const s4d_op_def s4d_cpu_op_gemm;
 extern const s4d_op_def s4d_cpu_op_global_avgpool;
 extern const s4d_op_def s4d_cpu_op_global_maxpool;
@@ -25,6 +26,7 @@ const s4d_op_def *const s4d_cpu_ops_b[] = {
     &s4d_cpu_op_conv_transpose,
     &s4d_cpu_op_einsum,
     &s4d_cpu_op_fused_conv,
+    &s4d_cpu_op_fused_matmul,
     &s4d_cpu_op_gemm,
     &s4d_cpu_op_global_avgpool,
     &s4d_cpu_op_global_maxpool,
