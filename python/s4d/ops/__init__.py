@@ -7,8 +7,9 @@ deformable_aggregation_reference  the same function in pure PyTorch (no extensio
                                   exports with standard ONNX ops, opset >= 16)
 """
 from ._extension import ExtensionNotBuiltError, extension_available, load_extension
-from .deformable_aggregation import (ONNX_DOMAIN, ONNX_OP_TYPE, ONNX_PLUGIN_VERSION,
+from ._deformable_aggregation import (ONNX_DOMAIN, ONNX_OP_TYPE, ONNX_PLUGIN_VERSION,
                                      deformable_aggregation, onnx_translation_table)
+from ._onnx import infer_static_shapes
 from .reference import deformable_aggregation_reference, valid_mask
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "load_extension",
     "ExtensionNotBuiltError",
     "onnx_translation_table",
+    "infer_static_shapes",
     "ONNX_DOMAIN",
     "ONNX_OP_TYPE",
     "ONNX_PLUGIN_VERSION",

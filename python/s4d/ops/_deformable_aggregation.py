@@ -146,15 +146,22 @@ def _onnx_node(g, features, spatial_shape, scale_start_index, sampling_location,
     out = g.op(f"{ONNX_DOMAIN}::{ONNX_OP_TYPE}", features, as_int32(spatial_shape),
                as_int32(scale_start_index), sampling_location, weights,
                plugin_version_s=ONNX_PLUGIN_VERSION)
-    # The output's dtype and static shape, so shape inference downstream of the
-    # custom node keeps static shapes.
     f_sizes = features.type().sizes()
     l_sizes = sampling_location.type().sizes()
-    if f_sizes is not None and l_sizes is not None:
-        out.setType(features.type().with_sizes([f_sizes[0], l_sizes[1], f_sizes[2]]))
-    else:
+    if f_sizes is None or l_sizes is None:
         out.setType(features.type())
-    return out
+        return out
+    sizes = [f_sizes[0], l_sizes[1], f_sizes[2]]
+    out.setType(features.type().with_sizes(sizes))
+    # The TorchScript exporter's graph-level shape inference drops the static
+    # shape set above on nodes of unknown domains (seen with torch 1.13), and
+    # ONNX shape inference cannot see through the node either. A Reshape to
+    # the constant output shape restores static shapes for everything
+    # downstream; engines treat it as a no-op.
+    shape = g.op("Constant", value_t=torch.tensor(sizes, dtype=torch.int64))
+    fixed = g.op("Reshape", out, shape)
+    fixed.setType(features.type().with_sizes(sizes))
+    return fixed
 
 
 def _onnx_symbolic(g, features, spatial_shape, scale_start_index, sampling_location, weights,
