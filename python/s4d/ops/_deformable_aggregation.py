@@ -16,6 +16,7 @@ Autograd: gradients for features, sampling_location and weights come from
 the library's backward (not differentiable twice). Export: one ONNX node
 s4d::DeformableAggregation with attribute plugin_version="1".
 """
+import warnings
 from typing import Optional, Tuple
 
 import torch
@@ -246,7 +247,12 @@ def _register_library_op():
                 gw if need[4] else None, None)
 
     da_op.register_autograd(backward, setup_context=setup_context)
-    torch.onnx.register_custom_op_symbolic("s4d::deformable_aggregation", _onnx_symbolic, 16)
+    try:
+        # The TorchScript exporter (torch.onnx.export(..., dynamo=False)); newer
+        # torch releases may drop it, which must not break the op itself.
+        torch.onnx.register_custom_op_symbolic("s4d::deformable_aggregation", _onnx_symbolic, 16)
+    except Exception as exc:  # pylint: disable=broad-except
+        warnings.warn(f"{_NAME}: TorchScript ONNX symbolic not registered: {exc}")
     return da_op
 
 

@@ -197,7 +197,7 @@ def test_torch_export_keeps_one_op_node():
     program = torch.export.export(M(), (f, loc, w))
     targets = [str(n.target) for n in program.graph.nodes if n.op == "call_function"]
     assert sum("s4d.deformable_aggregation" in t for t in targets) == 1, targets
-    assert torch.equal(program.module()(f, loc, w), M()(f, loc, w))
+    assert rel_l2(program.module()(f, loc, w), M()(f, loc, w)) <= 1e-6
 
 
 @pytest.mark.skipif(not _LIBRARY, reason="needs torch >= 2.4 (torch.library.custom_op)")
