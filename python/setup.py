@@ -20,7 +20,7 @@ import os
 import subprocess
 import sys
 
-from setuptools import setup
+from setuptools import find_packages, setup
 
 import torch
 from torch.utils import cpp_extension
@@ -113,8 +113,7 @@ setup(
     name="s4d",
     version="0.1.0",
     description="Sparse4Dv3 ops for PyTorch: deformable aggregation from the s4d op library",
-    packages=["s4d", "s4d.ops", "s4d.sparse4d"] if os.path.isdir(os.path.join(HERE, "s4d", "sparse4d"))
-    else ["s4d", "s4d.ops"],
+    packages=find_packages(include=["s4d", "s4d.*"]),
     package_dir={"": "."},
     ext_modules=[_extension()],
     cmdclass={"build_ext": BuildS4D},
