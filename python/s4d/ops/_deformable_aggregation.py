@@ -167,7 +167,12 @@ def _onnx_node(g, features, spatial_shape, scale_start_index, sampling_location,
 
 def _onnx_symbolic(g, features, spatial_shape, scale_start_index, sampling_location, weights,
                    deterministic=None):
-    return _onnx_node(g, features, spatial_shape, scale_start_index, sampling_location, weights)
+    with warnings.catch_warnings():
+        # torch 1.13 hands autograd.Function symbolics a raw Graph whose g.op
+        # it marks deprecated; it is the documented way on that release.
+        warnings.simplefilter("ignore", FutureWarning)
+        return _onnx_node(g, features, spatial_shape, scale_start_index, sampling_location,
+                          weights)
 
 
 # ----------------------------------------------------------------- autograd.Function (torch < 2.4)
@@ -280,7 +285,14 @@ def deformable_aggregation(features: torch.Tensor, spatial_shape: torch.Tensor,
     None follows torch.are_deterministic_algorithms_enabled(). The CPU kernel
     is always deterministic.
     """
-    _check_args(features, spatial_shape, scale_start_index, sampling_location, weights)
+    if torch.jit.is_tracing():
+        # Under tracing the checks read sizes as traced values; they are static
+        # facts of the export, not data-dependent control flow.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", torch.jit.TracerWarning)
+            _check_args(features, spatial_shape, scale_start_index, sampling_location, weights)
+    else:
+        _check_args(features, spatial_shape, scale_start_index, sampling_location, weights)
     if deterministic is None:
         deterministic = torch.are_deterministic_algorithms_enabled()
     if _LIBRARY_OP is not None:
