@@ -508,7 +508,7 @@ int main(int argc, char **argv)
 #endif
     if (warmup < 1)
         warmup = 1;
-    char cpu_name[128], gpu_name[128] = "none";
+    char cpu_name[300], gpu_name[300] = "none";
     device_name(0, cpu_name, sizeof cpu_name);
     if (gpu)
         device_name(1, gpu_name, sizeof gpu_name);

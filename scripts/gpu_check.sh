@@ -25,8 +25,17 @@ log() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$LOG"; }
 row() { ROWS+=("$(printf '%-34s %s' "$1" "$2")"); }
 
 # Runs a step with a time limit; its output goes to the log only.
+# A step never runs past the overall budget (DEADLINE seconds from the start), so the
+# whole check ends in time even when something hangs.
+DEADLINE=${DEADLINE:-420}
 step() {
   local name=$1 limit=$2; shift 2
+  local left=$((DEADLINE - SECONDS))
+  if [ "$left" -lt 15 ]; then
+    log "== $name: skipped, the ${DEADLINE} s budget is spent"
+    return 124
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
   log "== $name: $*"
   local t0=$SECONDS rc
   timeout --kill-after=10 "$limit" "$@" >> "$LOG" 2>&1
