@@ -37,13 +37,13 @@ print("extension built_with_cuda", e.built_with_cuda(), "cuda_available", e.cuda
   2>&1 | tee -a "$log"
 
 echo "== pytest tests/python" | tee -a "$log"
-timeout 240 env PYTHONPATH=python "$PY" -m pytest -q -rs -p no:cacheprovider tests/python \
+timeout 150 env PYTHONPATH=python "$PY" -m pytest -q -rs -p no:cacheprovider tests/python \
   >>"$log" 2>&1
 test_rc=$?
 grep -E "passed|failed|error|skipped" "$log" | tail -n 3
 grep -E "^(FAILED|ERROR|SKIPPED)" "$log" | head -n 30
 echo "== examples/op_chain on the GPU" | tee -a "$log"
-timeout 90 env PYTHONPATH=python "$PY" -W ignore examples/op_chain/op_chain.py \
+timeout 60 env PYTHONPATH=python "$PY" -W ignore examples/op_chain/op_chain.py \
   --device cuda --out "${TMPDIR:-/tmp}/s4d_op_chain" 2>&1 | tee -a "$log"
 example_rc=${PIPESTATUS[0]}
 echo "total $(( $(date +%s) - start )) s" | tee -a "$log"
