@@ -24,7 +24,7 @@ export PYTHONUNBUFFERED=1
 start=$(date +%s)
 export S4D_CUDA="${S4D_CUDA:-1}"  # S4D_CUDA=0 dry-runs the script on a machine without CUDA
 echo "== build (S4D_CUDA=$S4D_CUDA, TORCH_CUDA_ARCH_LIST=$TORCH_CUDA_ARCH_LIST)" | tee -a "$log"
-(cd python && "$PY" setup.py -q build_ext --inplace --force) >>"$log" 2>&1
+(cd python && timeout 200 "$PY" setup.py -q build_ext --inplace --force) >>"$log" 2>&1
 build_rc=$?
 echo "build exit $build_rc in $(( $(date +%s) - start )) s" | tee -a "$log"
 if [ $build_rc -ne 0 ]; then
