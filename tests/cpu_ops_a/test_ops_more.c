@@ -819,6 +819,21 @@ void group_where_cast(void)
               isnan(((float *)back->data)[4]), "Cast float16->float: %s", err);
     tensor_free(back);
     tensor_free(&h);
+    /* bfloat16 keeps float32's exponent: round to nearest even on the top 16 bits. */
+    to = attr_int("to", S4D_DTYPE_BFLOAT16);
+    st = run_op("Cast", 13, 1, &f, 0, 1, out, 1, &to, NULL, err);
+    uint16_t wantbf[] = {0x4030, 0xc030, 0x714a, 0xf14a, 0x7fc0, 0x0000};
+    CHECK(st == S4D_OK && out->dtype == S4D_DTYPE_BFLOAT16, "Cast float->bfloat16: %s", err);
+    for (int i = 0; st == S4D_OK && i < 6; i++)
+        CHECK(((uint16_t *)out->data)[i] == wantbf[i] || (i == 4 && (((uint16_t *)out->data)[i] & 0x7fc0) == 0x7fc0),
+              "Cast float->bfloat16 element %d: 0x%04x, expected 0x%04x", i, ((uint16_t *)out->data)[i], wantbf[i]);
+    s4d_tensor bf = *out;
+    to = attr_int("to", S4D_DTYPE_FLOAT32);
+    st = run_op("Cast", 13, 1, &bf, 0, 1, back, 1, &to, NULL, err);
+    CHECK(st == S4D_OK && ((float *)back->data)[0] == 2.75f && ((float *)back->data)[1] == -2.75f &&
+              fabsf(((float *)back->data)[2] - 1e30f) < 1e28f, "Cast bfloat16->float: %s", err);
+    tensor_free(back);
+    tensor_free(&bf);
     to = attr_int("to", S4D_DTYPE_BOOL);
     st = run_op("Cast", 13, 1, &f, 0, 1, out, 1, &to, NULL, err);
     CHECK(st == S4D_OK && ((uint8_t *)out->data)[0] == 1 && ((uint8_t *)out->data)[5] == 0, "Cast float->bool: %s", err);
