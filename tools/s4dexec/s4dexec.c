@@ -138,8 +138,9 @@ static int parse_loads(options *o, const char *spec)
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         char *colon = strrchr(tok, ':');
         if (!colon || colon == tok || !colon[1]) {
+            int rc = fail("--loadInputs expects name:file.npy entries, got '%s'", tok);
             free(copy);
-            return fail("--loadInputs expects name:file.npy entries, got '%s'", tok);
+            return rc;
         }
         if (o->num_loads == MAX_LOADS) {
             free(copy);
