@@ -51,6 +51,9 @@ s4d_status run_op(const char *op_type, int opset, int nin, const s4d_tensor *ins
 /* Compares float32 output with a double reference: |got-ref| <= atol + rtol*|ref|. */
 int close_f32(const float *got, const double *ref, int64_t n, double rtol, double atol, const char *what);
 
+/* Index into `in` (right-aligned, broadcast) of output element o. */
+int64_t bcast_index(const s4d_tensor *out, const s4d_tensor *in, int64_t o);
+
 /* Group entry points. */
 void group_threadpool(void);
 void group_binary(void);
