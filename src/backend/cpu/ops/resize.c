@@ -32,6 +32,12 @@ typedef struct resize_plan {
     nearest_mode near;
     int64_t in[S4D_MAX_RANK], out[S4D_MAX_RANK];
     double scale[S4D_MAX_RANK];
+    /*
+     * The resized length align_corners divides by: the output length when
+     * sizes are given, in * scale (not rounded) when scales are, as in
+     * ONNX's reference and its test data.
+     */
+    double span[S4D_MAX_RANK];
 } resize_plan;
 
 static s4d_status resize_plan_make(s4d_op_ctx *ctx, resize_plan *p)
@@ -64,6 +70,11 @@ static s4d_status resize_plan_make(s4d_op_ctx *ctx, resize_plan *p)
             p->coord = (coord_mode)i;
             found = 1;
         }
+    if (strcmp(cm, "tf_half_pixel_for_nn") == 0) {
+        /* The name ONNX 1.12's test data and older exporters use. */
+        p->coord = COORD_TF_HALF_PIXEL_FOR_NEAREST;
+        found = 1;
+    }
     if (!found)
         return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "coordinate_transformation_mode '%s' is not supported", cm);
     const char *nm = s4d_op_attr_string(ctx, "nearest_mode", v10 ? "floor" : "round_prefer_floor");
@@ -98,6 +109,7 @@ static s4d_status resize_plan_make(s4d_op_ctx *ctx, resize_plan *p)
     for (int i = 0; i < x->rank; i++) {
         p->in[i] = p->out[i] = x->dims[i];
         p->scale[i] = 1.0;
+        p->span[i] = (double)x->dims[i];
     }
     int si = v10 ? 1 : 2, zi = 3;
     int has_scales = s4d_cpu_has_input(ctx, si) && s4d_tensor_numel(&ctx->inputs[si]) > 0;
@@ -116,7 +128,8 @@ static s4d_status resize_plan_make(s4d_op_ctx *ctx, resize_plan *p)
                 return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "scales[%d] = %g must be positive", i, sc[i]);
             int a = axes[i];
             p->scale[a] = sc[i];
-            p->out[a] = (int64_t)floor((double)p->in[a] * (double)sc[i]);
+            p->span[a] = (double)p->in[a] * (double)sc[i];
+            p->out[a] = (int64_t)floor(p->span[a]);
         }
     } else {
         int64_t sz[S4D_MAX_RANK];
@@ -130,6 +143,7 @@ static s4d_status resize_plan_make(s4d_op_ctx *ctx, resize_plan *p)
             if (sz[i] < 0)
                 return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "sizes[%d] = %lld is negative", i, (long long)sz[i]);
             p->out[a] = sz[i];
+            p->span[a] = (double)sz[i];
             p->scale[a] = p->in[a] ? (double)sz[i] / (double)p->in[a] : 1.0;
         }
     }
@@ -200,7 +214,7 @@ static double src_coord(const resize_plan *p, int a, int64_t o)
     case COORD_PYTORCH_HALF_PIXEL:
         return lout > 1 ? ((double)o + 0.5) / s - 0.5 : 0.0;
     case COORD_ALIGN_CORNERS:
-        return lout > 1 ? (double)o * (lin - 1) / (lout - 1) : 0.0;
+        return lout > 1 && p->span[a] > 1.0 ? (double)o * (lin - 1) / (p->span[a] - 1) : 0.0;
     case COORD_ASYMMETRIC:
         return (double)o / s;
     case COORD_TF_HALF_PIXEL_FOR_NEAREST:
