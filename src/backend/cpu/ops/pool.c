@@ -108,6 +108,17 @@ typedef struct pool_job {
     int64_t *idx;
 } pool_job;
 
+/* Kernel taps [*b, *e) whose position s + k * d lies in [lo, hi). */
+static void tap_range(int64_t s, int64_t d, int64_t k, int64_t lo, int64_t hi, int64_t *b, int64_t *e)
+{
+    *b = lo - s <= 0 ? 0 : (lo - s + d - 1) / d;
+    *e = hi - s <= 0 ? 0 : (hi - s - 1) / d + 1;
+    if (*e > k)
+        *e = k;
+    if (*b > *e)
+        *b = *e;
+}
+
 static void pool_planes(void *arg, int64_t begin, int64_t end)
 {
     const pool_job *j = arg;
@@ -120,34 +131,35 @@ static void pool_planes(void *arg, int64_t begin, int64_t end)
         for (int64_t o0 = 0; o0 < g->grid[0]; o0++)
             for (int64_t o1 = 0; o1 < g->grid[1]; o1++)
                 for (int64_t o2 = 0; o2 < g->grid[2]; o2++, oi++) {
-                    int64_t s0 = o0 * g->stride[0] - g->pad_b[0];
-                    int64_t s1 = o1 * g->stride[1] - g->pad_b[1];
-                    int64_t s2 = o2 * g->stride[2] - g->pad_b[2];
+                    int64_t s[3] = {o0 * g->stride[0] - g->pad_b[0], o1 * g->stride[1] - g->pad_b[1],
+                                    o2 * g->stride[2] - g->pad_b[2]};
+                    /* Valid taps per dim, so the inner loops need no bounds checks. */
+                    int64_t b[3], e[3], n_pad = 1;
+                    for (int q = 0; q < 3; q++) {
+                        int64_t pb, pe;
+                        tap_range(s[q], g->dil[q], g->k[q], 0, g->img[q], &b[q], &e[q]);
+                        tap_range(s[q], g->dil[q], g->k[q], -g->pad_b[q], g->img[q] + g->pad_e[q], &pb, &pe);
+                        n_pad *= pe - pb;
+                    }
                     float best = -INFINITY;
-                    int64_t best_at = -1, n_in = 0, n_pad = 0;
+                    int64_t best_at = -1, n_in = (e[0] - b[0]) * (e[1] - b[1]) * (e[2] - b[2]);
                     double sum = 0.0;
-                    for (int64_t k0 = 0; k0 < g->k[0]; k0++) {
-                        int64_t i0 = s0 + k0 * g->dil[0];
-                        int in0 = i0 >= 0 && i0 < g->img[0];
-                        int pd0 = i0 >= -g->pad_b[0] && i0 < g->img[0] + g->pad_e[0];
-                        for (int64_t k1 = 0; k1 < g->k[1]; k1++) {
-                            int64_t i1 = s1 + k1 * g->dil[1];
-                            int in1 = in0 && i1 >= 0 && i1 < g->img[1];
-                            int pd1 = pd0 && i1 >= -g->pad_b[1] && i1 < g->img[1] + g->pad_e[1];
-                            for (int64_t k2 = 0; k2 < g->k[2]; k2++) {
-                                int64_t i2 = s2 + k2 * g->dil[2];
-                                if (pd1 && i2 >= -g->pad_b[2] && i2 < g->img[2] + g->pad_e[2])
-                                    n_pad++;
-                                if (!(in1 && i2 >= 0 && i2 < g->img[2]))
-                                    continue;
-                                int64_t at = (i0 * g->img[1] + i1) * g->img[2] + i2;
-                                float v = x[at];
-                                n_in++;
-                                sum += v;
+                    for (int64_t k0 = b[0]; k0 < e[0]; k0++) {
+                        int64_t i0 = s[0] + k0 * g->dil[0];
+                        for (int64_t k1 = b[1]; k1 < e[1]; k1++) {
+                            int64_t row = (i0 * g->img[1] + s[1] + k1 * g->dil[1]) * g->img[2];
+                            const float *xr = x + row + s[2];
+                            if (j->kind == POOL_AVG) {
+                                for (int64_t k2 = b[2]; k2 < e[2]; k2++)
+                                    sum += xr[k2 * g->dil[2]];
+                                continue;
+                            }
+                            for (int64_t k2 = b[2]; k2 < e[2]; k2++) {
+                                float v = xr[k2 * g->dil[2]];
                                 /* NaN wins, as in numpy's max. */
                                 if (best_at < 0 || v > best || (v != v && best == best)) {
                                     best = v;
-                                    best_at = at;
+                                    best_at = row + s[2] + k2 * g->dil[2];
                                 }
                             }
                         }
