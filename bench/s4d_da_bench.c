@@ -252,6 +252,8 @@ static int bench_gpu(const da_workload *w, int iters, int warmup)
         fprintf(stderr, "s4d_da_bench: device allocation failed\n");
         return 1;
     }
+    /* The copies above ran on the legacy stream, which a non-blocking stream does not wait for. */
+    CK(cudaDeviceSynchronize());
     cudaStream_t st;
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     int n_ev = iters + 1;
@@ -500,13 +502,13 @@ int main(int argc, char **argv)
         nanchors = 1;
         anchors[0] = 900;
     }
-    int cpu_iters = iters > 0 ? (iters < 20 ? iters : 20) : (summary ? 5 : 20);
+    int cpu_iters = iters > 0 ? (iters < 20 ? iters : 20) : (summary ? 3 : 20);
 #ifdef S4D_HAVE_CUDA
     int gpu_iters = iters >= 100 ? iters : 100;
 #endif
     if (warmup < 1)
         warmup = 1;
-    char cpu_name[128], gpu_name[128] = "none";
+    char cpu_name[300], gpu_name[300] = "none";
     device_name(0, cpu_name, sizeof cpu_name);
     if (gpu)
         device_name(1, gpu_name, sizeof gpu_name);

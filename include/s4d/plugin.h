@@ -200,7 +200,7 @@ typedef struct s4d_plugin_creator s4d_plugin_creator;
 struct s4d_plugin_creator {
     uint32_t abi_version;
     uint32_t struct_size;
-    const char *plugin_namespace; /* "" allowed */
+    const char *plugin_namespace; /* never NULL; "" for none */
     const char *name;             /* the ONNX op_type */
     const char *version;          /* e.g. "1" */
     int32_t num_fields;

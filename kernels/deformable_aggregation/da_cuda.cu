@@ -255,6 +255,10 @@ __global__ void __launch_bounds__(kThreads) fwd_kernel(Params p, bool vec)
     const int64_t nba = p.bs * p.A;
     const TF *feat = static_cast<const TF *>(p.feat);
     const TW *wts = static_cast<const TW *>(p.weights);
+    int64_t grp[kChunks]; /* the group of each of this lane's channel vectors */
+#pragma unroll
+    for (int k = 0; k < kChunks; k++)
+        grp[k] = (c_begin + (int64_t)k * 32 * VEC + (int64_t)lane * VEC) / p.cpg;
     load_maps(p, s);
     __syncthreads();
     for (int64_t ba = blockIdx.x; ba < nba; ba += gridDim.x) {
@@ -266,11 +270,14 @@ __global__ void __launch_bounds__(kThreads) fwd_kernel(Params p, bool vec)
 #pragma unroll
             for (int v = 0; v < VEC; v++)
                 acc[k][v] = 0.0f;
-        const int64_t items = (int64_t)nvalid * p.L;
-        for (int64_t it = warp; it < items; it += kWarps) {
-            const int64_t pi = s.pairs[it / p.L];
-            const int64_t l = it % p.L;
-            const int64_t n = pi % p.N;
+        /* Item, pair and camera indices fit in 32 bits (shared memory bounds P*N); 32-bit
+           division is several times cheaper than 64-bit on the GPU. */
+        const int L32 = (int)p.L, N32 = (int)p.N;
+        const int items = nvalid * L32;
+        for (int it = warp; it < items; it += kWarps) {
+            const int pi = s.pairs[it / L32];
+            const int l = it % L32;
+            const int n = pi % N32;
             const int64_t pair = ba * p.P * p.N + pi;
             const float x = __ldg(p.loc + 2 * pair), y = __ldg(p.loc + 2 * pair + 1);
             Corners cr;
@@ -281,7 +288,7 @@ __global__ void __launch_bounds__(kThreads) fwd_kernel(Params p, bool vec)
                 const int64_t c0 = c_begin + (int64_t)k * 32 * VEC + (int64_t)lane * VEC;
                 if (c0 >= p.C)
                     continue;
-                const float wg = to_f(wrow[c0 / p.cpg]);
+                const float wg = to_f(wrow[grp[k]]);
 #pragma unroll
                 for (int q = 0; q < 4; q++) {
                     if (cr.row[q] < 0)
@@ -351,8 +358,8 @@ __global__ void __launch_bounds__(kThreads) bwd_kernel(Params p, bool vec, bool 
         }
         const int nvalid = compact_pairs(p, s, ba);
         for (int vi = warp; vi < nvalid; vi += kWarps) {
-            const int64_t pi = s.pairs[vi];
-            const int64_t n = pi % p.N;
+            const int pi = s.pairs[vi];
+            const int n = pi % (int)p.N;
             const int64_t pair = ba * PN + pi;
             const float x = p.loc[2 * pair], y = p.loc[2 * pair + 1];
             float gx = 0.0f, gy = 0.0f;

@@ -10,6 +10,7 @@
  * sampling_location [bs,A,P,N,2], weights [bs,A,P,N,L,G]; output [bs,A,C].
  */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,16 +178,39 @@ static s4d_status check_dtypes(const s4d_plugin_tensor_desc *in, s4d_errbuf *err
         int i = rules[k].idx;
         s4d_dtype d = in[i].dtype;
         int index_input = i == IN_SPATIAL_SHAPE || i == IN_START_INDEX;
-        int ok = index_input ? d == S4D_DTYPE_INT32
+        /* int64 indices (what a framework edge often produces) are narrowed on the CPU. */
+        int ok = index_input ? (d == S4D_DTYPE_INT32 || d == S4D_DTYPE_INT64)
                              : (d == S4D_DTYPE_FLOAT32 || (rules[k].allow_half && d == S4D_DTYPE_FLOAT16));
         if (!ok) {
-            const char *want = index_input ? "int32 (cast int64 indices to int32 in the graph)"
+            const char *want = index_input ? "int32 or int64"
                                : rules[k].allow_half ? "float32 or float16"
                                                      : "float32";
             set_err(err, "input %d (%s): dtype %s is not supported; expected %s", i,
                     k_input_names[i], s4d_dtype_name(d), want);
             return S4D_ERR_DTYPE;
         }
+    }
+    return S4D_OK;
+}
+
+/* CPU scratch for int32 copies of int64 index inputs (0 when both are int32). */
+static size_t narrow_bytes(const s4d_plugin_tensor_desc *in, const s4d_da_sizes *sz)
+{
+    if (in[IN_SPATIAL_SHAPE].dtype != S4D_DTYPE_INT64 && in[IN_START_INDEX].dtype != S4D_DTYPE_INT64)
+        return 0;
+    return (size_t)(sz->num_cams * sz->num_levels * 3) * sizeof(int32_t);
+}
+
+/* Copies an int64 index tensor into int32 scratch, refusing values int32 cannot hold. */
+static s4d_status narrow(const int64_t *src, int64_t n, int32_t *dst, int idx, s4d_errbuf *err)
+{
+    for (int64_t i = 0; i < n; i++) {
+        if (src[i] < INT32_MIN || src[i] > INT32_MAX) {
+            set_err(err, "input %d (%s): element %lld = %lld does not fit int32", idx,
+                    k_input_names[idx], (long long)i, (long long)src[i]);
+            return S4D_ERR_SHAPE;
+        }
+        dst[i] = (int32_t)src[i];
     }
     return S4D_OK;
 }
@@ -252,6 +276,14 @@ static s4d_status da_supports(const s4d_plugin *self, const s4d_plugin_tensor_de
     case S4D_DEVICE_CPU: return S4D_OK;
     case S4D_DEVICE_CUDA:
 #if defined(S4D_HAVE_CUDA)
+        for (int i = IN_SPATIAL_SHAPE; i <= IN_START_INDEX; i++) {
+            if (inputs[i].dtype != S4D_DTYPE_INT32) {
+                set_err(err, "input %d (%s): int64 indices run on the cpu only; cast them to "
+                             "int32 in the graph for cuda",
+                        i, k_input_names[i]);
+                return S4D_ERR_DTYPE;
+            }
+        }
         return S4D_OK;
 #else
         set_err(err, "this libs4d_plugins.so was built without CUDA; rebuild with CUDA or run on cpu");
@@ -275,7 +307,7 @@ static size_t da_workspace_size(const s4d_plugin *self, const s4d_plugin_tensor_
     if (infer_sizes(inputs, num_inputs, &sz, NULL) != S4D_OK || num_outputs != 1 || !outputs)
         return 0;
     switch (outputs[0].device) {
-    case S4D_DEVICE_CPU: return 0;
+    case S4D_DEVICE_CPU: return narrow_bytes(inputs, &sz);
     case S4D_DEVICE_CUDA: return s4d_da_forward_workspace_size(&sz, algo_of(state_of(self)));
     }
     return 0;
@@ -356,7 +388,7 @@ static s4d_status da_enqueue(const s4d_plugin *self, const s4d_plugin_tensor *in
     }
     s4d_da_sizes sz;
     s4d_status st = infer_sizes(descs, DA_NUM_INPUTS, &sz, err);
-    if (st != S4D_OK)
+    if (st != S4D_OK || (st = check_dtypes(descs, err)) != S4D_OK)
         return st;
     const s4d_plugin_tensor *out = &outputs[0];
     if (!out->data || out->desc.device != run->device || out->desc.rank != 3 ||
@@ -382,8 +414,36 @@ static s4d_status da_enqueue(const s4d_plugin *self, const s4d_plugin_tensor *in
     a.output = out->data;
     /* The op library checks dtypes and (on the CPU) index contents itself. */
     switch (run->device) {
-    case S4D_DEVICE_CPU: return s4d_da_forward_cpu(&a, run->num_threads, err);
+    case S4D_DEVICE_CPU: {
+        size_t need = narrow_bytes(descs, &sz);
+        if (need > 0) {
+            if (run->workspace_size < need || !run->workspace) {
+                set_err(err, "enqueue: workspace of %zu bytes, need %zu", run->workspace_size, need);
+                return S4D_ERR_INVALID_ARG;
+            }
+            int64_t nl = sz.num_cams * sz.num_levels;
+            int32_t *shape32 = run->workspace, *start32 = shape32 + 2 * nl;
+            if (descs[IN_SPATIAL_SHAPE].dtype == S4D_DTYPE_INT64) {
+                if ((st = narrow(inputs[IN_SPATIAL_SHAPE].data, 2 * nl, shape32, IN_SPATIAL_SHAPE,
+                                 err)) != S4D_OK)
+                    return st;
+                a.spatial_shape = shape32;
+            }
+            if (descs[IN_START_INDEX].dtype == S4D_DTYPE_INT64) {
+                if ((st = narrow(inputs[IN_START_INDEX].data, nl, start32, IN_START_INDEX, err)) !=
+                    S4D_OK)
+                    return st;
+                a.scale_start_index = start32;
+            }
+        }
+        return s4d_da_forward_cpu(&a, run->num_threads, err);
+    }
     case S4D_DEVICE_CUDA: {
+        if (descs[IN_SPATIAL_SHAPE].dtype != S4D_DTYPE_INT32 ||
+            descs[IN_START_INDEX].dtype != S4D_DTYPE_INT32) {
+            set_err(err, "enqueue: cuda takes int32 spatial_shape and scale_start_index only");
+            return S4D_ERR_DTYPE;
+        }
         s4d_da_algo algo = algo_of(state_of(self));
         size_t need = s4d_da_forward_workspace_size(&sz, algo);
         if (run->workspace_size < need || (need > 0 && !run->workspace)) {

@@ -224,8 +224,10 @@ static s4d_status check_creator(const s4d_plugin_creator *c, char *err, size_t e
             (unsigned)c->struct_size, (unsigned)S4D_PLUGIN_ABI_VERSION, (size_t)CREATOR_MIN_SIZE);
         return S4D_ERR_VERSION;
     }
-    if (!c->name || !c->name[0] || !c->version || !c->version[0]) {
-        fmt(err, err_size, "plugin creator '%s' has an empty name or version",
+    if (!c->name || !c->name[0] || !c->version || !c->version[0] || !c->plugin_namespace) {
+        /* A NULL namespace would reach every consumer of the key; "" says "none". */
+        fmt(err, err_size,
+            "plugin creator '%s' has an empty name or version or a NULL namespace (use \"\")",
             str_or_empty(c->name));
         return S4D_ERR_INVALID_ARG;
     }
@@ -953,5 +955,21 @@ s4d_status s4d_registry_deserialize(s4d_plugin_registry *registry, const char *n
     *out = p;
     if (creator_out)
         *creator_out = c;
+    return S4D_OK;
+}
+
+s4d_status s4d_registry_tensor_desc(const s4d_tensor *t, s4d_device device,
+                                    s4d_plugin_tensor_desc *out)
+{
+    if (!t || !out || t->rank < 0 || t->rank > S4D_PLUGIN_MAX_RANK)
+        return S4D_ERR_INVALID_ARG;
+    memset(out, 0, sizeof(*out));
+    out->abi_version = S4D_PLUGIN_ABI_VERSION;
+    out->struct_size = (uint32_t)sizeof(*out);
+    out->dtype = t->dtype;
+    out->device = device;
+    out->rank = t->rank;
+    for (int i = 0; i < t->rank; i++)
+        out->dims[i] = t->dims[i];
     return S4D_OK;
 }

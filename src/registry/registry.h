@@ -61,9 +61,10 @@ s4d_status s4d_registry_lookup(s4d_plugin_registry *registry, const s4d_plugin_k
  * field of the same type (FLOAT, INT, STRING, FLOATS, INTS); every required
  * field must be present. Statuses: S4D_OK; S4D_ERR_NOT_FOUND (no creator);
  * S4D_ERR_INVALID_ARG (unknown attribute, missing required attribute, type
- * mismatch - each message names the node and the attribute);
- * S4D_ERR_PLUGIN (create() failed or returned a broken instance);
- * S4D_ERR_VERSION; S4D_ERR_NO_MEMORY. *out is the new instance (caller
+ * mismatch - each message names the node and the attribute); when create()
+ * fails, its own status (S4D_ERR_PLUGIN if that is not a failure status)
+ * and message after the node and key; S4D_ERR_PLUGIN or S4D_ERR_VERSION for
+ * a broken instance; S4D_ERR_NO_MEMORY. *out is the new instance (caller
  * destroys it with (*out)->destroy(*out)); *creator_out (may be NULL) the
  * creator, whose key the engine file records.
  */
@@ -84,6 +85,14 @@ s4d_status s4d_registry_deserialize(s4d_plugin_registry *registry, const char *n
                                     const char *version, const void *data, size_t size,
                                     s4d_plugin **out, const s4d_plugin_creator **creator_out,
                                     char *err, size_t err_size);
+
+/*
+ * The plugin descriptor of an engine tensor on `device`. S4D_OK, or
+ * S4D_ERR_INVALID_ARG when t is NULL or its rank is outside
+ * 0..S4D_PLUGIN_MAX_RANK.
+ */
+s4d_status s4d_registry_tensor_desc(const s4d_tensor *t, s4d_device device,
+                                    s4d_plugin_tensor_desc *out);
 
 /*
  * Writes "ns::name v<version>, ..." for every registered creator (or

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/op.h"
+#include "core/threadpool.h"
 
 static int t_failures;
 static int t_checks;
@@ -27,8 +28,13 @@ static int t_checks;
         }                                                                                          \
     } while (0)
 
+/* Ops run on a 3-thread pool so that the threaded paths are exercised. */
+static s4d_threadpool *t_pool;
+
 static inline int t_finish(const char *name)
 {
+    s4d_threadpool_destroy(t_pool);
+    t_pool = NULL;
     printf("%s: %d checks, %d failures\n", name, t_checks, t_failures);
     return t_failures ? 1 : 0;
 }
@@ -52,7 +58,7 @@ static inline float t_randf(float lo, float hi)
     return v;
 }
 
-static float *t_rand_buf(int64_t n, float lo, float hi)
+static inline float *t_rand_buf(int64_t n, float lo, float hi)
 {
     float *p = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
     for (int64_t i = 0; i < n; i++)
@@ -151,6 +157,8 @@ static inline s4d_status t_run_op(const char *op_type, int opset, s4d_tensor *in
     ctx.outputs = outputs;
     ctx.err = t_err;
     ctx.err_size = sizeof t_err;
+    if (!t_pool && s4d_threadpool_create(3, &t_pool) != S4D_OK)
+        t_pool = NULL;
     /* Infer sees no data for non-constant inputs, as in the builder. */
     void *saved[16];
     for (int i = 0; i < num_inputs; i++) {
@@ -180,6 +188,7 @@ static inline s4d_status t_run_op(const char *op_type, int opset, s4d_tensor *in
         ctx.workspace = wsp;
         ctx.workspace_size = ws;
     }
+    ctx.pool = t_pool;
     st = def->run(&ctx);
     free(wsp);
     return st;

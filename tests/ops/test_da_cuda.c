@@ -18,12 +18,23 @@
         }                                                                                    \
     } while (0)
 
+/*
+ * The kernels run on a non-blocking stream (so that a launch on the legacy
+ * default stream would show), which does not order itself after cudaMemcpy or
+ * cudaMemset: every setup step therefore ends with a device synchronisation.
+ */
+static void dev_sync(void)
+{
+    CUDA_OK(cudaDeviceSynchronize());
+}
+
 static void *dev_copy(const void *h, size_t bytes)
 {
     void *d = NULL;
     CUDA_OK(cudaMalloc(&d, bytes ? bytes : 16));
     if (bytes)
         CUDA_OK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
+    dev_sync();
     return d;
 }
 
@@ -33,6 +44,7 @@ static void *dev_alloc(size_t bytes)
     CUDA_OK(cudaMalloc(&d, bytes ? bytes : 16));
     /* Garbage, so that a missed element shows. */
     CUDA_OK(cudaMemset(d, 0x7f, bytes ? bytes : 16));
+    dev_sync();
     return d;
 }
 
@@ -318,6 +330,7 @@ static int test_determinism(void)
     for (int algo = 0; algo < 2; algo++) {
         for (int run = 0; run < 10; run++) {
             CUDA_OK(cudaMemset(dout, 0xff, 4 * (size_t)no));
+            dev_sync();
             s4d_da_forward_args ga = dfwd_args(&p, &d, dout);
             gpu_forward(&ga, (s4d_da_algo)algo);
             to_host(run ? now : first, dout, 4 * (size_t)no);
@@ -383,6 +396,7 @@ static int test_graph(void)
         CUDA_OK(cudaMemset(gl, 0x7f, 4 * (size_t)nl));
         CUDA_OK(cudaMemset(gw, 0x7f, 4 * (size_t)nw));
         CUDA_OK(cudaMemset(gf, 0x7f, 4 * (size_t)nf));
+        dev_sync();
         CUDA_OK(cudaGraphLaunch(exec, g_stream));
         CUDA_OK(cudaStreamSynchronize(g_stream));
         to_host(r, out, 4 * (size_t)no);
@@ -427,6 +441,7 @@ static int test_unaligned(void)
     float *shifted = NULL;
     CUDA_OK(cudaMalloc((void **)&shifted, 4 * (size_t)(nf + 1)));
     CUDA_OK(cudaMemcpy(shifted + 1, p.feat, 4 * (size_t)nf, cudaMemcpyHostToDevice));
+    dev_sync();
     void *dout = dev_alloc(4 * (size_t)no);
     s4d_da_forward_args ga = dfwd_args(&p, &d, dout);
     ga.features = shifted + 1;
@@ -495,6 +510,7 @@ static int test_large(void)
         CUDA_OK(cudaMemcpy(dfeat + off, fh + off, (size_t)((F - row0) * C) * 2,
                            cudaMemcpyHostToDevice));
     }
+    dev_sync();
     dproblem d;
     d.feat = dfeat;
     d.w = dev_copy(wh, 2 * (size_t)n_w(&p));

@@ -1,7 +1,7 @@
 /*
  * The deformable aggregation plugin loaded from libs4d_plugins.so: build-time
- * checks, enqueue against s4d_da_forward_cpu and a float64 reference written
- * here, the alias creator, and serialize -> deserialize -> same output.
+ * checks, enqueue against s4d_da_forward_cpu and a float64 reference
+ * (da_problem.h), the alias creator, and serialize -> deserialize -> same output.
  * Usage: test_plugin_da <libs4d_plugins.so>
  */
 #define _POSIX_C_SOURCE 200809L
@@ -9,163 +9,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "plugin_test.h"
+#include "da_problem.h"
 #include "registry/registry.h"
 #include "s4d/deformable_aggregation.h"
-
-/* ---- a random problem -------------------------------------------------------------- */
-
-enum { BS = 2, NC = 3, NL = 2, C = 16, G = 4, NA = 7, NP = 5 };
-
-typedef struct problem {
-    int64_t F;
-    int32_t shape[NC * NL * 2];
-    int32_t start[NC * NL];
-    float *feat;  /* [BS, F, C] */
-    float loc[BS * NA * NP * NC * 2];
-    float w[BS * NA * NP * NC * NL * G];
-} problem;
-
-static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
-
-static float uniform(float lo, float hi)
-{
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return lo + (hi - lo) * (float)((g_rng >> 11) * (1.0 / 9007199254740992.0));
-}
-
-static void make_problem(problem *pb)
-{
-    int64_t rows = 0;
-    for (int n = 0; n < NC; n++) {
-        for (int l = 0; l < NL; l++) {
-            /* Cameras differ in size, as they may in a real rig. */
-            int32_t H = l == 0 ? 5 + n : 3, W = l == 0 ? 8 + n : 4 + n;
-            pb->shape[(n * NL + l) * 2] = H;
-            pb->shape[(n * NL + l) * 2 + 1] = W;
-            pb->start[n * NL + l] = (int32_t)rows;
-            rows += (int64_t)H * W;
-        }
-    }
-    pb->F = rows;
-    pb->feat = malloc(sizeof(float) * BS * rows * C);
-    for (int64_t i = 0; i < BS * rows * C; i++)
-        pb->feat[i] = uniform(-1.f, 1.f);
-    /* Locations reach past the image on every side so invalid points occur. */
-    for (size_t i = 0; i < sizeof(pb->loc) / sizeof(float); i++)
-        pb->loc[i] = uniform(-0.15f, 1.15f);
-    pb->loc[6] = NAN; /* a NaN location counts as outside the image */
-    for (size_t i = 0; i < sizeof(pb->w) / sizeof(float); i++)
-        pb->w[i] = uniform(0.f, 1.f);
-}
-
-/* out[b,a,c] in float64 straight from the definition (SPARSE4D.md section 1). */
-static void reference(const problem *pb, double *out)
-{
-    const int64_t F = pb->F;
-    for (int b = 0; b < BS; b++)
-        for (int a = 0; a < NA; a++)
-            for (int c = 0; c < C; c++) {
-                int g = c / (C / G);
-                double acc = 0.0;
-                for (int p = 0; p < NP; p++)
-                    for (int n = 0; n < NC; n++) {
-                        const float *xy = &pb->loc[((((int64_t)b * NA + a) * NP + p) * NC + n) * 2];
-                        double x = xy[0], y = xy[1];
-                        if (!(x > 0.0 && x < 1.0 && y > 0.0 && y < 1.0))
-                            continue;
-                        for (int l = 0; l < NL; l++) {
-                            int H = pb->shape[(n * NL + l) * 2], W = pb->shape[(n * NL + l) * 2 + 1];
-                            int64_t s0 = pb->start[n * NL + l];
-                            double wt = pb->w[(((((int64_t)b * NA + a) * NP + p) * NC + n) * NL + l) * G + g];
-                            double hy = y * H - 0.5, wx = x * W - 0.5;
-                            double h0 = floor(hy), w0 = floor(wx);
-                            double lh = hy - h0, lw = wx - w0;
-                            double v = 0.0;
-                            for (int dh = 0; dh < 2; dh++)
-                                for (int dw = 0; dw < 2; dw++) {
-                                    int64_t hh = (int64_t)h0 + dh, ww = (int64_t)w0 + dw;
-                                    if (hh < 0 || hh > H - 1 || ww < 0 || ww > W - 1)
-                                        continue;
-                                    double cw = (dh ? lh : 1 - lh) * (dw ? lw : 1 - lw);
-                                    v += cw * pb->feat[((int64_t)b * F + s0 + hh * W + ww) * C + c];
-                                }
-                            acc += wt * v;
-                        }
-                    }
-                out[((int64_t)b * NA + a) * C + c] = acc;
-            }
-}
-
-/* ---- descriptors and tensors --------------------------------------------------------- */
-
-static s4d_plugin_tensor_desc desc(s4d_dtype dt, int rank, const int64_t *dims)
-{
-    s4d_plugin_tensor_desc d;
-    memset(&d, 0, sizeof(d));
-    d.abi_version = S4D_PLUGIN_ABI_VERSION;
-    d.struct_size = sizeof(d);
-    d.dtype = dt;
-    d.device = S4D_DEVICE_CPU;
-    d.rank = rank;
-    for (int i = 0; i < rank; i++)
-        d.dims[i] = dims[i];
-    return d;
-}
-
-static void input_descs(const problem *pb, s4d_plugin_tensor_desc in[5])
-{
-    int64_t d0[] = {BS, pb->F, C}, d1[] = {NC, NL, 2}, d2[] = {NC, NL}, d3[] = {BS, NA, NP, NC, 2},
-            d4[] = {BS, NA, NP, NC, NL, G};
-    in[0] = desc(S4D_DTYPE_FLOAT32, 3, d0);
-    in[1] = desc(S4D_DTYPE_INT32, 3, d1);
-    in[2] = desc(S4D_DTYPE_INT32, 2, d2);
-    in[3] = desc(S4D_DTYPE_FLOAT32, 5, d3);
-    in[4] = desc(S4D_DTYPE_FLOAT32, 6, d4);
-}
-
-static void run_tensors(problem *pb, float *out, s4d_plugin_tensor in[5], s4d_plugin_tensor *o)
-{
-    s4d_plugin_tensor_desc d[5];
-    input_descs(pb, d);
-    void *data[5] = {pb->feat, pb->shape, pb->start, pb->loc, pb->w};
-    for (int i = 0; i < 5; i++) {
-        memset(&in[i], 0, sizeof(in[i]));
-        in[i].abi_version = S4D_PLUGIN_ABI_VERSION;
-        in[i].struct_size = sizeof(in[i]);
-        in[i].desc = d[i];
-        in[i].data = data[i];
-    }
-    int64_t od[] = {BS, NA, C};
-    memset(o, 0, sizeof(*o));
-    o->abi_version = S4D_PLUGIN_ABI_VERSION;
-    o->struct_size = sizeof(*o);
-    o->desc = desc(S4D_DTYPE_FLOAT32, 3, od);
-    o->data = out;
-}
-
-static s4d_plugin_run_info cpu_run(int threads)
-{
-    s4d_plugin_run_info r;
-    memset(&r, 0, sizeof(r));
-    r.abi_version = S4D_PLUGIN_ABI_VERSION;
-    r.struct_size = sizeof(r);
-    r.device = S4D_DEVICE_CPU;
-    r.num_threads = threads;
-    return r;
-}
-
-static s4d_status enqueue(const s4d_plugin *p, problem *pb, float *out, int threads, s4d_errbuf *err)
-{
-    s4d_plugin_tensor in[5], o;
-    run_tensors(pb, out, in, &o);
-    s4d_plugin_run_info run = cpu_run(threads);
-    return p->enqueue(p, in, 5, &o, 1, &run, err);
-}
-
-#define OUT_N (BS * NA * C)
 
 static s4d_attr attr_s(const char *name, const char *v)
 {
@@ -183,6 +29,7 @@ static s4d_plugin *create(s4d_plugin_registry *r, const char *domain, const char
         fprintf(stderr, "create %s::%s failed: %s\n", domain, op, err);
     return p;
 }
+
 
 /* ---- tests ------------------------------------------------------------------------------ */
 
@@ -256,8 +103,9 @@ static void test_bad_descs(s4d_plugin *p, problem *pb)
     EXPECT_BAD(in[4].dims[5] = 3, S4D_ERR_SHAPE, "groups G = 3", "channels C = 16");
     EXPECT_BAD(in[4].dims[5] = 0, S4D_ERR_SHAPE, "groups G = 0");
     EXPECT_BAD(in[3].dims[1] = -1, S4D_ERR_SHAPE, "input 3 (sampling_location): dim 1 is negative");
-    EXPECT_BAD(in[1].dtype = S4D_DTYPE_INT64, S4D_ERR_DTYPE, "input 1 (spatial_shape)",
-               "dtype int64", "int32");
+    EXPECT_BAD(in[1].dtype = S4D_DTYPE_INT16, S4D_ERR_DTYPE, "input 1 (spatial_shape)",
+               "dtype int16", "int32 or int64");
+    EXPECT_BAD(in[2].dtype = S4D_DTYPE_FLOAT32, S4D_ERR_DTYPE, "input 2 (scale_start_index)");
     EXPECT_BAD(in[0].dtype = S4D_DTYPE_FLOAT64, S4D_ERR_DTYPE, "input 0 (features)",
                "float64", "float32 or float16");
     EXPECT_BAD(in[3].dtype = S4D_DTYPE_FLOAT16, S4D_ERR_DTYPE, "input 3 (sampling_location)",
@@ -390,6 +238,53 @@ static void test_enqueue(s4d_plugin_registry *r, s4d_plugin *p, problem *pb)
     pb->start[NC * NL - 1] = (int32_t)pb->F;
     CHECK(enqueue(p, pb, out, 1, &err) != S4D_OK);
     pb->start[NC * NL - 1] = saved;
+}
+
+/* int64 indices: narrowed into the workspace on the CPU, refused for CUDA. */
+static void test_int64_indices(s4d_plugin *p, problem *pb)
+{
+    static float out32[OUT_N], out64[OUT_N];
+    s4d_errbuf err;
+    CHECK_STATUS(enqueue(p, pb, out32, 1, &err), S4D_OK);
+
+    int64_t shape64[NC * NL * 2], start64[NC * NL];
+    for (int i = 0; i < NC * NL * 2; i++)
+        shape64[i] = pb->shape[i];
+    for (int i = 0; i < NC * NL; i++)
+        start64[i] = pb->start[i];
+    s4d_plugin_tensor in[5], o;
+    run_tensors(pb, out64, in, &o);
+    in[1].desc.dtype = in[2].desc.dtype = S4D_DTYPE_INT64;
+    in[1].data = shape64;
+    in[2].data = start64;
+    s4d_plugin_tensor_desc d[5], od = o.desc;
+    for (int i = 0; i < 5; i++)
+        d[i] = in[i].desc;
+    CHECK_STATUS(p->get_output_descs(p, d, 5, &od, 1, &err), S4D_OK);
+    CHECK_STATUS(p->supports(p, d, 5, &od, 1, &err), S4D_OK);
+    size_t ws = p->workspace_size(p, d, 5, &od, 1);
+    CHECK(ws == sizeof(int32_t) * NC * NL * 3);
+    int32_t scratch[NC * NL * 3];
+    s4d_plugin_run_info run = cpu_run(1);
+    CHECK_STATUS(p->enqueue(p, in, 5, &o, 1, &run, &err), S4D_ERR_INVALID_ARG);
+    CHECK_MSG(err.msg, "workspace of 0 bytes, need 72");
+    run.workspace = scratch;
+    run.workspace_size = sizeof(scratch);
+    CHECK_STATUS(p->enqueue(p, in, 5, &o, 1, &run, &err), S4D_OK);
+    CHECK(memcmp(out32, out64, sizeof(out32)) == 0);
+    start64[1] = (int64_t)1 << 40;
+    CHECK_STATUS(p->enqueue(p, in, 5, &o, 1, &run, &err), S4D_ERR_SHAPE);
+    CHECK_MSG(err.msg, "input 2 (scale_start_index): element 1 = 1099511627776 does not fit int32");
+
+    for (int i = 0; i < 5; i++)
+        d[i].device = S4D_DEVICE_CUDA;
+    od.device = S4D_DEVICE_CUDA;
+#if defined(S4D_HAVE_CUDA)
+    CHECK_STATUS(p->supports(p, d, 5, &od, 1, &err), S4D_ERR_DTYPE);
+    CHECK_MSG(err.msg, "input 1 (spatial_shape): int64 indices run on the cpu only");
+#else
+    CHECK_STATUS(p->supports(p, d, 5, &od, 1, &err), S4D_ERR_UNSUPPORTED);
+#endif
 }
 
 static void test_serialize(s4d_plugin_registry *r, s4d_plugin *p, problem *pb)
@@ -531,6 +426,7 @@ int main(int argc, char **argv)
         test_build_phase(p, &pb);
         test_bad_descs(p, &pb);
         test_enqueue(r, p, &pb);
+        test_int64_indices(p, &pb);
         test_serialize(r, p, &pb);
         p->destroy(p);
     }

@@ -5,6 +5,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "plugin_test.h"
@@ -110,6 +111,47 @@ static void test_broken_libraries(void)
     s4d_plugin_registry_destroy(r);
 }
 
+typedef struct loader {
+    s4d_plugin_registry *r;
+    const char *lib;
+    int ok;
+} loader;
+
+static void *loader_main(void *arg)
+{
+    loader *l = arg;
+    l->ok = 1;
+    for (int k = 0; k < 20; k++) {
+        const s4d_plugin_creator *c = NULL;
+        l->ok &= s4d_plugin_registry_load_library(l->r, l->lib) == S4D_OK;
+        l->ok &= s4d_plugin_registry_find(l->r, "custom", "DeformableAttentionAggrPlugin", "1", &c) ==
+                     S4D_OK && c != NULL;
+        l->ok &= s4d_plugin_registry_count(l->r) == 2;
+    }
+    return NULL;
+}
+
+/* Threads loading and looking up at once on one registry. */
+static void test_concurrent_loads(const char *lib)
+{
+    s4d_plugin_registry *r = NULL;
+    CHECK_STATUS(s4d_plugin_registry_create(&r), S4D_OK);
+    loader l[4];
+    pthread_t th[4];
+    for (int t = 0; t < 4; t++) {
+        l[t].r = r;
+        l[t].lib = lib;
+        l[t].ok = 0;
+        CHECK(pthread_create(&th[t], NULL, loader_main, &l[t]) == 0);
+    }
+    for (int t = 0; t < 4; t++) {
+        pthread_join(th[t], NULL);
+        CHECK(l[t].ok);
+    }
+    CHECK(s4d_plugin_registry_count(r) == 2);
+    s4d_plugin_registry_destroy(r);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -120,5 +162,6 @@ int main(int argc, char **argv)
     test_load_real_library(argv[1]);
     test_only_entry_point_exported(argv[1]);
     test_broken_libraries();
+    test_concurrent_loads(argv[1]);
     TEST_DONE("test_plugin_load");
 }

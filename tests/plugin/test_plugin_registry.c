@@ -219,6 +219,15 @@ static void test_register_and_find(void)
     bad.name = "";
     CHECK_STATUS(s4d_plugin_registry_register(r, &bad), S4D_ERR_INVALID_ARG);
     bad = k_other_ns;
+    bad.plugin_namespace = NULL;
+    CHECK_STATUS(s4d_plugin_registry_register(r, &bad), S4D_ERR_INVALID_ARG);
+    CHECK_MSG(s4d_plugin_registry_errmsg(r), "NULL namespace");
+    bad = k_other_ns;
+    bad.plugin_namespace = ""; /* an empty namespace is fine */
+    bad.name = "NoNamespace";
+    CHECK_STATUS(s4d_plugin_registry_register(r, &bad), S4D_OK);
+    CHECK_STATUS(s4d_plugin_registry_find(r, NULL, "NoNamespace", "1", &c), S4D_OK);
+    bad = k_other_ns;
     bad.deserialize = NULL;
     CHECK_STATUS(s4d_plugin_registry_register(r, &bad), S4D_ERR_INVALID_ARG);
     CHECK_MSG(s4d_plugin_registry_errmsg(r), "other::Shift v1");
@@ -240,7 +249,7 @@ static void test_register_and_find(void)
     CHECK_STATUS(s4d_plugin_registry_register(r, &bad), S4D_ERR_INVALID_ARG);
     CHECK_MSG(s4d_plugin_registry_errmsg(r), "optional field 'k' has no valid default");
     CHECK_STATUS(s4d_plugin_registry_register(r, NULL), S4D_ERR_INVALID_ARG);
-    CHECK(s4d_plugin_registry_count(r) == 2);
+    CHECK(s4d_plugin_registry_count(r) == 3);
     CHECK_STATUS(s4d_plugin_registry_create(NULL), S4D_ERR_INVALID_ARG);
     CHECK_STATUS(s4d_plugin_registry_find(r, "test", NULL, "1", &c), S4D_ERR_INVALID_ARG);
 
@@ -445,8 +454,22 @@ static void test_default_registry(void)
     CHECK(s4d_plugin_registry_count(NULL) == 1);
 }
 
+static void test_tensor_desc(void)
+{
+    s4d_tensor t = {.dtype = S4D_DTYPE_FLOAT16, .rank = 3, .dims = {2, 3, 4}};
+    s4d_plugin_tensor_desc d;
+    CHECK_STATUS(s4d_registry_tensor_desc(&t, S4D_DEVICE_CUDA, &d), S4D_OK);
+    CHECK(d.abi_version == S4D_PLUGIN_ABI_VERSION && d.struct_size == sizeof(d));
+    CHECK(d.dtype == S4D_DTYPE_FLOAT16 && d.device == S4D_DEVICE_CUDA && d.rank == 3);
+    CHECK(d.dims[0] == 2 && d.dims[1] == 3 && d.dims[2] == 4 && d.dims[3] == 0);
+    t.rank = -1; /* a missing optional input */
+    CHECK_STATUS(s4d_registry_tensor_desc(&t, S4D_DEVICE_CPU, &d), S4D_ERR_INVALID_ARG);
+    CHECK_STATUS(s4d_registry_tensor_desc(NULL, S4D_DEVICE_CPU, &d), S4D_ERR_INVALID_ARG);
+}
+
 int main(void)
 {
+    test_tensor_desc();
     test_register_and_find();
     test_missing_plugin_message();
     test_node_to_plugin();

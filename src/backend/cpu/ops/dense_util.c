@@ -130,3 +130,29 @@ int64_t s4d_cpu_const_floats(const s4d_tensor *t, float *vals, int64_t cap)
     }
     return n;
 }
+
+typedef struct batched_job {
+    int ta, tb;
+    int64_t m, n, k, sa, lda, sb, ldb, sc;
+    const float *a, *b;
+    float *c;
+} batched_job;
+
+static void batched_range(void *arg, int64_t begin, int64_t end)
+{
+    const batched_job *j = arg;
+    for (int64_t i = begin; i < end; i++)
+        s4d_cpu_sgemm(j->ta, j->tb, j->m, j->n, j->k, 1.0f, j->a + i * j->sa, j->lda, j->b + i * j->sb, j->ldb,
+                      0.0f, j->c + i * j->sc, j->n);
+}
+
+void s4d_cpu_sgemm_batched(struct s4d_threadpool *pool, int64_t nbatch, int trans_a, int trans_b, int64_t m,
+                           int64_t n, int64_t k, const float *a, int64_t stride_a, int64_t lda, const float *b,
+                           int64_t stride_b, int64_t ldb, float *c, int64_t stride_c)
+{
+    batched_job j = {trans_a, trans_b, m, n, k, stride_a, lda, stride_b, ldb, stride_c, a, b, c};
+    if (nbatch > 1 && s4d_cpu_gemm_is_small(m, n, k))
+        s4d_parallel_for(pool, nbatch, 1, batched_range, &j);
+    else
+        batched_range(&j, 0, nbatch);
+}

@@ -61,4 +61,13 @@ int64_t s4d_cpu_const_ints(const s4d_tensor *t, int64_t *vals, int64_t cap);
 /* Same for float/double constants. */
 int64_t s4d_cpu_const_floats(const s4d_tensor *t, float *vals, int64_t cap);
 
+/*
+ * nbatch products C_i[m,n] = op(A_i) op(B_i), A_i = a + i * stride_a (in
+ * elements), likewise B_i, C_i = c + i * stride_c with ldc = n. Small
+ * products go to the pool one per task; large ones run one after another on
+ * the calling thread with OpenBLAS's threads (see the policy above).
+ */
+void s4d_cpu_sgemm_batched(struct s4d_threadpool *pool, int64_t nbatch, int trans_a, int trans_b, int64_t m,
+                           int64_t n, int64_t k, const float *a, int64_t stride_a, int64_t lda, const float *b,
+                           int64_t stride_b, int64_t ldb, float *c, int64_t stride_c);
 #endif

@@ -2,6 +2,10 @@
  * MatMul (opset 1, 9, 13): numpy matmul semantics. A 1-D first operand is a
  * row vector and a 1-D second operand a column vector, their unit dimension
  * dropped from the result; leading (batch) dimensions broadcast.
+ *
+ * FusedMatMul (domain "s4d", built by the fusion passes, never in a user's
+ * model): MatMul, then + bias (input 2, [N] or [1, .., N], optional), then the activation
+ * attribute ("" or "Relu"); float32 only.
  */
 #include <string.h>
 
@@ -16,11 +20,12 @@ typedef struct mm_shape {
     int64_t nbatch;
 } mm_shape;
 
-static s4d_status mm_analyse(s4d_op_ctx *ctx, mm_shape *s, int *out_rank, int64_t *out_dims)
+static s4d_status mm_analyse_n(s4d_op_ctx *ctx, int num_inputs, mm_shape *s, int *out_rank,
+                               int64_t *out_dims)
 {
-    if (ctx->num_inputs != 2 || ctx->num_outputs != 1)
-        return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "expects 2 inputs and 1 output, got %d and %d",
-                            ctx->num_inputs, ctx->num_outputs);
+    if (ctx->num_inputs != num_inputs || ctx->num_outputs != 1)
+        return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "expects %d inputs and 1 output, got %d and %d",
+                            num_inputs, ctx->num_inputs, ctx->num_outputs);
     const s4d_tensor *a = &ctx->inputs[0], *b = &ctx->inputs[1];
     if (a->dtype != b->dtype)
         return s4d_op_error(ctx, S4D_ERR_DTYPE, "inputs differ in dtype: %s and %s",
@@ -59,6 +64,11 @@ static s4d_status mm_analyse(s4d_op_ctx *ctx, mm_shape *s, int *out_rank, int64_
         out_dims[r++] = s->n;
     *out_rank = r;
     return S4D_OK;
+}
+
+static s4d_status mm_analyse(s4d_op_ctx *ctx, mm_shape *s, int *out_rank, int64_t *out_dims)
+{
+    return mm_analyse_n(ctx, 2, s, out_rank, out_dims);
 }
 
 static s4d_status matmul_infer(s4d_op_ctx *ctx)
@@ -115,18 +125,14 @@ static void mm_batches(void *arg, int64_t begin, int64_t end)
     }
 }
 
-static s4d_status matmul_run(s4d_op_ctx *ctx)
+/* The product itself, shapes already checked. */
+static void matmul_compute(s4d_op_ctx *ctx, const mm_shape *sp)
 {
-    mm_shape s;
-    int rank;
-    int64_t dims[S4D_MAX_RANK];
-    s4d_status st = mm_analyse(ctx, &s, &rank, dims);
-    if (st != S4D_OK)
-        return st;
+    mm_shape s = *sp;
     mm_job j = {&s, ctx->inputs[0].dtype == S4D_DTYPE_FLOAT64, ctx->inputs[0].data,
                 ctx->inputs[1].data, ctx->outputs[0].data};
     if (s.nbatch == 0 || s.m == 0 || s.n == 0)
-        return S4D_OK;
+        return;
 
     /* B shared by every batch and A dense over them: one tall product (Linear layers). */
     int b_shared = 1, a_dense = 1;
@@ -143,13 +149,97 @@ static s4d_status matmul_run(s4d_op_ctx *ctx)
         t.nbatch = 1;
         j.s = &t;
         mm_batches(&j, 0, 1);
-        return S4D_OK;
+        return;
     }
     if (s.nbatch > 1 && s4d_cpu_gemm_is_small(s.m, s.n, s.k))
         s4d_parallel_for(ctx->pool, s.nbatch, 1, mm_batches, &j);
     else
         mm_batches(&j, 0, s.nbatch);
+}
+
+static s4d_status matmul_run(s4d_op_ctx *ctx)
+{
+    mm_shape s;
+    int rank;
+    int64_t dims[S4D_MAX_RANK];
+    s4d_status st = mm_analyse(ctx, &s, &rank, dims);
+    if (st != S4D_OK)
+        return st;
+    matmul_compute(ctx, &s);
     return S4D_OK;
 }
 
 const s4d_op_def s4d_cpu_op_matmul = {"", "MatMul", 1, matmul_infer, NULL, matmul_run};
+
+static s4d_status fmm_analyse(s4d_op_ctx *ctx, mm_shape *s, int *rank, int64_t *dims, int *relu)
+{
+    s4d_status st = mm_analyse_n(ctx, 3, s, rank, dims);
+    if (st != S4D_OK)
+        return st;
+    if (ctx->inputs[0].dtype != S4D_DTYPE_FLOAT32)
+        return s4d_op_error(ctx, S4D_ERR_DTYPE, "only float32 is supported");
+    if (s4d_cpu_has_input(ctx, 2)) {
+        const s4d_tensor *b = &ctx->inputs[2];
+        /* [N], or [1, ..., 1, N] of no higher rank than the output. */
+        if (b->dtype != S4D_DTYPE_FLOAT32 || b->rank < 1 || b->rank > *rank || b->dims[b->rank - 1] != s->n ||
+            s4d_tensor_numel(b) != s->n)
+            return s4d_op_error(ctx, S4D_ERR_SHAPE, "the bias must be float32 [%lld]", (long long)s->n);
+    }
+    const char *act = s4d_op_attr_string(ctx, "activation", "");
+    *relu = strcmp(act, "Relu") == 0;
+    if (!*relu && act[0] != '\0')
+        return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "activation '%s' (only Relu)", act);
+    return S4D_OK;
+}
+
+static s4d_status fmm_infer(s4d_op_ctx *ctx)
+{
+    mm_shape s;
+    int rank, relu;
+    int64_t dims[S4D_MAX_RANK];
+    s4d_status st = fmm_analyse(ctx, &s, &rank, dims, &relu);
+    if (st != S4D_OK)
+        return st;
+    s4d_tensor *y = &ctx->outputs[0];
+    y->dtype = S4D_DTYPE_FLOAT32;
+    y->rank = rank;
+    memcpy(y->dims, dims, sizeof(int64_t) * (size_t)rank);
+    return S4D_OK;
+}
+
+typedef struct fmm_post {
+    float *y;
+    const float *bias;
+    int64_t n;
+    int relu;
+} fmm_post;
+
+static void fmm_rows(void *arg, int64_t begin, int64_t end)
+{
+    const fmm_post *p = arg;
+    for (int64_t r = begin; r < end; r++) {
+        float *y = p->y + r * p->n;
+        for (int64_t i = 0; i < p->n; i++) {
+            float v = y[i] + (p->bias ? p->bias[i] : 0.0f);
+            y[i] = (p->relu && v < 0.0f) ? 0.0f : v;
+        }
+    }
+}
+
+static s4d_status fmm_run(s4d_op_ctx *ctx)
+{
+    mm_shape s;
+    int rank, relu;
+    int64_t dims[S4D_MAX_RANK];
+    s4d_status st = fmm_analyse(ctx, &s, &rank, dims, &relu);
+    if (st != S4D_OK)
+        return st;
+    matmul_compute(ctx, &s);
+    fmm_post p = {ctx->outputs[0].data, s4d_cpu_has_input(ctx, 2) ? ctx->inputs[2].data : NULL, s.n, relu};
+    int64_t rows = s.n ? s4d_tensor_numel(&ctx->outputs[0]) / s.n : 0;
+    if (p.bias || relu)
+        s4d_parallel_for(ctx->pool, rows, 1 + 16384 / (s.n + 1), fmm_rows, &p);
+    return S4D_OK;
+}
+
+const s4d_op_def s4d_cpu_op_fused_matmul = {"s4d", "FusedMatMul", 1, fmm_infer, NULL, fmm_run};
