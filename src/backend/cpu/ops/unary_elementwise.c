@@ -141,18 +141,18 @@ static void un_f64(const un_job *j, const double *x, double *y, int64_t n) { UN_
 #define UN_INT(T, UT)                                                                               \
     static void un_##T(const un_job *j, const T *x, T *y, int64_t n)                              \
     {                                                                                               \
-        switch (j->op) {                                                                            \
-        case U_RELU: for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0; break;             \
-        case U_NEG: for (int64_t i = 0; i < n; i++) y[i] = (T)(0 - (UT)x[i]); break;                \
-        case U_ABS: for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : (T)(0 - (UT)x[i]); break; \
-        case U_SIGN: for (int64_t i = 0; i < n; i++) y[i] = (T)(x[i] > 0 ? 1 : x[i] == 0 ? 0 : -1); break; \
-        case U_CLIP: {                                                                              \
+        if (j->op == U_RELU) {                                                                      \
+            for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0;                             \
+        } else if (j->op == U_NEG) {                                                                \
+            for (int64_t i = 0; i < n; i++) y[i] = (T)(0 - (UT)x[i]);                               \
+        } else if (j->op == U_ABS) {                                                                \
+            for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : (T)(0 - (UT)x[i]);             \
+        } else if (j->op == U_SIGN) {                                                               \
+            for (int64_t i = 0; i < n; i++) y[i] = (T)(x[i] > 0 ? 1 : x[i] == 0 ? 0 : -1);          \
+        } else if (j->op == U_CLIP) {                                                               \
             /* Bounds were clamped to T's range when read. */                                       \
             T lo = (T)j->alpha, hi = (T)j->beta;                                                    \
             for (int64_t i = 0; i < n; i++) y[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i];          \
-            break;                                                                                  \
-        }                                                                                           \
-        default: break;                                                                             \
         }                                                                                           \
     }
 UN_INT(int8_t, uint8_t)
