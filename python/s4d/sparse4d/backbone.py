@@ -102,6 +102,19 @@ class _ConvModule(nn.Module):
         return self.conv(x)
 
 
+def upsample_nearest(x, size):
+    """F.interpolate(x, size, mode="nearest") without Shape ops in the export:
+    a constant-scale Resize for the usual exact 2x, else two Gathers with
+    the same source rows/columns (floor(dst * in / out))."""
+    h, w = int(x.shape[2]), int(x.shape[3])
+    oh, ow = int(size[0]), int(size[1])
+    if (oh, ow) == (2 * h, 2 * w):
+        return F.interpolate(x, scale_factor=2.0, mode="nearest")
+    rows = torch.div(torch.arange(oh) * h, oh, rounding_mode="floor")
+    cols = torch.div(torch.arange(ow) * w, ow, rounding_mode="floor")
+    return x.index_select(2, rows).index_select(3, cols)
+
+
 class FPN(nn.Module):
     def __init__(self, in_channels: List[int], out_channels: int = 256):
         super().__init__()
@@ -111,11 +124,9 @@ class FPN(nn.Module):
 
     def forward(self, inputs: List[torch.Tensor]) -> List[torch.Tensor]:
         lat = [m(x) for m, x in zip(self.lateral_convs, inputs)]
-        # top-down; nearest upsampling to the exact size, because odd map sizes
-        # (e.g. 11 -> 6 at stride 32) make a plain factor of 2 wrong
+        # top-down, nearest upsampling to the size of the finer map
         for i in range(len(lat) - 1, 0, -1):
-            size = (int(lat[i - 1].shape[2]), int(lat[i - 1].shape[3]))
-            lat[i - 1] = lat[i - 1] + F.interpolate(lat[i], size=size, mode="nearest")
+            lat[i - 1] = lat[i - 1] + upsample_nearest(lat[i], lat[i - 1].shape[2:])
         return [m(x) for m, x in zip(self.fpn_convs, lat)]
 
 
@@ -123,5 +134,6 @@ def flatten_feature_maps(maps: List[torch.Tensor], num_cams: int) -> torch.Tenso
     """[bs*N, C, H, W] per level -> features [bs, F, C] (camera-major, NHWC)."""
     bn, c = int(maps[0].shape[0]), int(maps[0].shape[1])
     bs = bn // num_cams
-    per_level = [m.reshape(bn, c, -1).transpose(1, 2) for m in maps]  # [bs*N, HW, C]
+    per_level = [m.reshape(bn, c, int(m.shape[2]) * int(m.shape[3])).transpose(1, 2)
+                 for m in maps]  # [bs*N, HW, C]
     return torch.cat(per_level, dim=1).reshape(bs, -1, c)

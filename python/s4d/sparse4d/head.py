@@ -11,6 +11,7 @@ above max_time_interval upstream still lets temp_gnn attend to the stale
 cached instances of the previous scene (only the update and the track ids
 are reset); here a gap is a full reset, the same as a first frame.
 """
+import math
 from collections import OrderedDict
 from typing import Dict, NamedTuple
 
@@ -87,8 +88,21 @@ def project_anchor(anchor, rot, trans, dt, yaw_swap: bool):
     return torch.cat([center, anchor[..., 3:6], yaw, vel], dim=-1)
 
 
+def atan2(y, x):
+    """atan2 from Atan and Where (opset 17 has no Atan2, and torch 1.13 does
+    not export aten::atan2)."""
+    zero = torch.tensor(0.0)
+    safe_x = torch.where(x == 0, torch.tensor(1.0), x)
+    base = torch.atan(y / safe_x)
+    pi = torch.tensor(math.pi)
+    half = torch.tensor(math.pi / 2)
+    left = torch.where(y >= 0, base + pi, base - pi)
+    on_axis = torch.where(y > 0, half, torch.where(y < 0, -half, zero))
+    return torch.where(x > 0, base, torch.where(x < 0, left, on_axis))
+
+
 def decode_box(pred):
-    yaw = torch.atan2(pred[..., SIN_YAW], pred[..., COS_YAW])[..., None]
+    yaw = atan2(pred[..., SIN_YAW], pred[..., COS_YAW])[..., None]
     return torch.cat([pred[..., 0:3], pred[..., 3:6].exp(), yaw, pred[..., VX:]], dim=-1)
 
 
@@ -156,19 +170,24 @@ class Sparse4DHead(nn.Module):
         # ---- instance bank: get
         dt = timestamp - state.timestamp
         history = (state.valid > 0.5) & (dt.abs() <= cfg.max_time_interval)  # [B]
-        time_interval = torch.where(history & (dt != 0), dt,
-                                    torch.full_like(dt, cfg.default_time_interval))
+        time_interval = torch.where(history & (dt.abs() > 0), dt,
+                                    torch.tensor(cfg.default_time_interval))
         rot, trans = rigid_inverse_times(ego_pose, state.ego_pose)
         temp_anchor = project_anchor(state.anchor, rot, trans, dt, cfg.yaw_swap_quirk)
         temp_feature = state.feature
-        instance_feature = self.instance_bank.instance_feature[None].repeat(b, 1, 1)
-        anchor = self.instance_bank.anchor[None].repeat(b, 1, 1)
+        instance_feature = self.instance_bank.instance_feature[None]
+        anchor = self.instance_bank.anchor[None]
+        if b > 1:
+            instance_feature = instance_feature.repeat(b, 1, 1)
+            anchor = anchor.repeat(b, 1, 1)
         anchor_embed = self.anchor_encoder(anchor)
         temp_anchor_embed = self.anchor_encoder(temp_anchor)
         # temp_gnn keys: the cached instances when there is history, else the
         # current ones (self-attention), selected by a mask over their concat
-        key_mask = torch.cat([history[:, None].expand(b, t), (~history)[:, None].expand(b, a)],
-                             dim=1)
+        yes = torch.ones(b, t + a, dtype=torch.bool)
+        no = torch.zeros(b, t + a, dtype=torch.bool)
+        key_mask = torch.where(history[:, None], torch.cat([yes[:, :t], no[:, t:]], 1),
+                               torch.cat([no[:, :t], yes[:, t:]], 1))
 
         n_refine = 0
         cls = quality = None
@@ -235,14 +254,14 @@ class Sparse4DHead(nn.Module):
         tri = torch.triu(torch.ones(a, a))
         rank = torch.matmul(fresh.float(), tri).long() - 1
         ids = torch.where(fresh, state.next_id[:, None] + rank, ids)
-        next_id = state.next_id + fresh.long().sum(dim=1)
+        next_id = state.next_id + rank[:, a - 1] + 1
         next_track_id = batched_gather(ids, cache_idx)
 
         # ---- decoder: top K by class score, times centerness, re-sorted
         k = cfg.num_output
         scores, idx = torch.topk(cls_max.values.sigmoid(), k, dim=1)
         centerness = batched_gather(quality[..., 0], idx).sigmoid()
-        scores, order = torch.sort(scores * centerness, dim=1, descending=True)
+        scores, order = torch.topk(scores * centerness, k, dim=1)  # a sort, with constant k
         idx = batched_gather(idx, order)
         out = OrderedDict()
         out["boxes"] = decode_box(batched_gather(anchor, idx))

@@ -76,7 +76,7 @@ class MultiheadAttention(nn.Module):
         qh = F.linear(query, wq, bq).reshape(b, q, h, d).transpose(1, 2)
         kh = F.linear(key, wk, bk).reshape(b, k, h, d).permute(0, 2, 3, 1)
         vh = F.linear(value, wv, bv).reshape(b, k, h, d).transpose(1, 2)
-        scores = torch.matmul(qh * (1.0 / math.sqrt(d)), kh)  # [B, h, Q, K]
+        scores = torch.matmul(qh * (1.0 / math.sqrt(self.dims // self.num_heads)), kh)  # [B, h, Q, K]
         if key_mask is not None:
             scores = torch.where(key_mask[:, None, None, :], scores,
                                  torch.full_like(scores, float("-inf")))
@@ -131,7 +131,7 @@ def project_points(key_points, projection, image_wh):
     -> normalised locations [B, A, P, N, 2]."""
     b, a, p = key_points.shape[:3]
     n = projection.shape[1]
-    pts = torch.cat([key_points, torch.ones_like(key_points[..., :1])], dim=-1)
+    pts = torch.cat([key_points, torch.ones(b, a, p, 1)], dim=-1)
     pts = pts.reshape(b, 1, a * p, 4)
     proj = torch.matmul(pts, projection[:, :, :3].transpose(-1, -2))  # [B, N, AP, 3]
     xy = proj[..., 0:2] / torch.clamp(proj[..., 2:3], min=1e-5)
