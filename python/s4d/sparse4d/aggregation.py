@@ -13,15 +13,11 @@ MODES = ("ext", "reference")
 def get_aggregation(mode: str):
     if mode not in MODES:
         raise ValueError(f"aggregation '{mode}' unknown (expected one of {MODES})")
-    try:
-        from s4d import ops
-    except ImportError:
-        ops = None
-    if ops is None:
-        if mode == "ext":
-            raise RuntimeError("aggregation 'ext' needs s4d.ops (build it with `make python`)")
-        return _grid_sample_reference
+    from s4d import ops
     if mode == "ext":
+        if not ops.extension_available():
+            raise RuntimeError("aggregation 'ext' needs the s4d extension (build it with "
+                               "`make python`), or use aggregation 'reference'")
         return ops.deformable_aggregation
     return ops.deformable_aggregation_reference
 
@@ -61,28 +57,3 @@ def aggregation_float64(features, spatial_shape, scale_start_index, sampling_loc
             out = out + (val * wl).sum(dim=2)
     return out
 
-
-def _grid_sample_reference(features, spatial_shape, scale_start_index, sampling_location, weights):
-    # Used only where s4d.ops is absent. Static shapes: the map sizes are read
-    # as Python ints so the traced graph has no shape arithmetic.
-    import torch.nn.functional as F
-    bs, _, c = features.shape
-    _, a, p, n, _ = sampling_location.shape
-    lv, g = weights.shape[4], weights.shape[5]
-    x, y = sampling_location[..., 0], sampling_location[..., 1]
-    valid = ((x > 0) & (x < 1) & (y > 0) & (y < 1)).to(features.dtype)
-    grid_all = sampling_location * 2 - 1
-    out = None
-    for cam in range(n):
-        grid = grid_all[:, :, :, cam]  # [bs, a, p, 2]
-        for lev in range(lv):
-            hh, ww = int(spatial_shape[cam, lev, 0]), int(spatial_shape[cam, lev, 1])
-            start = int(scale_start_index[cam, lev])
-            fmap = features[:, start:start + hh * ww].transpose(1, 2).reshape(bs, c, hh, ww)
-            val = F.grid_sample(fmap, grid, mode="bilinear", padding_mode="zeros",
-                                align_corners=False)  # [bs, c, a, p]
-            wl = weights[:, :, :, cam, lev, :] * valid[:, :, :, cam, None]  # [bs, a, p, g]
-            val = val.reshape(bs, g, c // g, a, p)
-            term = (val * wl.permute(0, 3, 1, 2)[:, :, None]).sum(dim=-1)  # [bs, g, c/g, a]
-            out = term if out is None else out + term
-    return out.reshape(bs, c, a).transpose(1, 2)

@@ -12,6 +12,7 @@ frame to the inputs of the next; start from the zero state (head.zeros_state).
 """
 import argparse
 import collections
+import inspect
 import os
 import sys
 import warnings
@@ -77,11 +78,30 @@ def _export(module: nn.Module, args: Tuple, path: str, input_names, output_names
     # shapes are static by design: the tracer's notes about Python ints are expected
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
-        warnings.filterwarnings("ignore", message="The shape inference of prim::Constant")
+        warnings.filterwarnings("ignore", message="The shape inference of")
+        warnings.filterwarnings("ignore", category=FutureWarning)
+        extra = {}
+        if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+            extra["dynamo"] = False  # the TorchScript exporter: same graph on torch 1.13 and 2.x
         torch.onnx.export(module, args, path, opset_version=OPSET, input_names=list(input_names),
                           output_names=list(output_names), do_constant_folding=True,
                           training=torch.onnx.TrainingMode.EVAL,
-                          custom_opsets={"s4d": 1} if custom else None)
+                          custom_opsets={"s4d": 1} if custom else None, **extra)
+
+
+def _set_output_shapes(path: str, outputs: Tuple[torch.Tensor, ...]) -> None:
+    # The exporter leaves symbolic dims downstream of a custom-domain node;
+    # every shape here is static, so write the traced ones and re-infer.
+    import onnx
+    from s4d.ops import infer_static_shapes
+    model = onnx.load(path)
+    for vi, t in zip(model.graph.output, outputs):
+        shape = vi.type.tensor_type.shape
+        shape.Clear()
+        for d in t.shape:
+            shape.dim.add().dim_value = int(d)
+    del model.graph.value_info[:]
+    onnx.save(infer_static_shapes(model), path)
 
 
 def _inline_identities(path: str) -> None:
@@ -150,6 +170,8 @@ def export(preset: str, out_dir: str, aggregation: str = "ext", seed: int = 0,
             paths[kind] = f"{stem}_{kind}.onnx"
             _export(HeadGraph(model), head_args, paths[kind], HEAD_INPUT_NAMES, HEAD_OUTPUT_NAMES,
                     custom=mode == "ext")
+            with torch.no_grad():
+                _set_output_shapes(paths[kind], HeadGraph(model)(*head_args))
     finally:
         model.head.set_aggregation(previous)
     lines = ["# graph domain op_type count: the op types each graph contains"]

@@ -53,16 +53,15 @@ def zeros_state(cfg: Sparse4DConfig, batch: int = 1) -> HeadState:
         valid=torch.zeros(batch), next_id=torch.zeros(batch, dtype=torch.long))
 
 
-def batched_gather(x, idx):
-    """x [B, N, ...], idx [B, K] int64 -> [B, K, ...] (a flat Gather on axis 0,
-    which every engine has, instead of GatherElements with an Expand)."""
-    b, n = x.shape[0], x.shape[1]
-    k = idx.shape[1]
-    rest = x.shape[2:]
-    flat = x.reshape((b * n,) + tuple(rest))
+def batched_gather(x, idx, b: int, n: int, k: int):
+    """x [B, N] or [B, N, D], idx [B, K] int64 -> [B, K] or [B, K, D]: a flat
+    Gather on axis 0 (which every engine has) instead of GatherElements with
+    an Expand. Sizes are passed, not read from shapes (see MultiheadAttention)."""
     offs = (torch.arange(b, dtype=torch.long) * n)[:, None]
-    out = flat.index_select(0, (idx + offs).reshape(-1))
-    return out.reshape((b, k) + tuple(rest))
+    flat_idx = (idx + offs).reshape(b * k)
+    if x.dim() == 2:
+        return x.reshape(b * n).index_select(0, flat_idx).reshape(b, k)
+    return x.reshape(b * n, -1).index_select(0, flat_idx).reshape(b, k, -1)
 
 
 def rigid_inverse_times(a, b):
@@ -157,13 +156,13 @@ class Sparse4DHead(nn.Module):
             if isinstance(m, DeformableFeatureAggregation):
                 m.aggregate = aggregate
 
-    def _graph(self, i, query, key, value, key_mask=None):
-        return self.fc_after(self.layers[i](query, key, value, key_mask))
+    def _graph(self, i, query, key, value, key_mask, b: int):
+        return self.fc_after(self.layers[i](query, key, value, key_mask, b))
 
     def forward(self, features, projection, image_wh, timestamp, ego_pose,
                 state: HeadState) -> Dict[str, torch.Tensor]:
         cfg = self.cfg
-        b = features.shape[0]
+        b = int(features.shape[0])  # a graph input: static in the export
         t, a = cfg.num_temp_instances, cfg.num_anchor
         new = a - t
 
@@ -197,16 +196,17 @@ class Sparse4DHead(nn.Module):
                 query = torch.cat([instance_feature, anchor_embed], dim=-1)
                 key = torch.cat([torch.cat([temp_feature, temp_anchor_embed], dim=-1), query], 1)
                 value = torch.cat([self.fc_before(temp_feature), query], dim=1)
-                instance_feature = self._graph(i, query, key, value, key_mask)
+                instance_feature = self._graph(i, query, key, value, key_mask, b)
             elif op == "gnn":
                 query = torch.cat([instance_feature, anchor_embed], dim=-1)
-                instance_feature = self._graph(i, query, query, self.fc_before(instance_feature))
+                instance_feature = self._graph(i, query, query, self.fc_before(instance_feature),
+                                               None, b)
             elif op in ("norm", "ffn"):
                 instance_feature = layer(instance_feature)
             elif op == "deformable":
                 instance_feature = layer(instance_feature, anchor, anchor_embed, features,
                                          self.spatial_shape, self.scale_start_index,
-                                         projection, image_wh)
+                                         projection, image_wh, b, a)
             elif op == "refine":
                 last = i == len(cfg.operation_order) - 1
                 anchor, cls, quality = layer(instance_feature, anchor, anchor_embed,
@@ -215,8 +215,9 @@ class Sparse4DHead(nn.Module):
                 if n_refine == 1:
                     # update: the cached instances first, then the best current ones
                     _, idx = torch.topk(cls.max(dim=-1).values, new, dim=1)
-                    sel_f = torch.cat([temp_feature, batched_gather(instance_feature, idx)], 1)
-                    sel_a = torch.cat([temp_anchor, batched_gather(anchor, idx)], 1)
+                    sel_f = torch.cat([temp_feature,
+                                       batched_gather(instance_feature, idx, b, a, new)], 1)
+                    sel_a = torch.cat([temp_anchor, batched_gather(anchor, idx, b, a, new)], 1)
                     h3 = history[:, None, None]
                     instance_feature = torch.where(h3, sel_f, instance_feature)
                     anchor = torch.where(h3, sel_a, anchor)
@@ -227,12 +228,11 @@ class Sparse4DHead(nn.Module):
             else:
                 raise ValueError(f"operation '{op}' unknown")
         return self._finish(instance_feature, anchor, cls, quality, history, timestamp,
-                            ego_pose, state)
+                            ego_pose, state, b)
 
     def _finish(self, instance_feature, anchor, cls, quality, history, timestamp, ego_pose,
-                state: HeadState):
+                state: HeadState, b: int):
         cfg = self.cfg
-        b = anchor.shape[0]
         t, a = cfg.num_temp_instances, cfg.num_anchor
         cls_max = cls.max(dim=-1)
         confidence = cls_max.values.sigmoid()  # [B, A]
@@ -242,8 +242,8 @@ class Sparse4DHead(nn.Module):
         temp_conf = torch.where(history[:, None],
                                 torch.cat([kept, confidence[:, t:]], dim=1), confidence)
         next_conf, cache_idx = torch.topk(temp_conf, t, dim=1)
-        next_feature = batched_gather(instance_feature.detach(), cache_idx)
-        next_anchor = batched_gather(anchor.detach(), cache_idx)
+        next_feature = batched_gather(instance_feature.detach(), cache_idx, b, a, t)
+        next_anchor = batched_gather(anchor.detach(), cache_idx, b, a, t)
 
         # ---- track ids: cached instances keep theirs, new ones get fresh ids
         none = torch.full((b, a), -1, dtype=torch.long)
@@ -255,19 +255,19 @@ class Sparse4DHead(nn.Module):
         rank = torch.matmul(fresh.float(), tri).long() - 1
         ids = torch.where(fresh, state.next_id[:, None] + rank, ids)
         next_id = state.next_id + rank[:, a - 1] + 1
-        next_track_id = batched_gather(ids, cache_idx)
+        next_track_id = batched_gather(ids, cache_idx, b, a, t)
 
         # ---- decoder: top K by class score, times centerness, re-sorted
         k = cfg.num_output
         scores, idx = torch.topk(cls_max.values.sigmoid(), k, dim=1)
-        centerness = batched_gather(quality[..., 0], idx).sigmoid()
+        centerness = batched_gather(quality[..., 0], idx, b, a, k).sigmoid()
         scores, order = torch.topk(scores * centerness, k, dim=1)  # a sort, with constant k
-        idx = batched_gather(idx, order)
+        idx = batched_gather(idx, order, b, k, k)
         out = OrderedDict()
-        out["boxes"] = decode_box(batched_gather(anchor, idx))
+        out["boxes"] = decode_box(batched_gather(anchor, idx, b, a, k))
         out["scores"] = scores
-        out["labels"] = batched_gather(cls_max.indices, idx)
-        out["track_ids"] = batched_gather(ids, idx)
+        out["labels"] = batched_gather(cls_max.indices, idx, b, a, k)
+        out["track_ids"] = batched_gather(ids, idx, b, a, k)
         out["classification"] = cls
         out["prediction"] = anchor
         out["quality"] = quality

@@ -66,22 +66,23 @@ class MultiheadAttention(nn.Module):
         self.dims, self.num_heads = dims, num_heads
         self.attn = _AttnParams(dims)
 
-    def forward(self, query, key, value, key_mask=None):
-        """query [B, Q, E], key/value [B, K, E]; key_mask [B, K] bool, True = attend."""
-        b, q, e = query.shape
-        k = key.shape[1]
-        h, d = self.num_heads, e // self.num_heads
+    def forward(self, query, key, value, key_mask, b: int):
+        """query [B, Q, E], key/value [B, K, E]; key_mask [B, K] bool, True = attend.
+        Sizes come from the module, never from tensor shapes (those turn into
+        Shape ops in the export, downstream of the custom op)."""
+        e, h = self.dims, self.num_heads
+        d = e // h
         wq, wk, wv = self.attn.in_proj_weight.chunk(3, dim=0)
         bq, bk, bv = self.attn.in_proj_bias.chunk(3, dim=0)
-        qh = F.linear(query, wq, bq).reshape(b, q, h, d).transpose(1, 2)
-        kh = F.linear(key, wk, bk).reshape(b, k, h, d).permute(0, 2, 3, 1)
-        vh = F.linear(value, wv, bv).reshape(b, k, h, d).transpose(1, 2)
-        scores = torch.matmul(qh * (1.0 / math.sqrt(self.dims // self.num_heads)), kh)  # [B, h, Q, K]
+        qh = F.linear(query, wq, bq).reshape(b, -1, h, d).transpose(1, 2)
+        kh = F.linear(key, wk, bk).reshape(b, -1, h, d).permute(0, 2, 3, 1)
+        vh = F.linear(value, wv, bv).reshape(b, -1, h, d).transpose(1, 2)
+        scores = torch.matmul(qh * (1.0 / math.sqrt(d)), kh)  # [B, h, Q, K]
         if key_mask is not None:
             scores = torch.where(key_mask[:, None, None, :], scores,
-                                 torch.full_like(scores, float("-inf")))
+                                 torch.tensor(float("-inf")))
         out = torch.matmul(scores.softmax(dim=-1), vh)  # [B, h, Q, d]
-        out = self.attn.out_proj(out.transpose(1, 2).reshape(b, q, e))
+        out = self.attn.out_proj(out.transpose(1, 2).reshape(b, -1, e))
         return query + out
 
 
@@ -112,8 +113,7 @@ class KeyPointsGenerator(nn.Module):
                                       requires_grad=False)
         self.learnable_fc = nn.Linear(embed_dims, num_learnable_pts * 3)
 
-    def forward(self, anchor, instance_feature):
-        b, a = anchor.shape[:2]
+    def forward(self, anchor, instance_feature, b: int, a: int):
         size = anchor[..., None, 3:6].exp()  # [B, A, 1, 3]: (w, l, h)
         learn = (self.learnable_fc(instance_feature).reshape(b, a, self.num_learnable_pts, 3)
                  .sigmoid() - 0.5)
@@ -126,11 +126,9 @@ class KeyPointsGenerator(nn.Module):
         return rotated + anchor[..., None, 0:3]
 
 
-def project_points(key_points, projection, image_wh):
+def project_points(key_points, projection, image_wh, b: int, a: int, p: int, n: int):
     """key_points [B, A, P, 3], projection [B, N, 4, 4], image_wh [B, N, 2]
     -> normalised locations [B, A, P, N, 2]."""
-    b, a, p = key_points.shape[:3]
-    n = projection.shape[1]
     pts = torch.cat([key_points, torch.ones(b, a, p, 1)], dim=-1)
     pts = pts.reshape(b, 1, a * p, 4)
     proj = torch.matmul(pts, projection[:, :, :3].transpose(-1, -2))  # [B, N, AP, 3]
@@ -152,18 +150,17 @@ class DeformableFeatureAggregation(nn.Module):
         self.output_proj = nn.Linear(c, c)
 
     def forward(self, instance_feature, anchor, anchor_embed, features, spatial_shape,
-                scale_start_index, projection, image_wh):
-        b, a, c = instance_feature.shape
+                scale_start_index, projection, image_wh, b: int, a: int):
         n, lv, p, g = self.num_cams, self.num_levels, self.num_pts, self.num_groups
-        key_points = self.kps_generator(anchor, instance_feature)
+        key_points = self.kps_generator(anchor, instance_feature, b, a)
         cam_embed = self.camera_encoder(projection[:, :, :3].reshape(b, n, 12))
         feature = (instance_feature + anchor_embed)[:, :, None] + cam_embed[:, None]
         # softmax over (camera, level, point) jointly, per group
         weights = self.weights_fc(feature).reshape(b, a, n * lv * p, g).softmax(dim=-2)
         weights = weights.reshape(b, a, n, lv, p, g).permute(0, 1, 4, 2, 3, 5)
-        locations = project_points(key_points, projection, image_wh)
+        locations = project_points(key_points, projection, image_wh, b, a, p, n)
         sampled = self.aggregate(features, spatial_shape, scale_start_index,
-                                 locations, weights.contiguous())
+                                 locations.contiguous(), weights.contiguous())
         return torch.cat([self.output_proj(sampled), instance_feature], dim=-1)
 
 
