@@ -514,6 +514,25 @@ def test_upstream_state_dict_errors_name_the_keys():
     assert unknown == ["optimizer.step"]
 
 
+def test_head_rejects_inputs_that_do_not_fit_the_preset(tiny, frames):
+    fr = frames[0]
+    ins = [fr["features"]] + [torch.from_numpy(fr[k]) for k in
+                              ("projection", "image_wh", "timestamp", "ego_pose")]
+    state = tiny.initial_state()
+    cases = [
+        (0, ins[0][:, :-1], "features: expected \\[1, 6120, 64\\]"),
+        (1, ins[1][:, :5], "projection: expected \\[1, 6, 4, 4\\]"),
+        (3, ins[3].double(), "timestamp: expected \\[1\\] torch.float32"),
+        (8, state.track_id.int(), "bank_track_id: expected \\[1, 96\\] torch.int64"),
+        (6, state.anchor[:, :, :8], "bank_anchor: expected"),
+    ]
+    for pos, bad, msg in cases:
+        args = ins + list(state)
+        args[pos] = bad
+        with pytest.raises(ValueError, match=msg):
+            tiny.head(*args[:5], HeadState(*args[5:]))
+
+
 def test_model_rejects_inconsistent_configs():
     with pytest.raises(ValueError, match="fpn_channels"):
         build_model("tiny", fpn_channels=32)
