@@ -1,0 +1,198 @@
+"""The building blocks of the Sparse4Dv3 head.
+
+Module and parameter names follow the upstream checkpoint (see mapping.py):
+a block that upstream builds as nn.Sequential keeps its indices, so
+`refine.layers.10` here is `refine.layers.10` there.
+"""
+import math
+from typing import List, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import COS_YAW, SIN_YAW, VX, Sparse4DConfig
+
+
+def linear_relu_ln(embed_dims: int, in_loops: int, out_loops: int,
+                   input_dims: Optional[int] = None) -> List[nn.Module]:
+    input_dims = embed_dims if input_dims is None else input_dims
+    layers: List[nn.Module] = []
+    for _ in range(out_loops):
+        for _ in range(in_loops):
+            layers += [nn.Linear(input_dims, embed_dims), nn.ReLU()]
+            input_dims = embed_dims
+        layers.append(nn.LayerNorm(embed_dims))
+    return layers
+
+
+class AnchorEncoder(nn.Module):
+    """Four branches (position, size, yaw, velocity), concatenated."""
+
+    def __init__(self, dims):
+        super().__init__()
+        pos, size, yaw, vel = dims
+        self.pos_fc = nn.Sequential(*linear_relu_ln(pos, 1, 4, 3))
+        self.size_fc = nn.Sequential(*linear_relu_ln(size, 1, 4, 3))
+        self.yaw_fc = nn.Sequential(*linear_relu_ln(yaw, 1, 4, 2))
+        self.vel_fc = nn.Sequential(*linear_relu_ln(vel, 1, 4, 3))
+
+    def forward(self, anchor):
+        return torch.cat([self.pos_fc(anchor[..., 0:3]), self.size_fc(anchor[..., 3:6]),
+                          self.yaw_fc(anchor[..., 6:8]), self.vel_fc(anchor[..., 8:11])], dim=-1)
+
+
+class _AttnParams(nn.Module):
+    # Holds the parameters with nn.MultiheadAttention's names (in_proj_weight,
+    # in_proj_bias, out_proj); the arithmetic is written out in
+    # MultiheadAttention.forward so it exports as plain MatMul/Softmax.
+    def __init__(self, dims: int):
+        super().__init__()
+        self.in_proj_weight = nn.Parameter(torch.empty(3 * dims, dims))
+        self.in_proj_bias = nn.Parameter(torch.zeros(3 * dims))
+        self.out_proj = nn.Linear(dims, dims)
+        nn.init.xavier_uniform_(self.in_proj_weight)
+        nn.init.zeros_(self.out_proj.bias)
+
+
+class MultiheadAttention(nn.Module):
+    """Batch-first multi-head attention with the residual on the query
+    (upstream's mmcv wrapper adds the query back; dropout is left out)."""
+
+    def __init__(self, dims: int, num_heads: int):
+        super().__init__()
+        if dims % num_heads:
+            raise ValueError(f"attention width {dims} not divisible by {num_heads} heads")
+        self.dims, self.num_heads = dims, num_heads
+        self.attn = _AttnParams(dims)
+
+    def forward(self, query, key, value, key_mask, b: int):
+        """query [B, Q, E], key/value [B, K, E]; key_mask [B, K] bool, True = attend.
+        Sizes come from the module, never from tensor shapes (those turn into
+        Shape ops in the export, downstream of the custom op)."""
+        e, h = self.dims, self.num_heads
+        d = e // h
+        wq, wk, wv = self.attn.in_proj_weight.chunk(3, dim=0)
+        bq, bk, bv = self.attn.in_proj_bias.chunk(3, dim=0)
+        qh = F.linear(query, wq, bq).reshape(b, -1, h, d).transpose(1, 2)
+        kh = F.linear(key, wk, bk).reshape(b, -1, h, d).permute(0, 2, 3, 1)
+        vh = F.linear(value, wv, bv).reshape(b, -1, h, d).transpose(1, 2)
+        scores = torch.matmul(qh * (1.0 / math.sqrt(d)), kh)  # [B, h, Q, K]
+        if key_mask is not None:
+            scores = torch.where(key_mask[:, None, None, :], scores,
+                                 torch.tensor(float("-inf")))
+        out = torch.matmul(scores.softmax(dim=-1), vh)  # [B, h, Q, d]
+        out = self.attn.out_proj(out.transpose(1, 2).reshape(b, -1, e))
+        return query + out
+
+
+class AsymmetricFFN(nn.Module):
+    """LayerNorm(in), in -> ffn ReLU -> out, plus Linear(in, out) on the
+    normalised input as the identity branch."""
+
+    def __init__(self, in_dims: int, ffn_dims: int, out_dims: int):
+        super().__init__()
+        self.pre_norm = nn.LayerNorm(in_dims)
+        self.layers = nn.Sequential(nn.Sequential(nn.Linear(in_dims, ffn_dims), nn.ReLU()),
+                                    nn.Linear(ffn_dims, out_dims))
+        self.identity_fc = nn.Linear(in_dims, out_dims)
+
+    def forward(self, x):
+        x = self.pre_norm(x)
+        return self.identity_fc(x) + self.layers(x)
+
+
+class KeyPointsGenerator(nn.Module):
+    def __init__(self, embed_dims: int, num_learnable_pts: int, fix: float):
+        super().__init__()
+        self.num_learnable_pts = num_learnable_pts
+        scale = [[0, 0, 0], [fix, 0, 0], [-fix, 0, 0], [0, fix, 0], [0, -fix, 0],
+                 [0, 0, fix], [0, 0, -fix]]
+        # a Parameter without gradient, as upstream stores it in the checkpoint
+        self.fix_scale = nn.Parameter(torch.tensor(scale, dtype=torch.float32),
+                                      requires_grad=False)
+        self.learnable_fc = nn.Linear(embed_dims, num_learnable_pts * 3)
+
+    def forward(self, anchor, instance_feature, b: int, a: int):
+        size = anchor[..., None, 3:6].exp()  # [B, A, 1, 3]: (w, l, h)
+        learn = (self.learnable_fc(instance_feature).reshape(b, a, self.num_learnable_pts, 3)
+                 .sigmoid() - 0.5)
+        pts = torch.cat([self.fix_scale * size, learn * size], dim=-2)  # [B, A, P, 3]
+        sin, cos = anchor[..., None, SIN_YAW], anchor[..., None, COS_YAW]
+        # rotation about z, written without building a 3x3 matrix in place
+        x = cos * pts[..., 0] - sin * pts[..., 1]
+        y = sin * pts[..., 0] + cos * pts[..., 1]
+        rotated = torch.stack([x, y, pts[..., 2]], dim=-1)
+        return rotated + anchor[..., None, 0:3]
+
+
+def project_points(key_points, projection, image_wh, b: int, a: int, p: int, n: int):
+    """key_points [B, A, P, 3], projection [B, N, 4, 4], image_wh [B, N, 2]
+    -> normalised locations [B, A, P, N, 2]."""
+    pts = torch.cat([key_points, torch.ones(b, a, p, 1)], dim=-1)
+    pts = pts.reshape(b, 1, a * p, 4)
+    proj = torch.matmul(pts, projection[:, :, :3].transpose(-1, -2))  # [B, N, AP, 3]
+    xy = proj[..., 0:2] / torch.clamp(proj[..., 2:3], min=1e-5)
+    xy = xy / image_wh[:, :, None]
+    return xy.reshape(b, n, a, p, 2).permute(0, 2, 3, 1, 4)
+
+
+class DeformableFeatureAggregation(nn.Module):
+    def __init__(self, cfg: Sparse4DConfig, aggregate):
+        super().__init__()
+        c = cfg.embed_dims
+        self.num_cams, self.num_levels = cfg.num_cams, cfg.num_levels
+        self.num_groups, self.num_pts = cfg.num_groups, cfg.num_points
+        self.aggregate = aggregate
+        self.kps_generator = KeyPointsGenerator(c, cfg.num_learnable_pts, cfg.fix_scale)
+        self.camera_encoder = nn.Sequential(*linear_relu_ln(c, 1, 2, 12))
+        self.weights_fc = nn.Linear(c, self.num_groups * self.num_levels * self.num_pts)
+        self.output_proj = nn.Linear(c, c)
+
+    def forward(self, instance_feature, anchor, anchor_embed, features, spatial_shape,
+                scale_start_index, projection, image_wh, b: int, a: int):
+        n, lv, p, g = self.num_cams, self.num_levels, self.num_pts, self.num_groups
+        key_points = self.kps_generator(anchor, instance_feature, b, a)
+        cam_embed = self.camera_encoder(projection[:, :, :3].reshape(b, n, 12))
+        feature = (instance_feature + anchor_embed)[:, :, None] + cam_embed[:, None]
+        # softmax over (camera, level, point) jointly, per group
+        weights = self.weights_fc(feature).reshape(b, a, n * lv * p, g).softmax(dim=-2)
+        weights = weights.reshape(b, a, n, lv, p, g).permute(0, 1, 4, 2, 3, 5)
+        locations = project_points(key_points, projection, image_wh, b, a, p, n)
+        sampled = self.aggregate(features, spatial_shape, scale_start_index,
+                                 locations.contiguous(), weights.contiguous())
+        return torch.cat([self.output_proj(sampled), instance_feature], dim=-1)
+
+
+class Scale(nn.Module):
+    def __init__(self, n: int):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(n))
+
+    def forward(self, x):
+        return x * self.scale
+
+
+class Refinement(nn.Module):
+    """Box regression (added to the anchor), classification and quality."""
+
+    def __init__(self, embed_dims: int, num_classes: int):
+        super().__init__()
+        self.layers = nn.Sequential(*linear_relu_ln(embed_dims, 2, 2),
+                                    nn.Linear(embed_dims, 11), Scale(11))
+        self.cls_layers = nn.Sequential(*linear_relu_ln(embed_dims, 1, 2),
+                                        nn.Linear(embed_dims, num_classes))
+        self.quality_layers = nn.Sequential(*linear_relu_ln(embed_dims, 1, 2),
+                                            nn.Linear(embed_dims, 2))
+
+    def forward(self, instance_feature, anchor, anchor_embed, time_interval,
+                return_cls: bool = True):
+        """time_interval [B]. Returns the refined anchor, logits and quality."""
+        feature = instance_feature + anchor_embed
+        out = self.layers(feature)
+        box = out[..., :VX] + anchor[..., :VX]  # x, y, z, log sizes, sin, cos
+        vel = out[..., VX:] / time_interval[:, None, None] + anchor[..., VX:]
+        refined = torch.cat([box, vel], dim=-1)
+        if not return_cls:
+            return refined, None, None
+        return refined, self.cls_layers(instance_feature), self.quality_layers(feature)

@@ -1,0 +1,170 @@
+/* Op resolution and the build pipeline: see builder.h. */
+#include "builder/builder.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/plugin_bridge.h"
+#include "util/util.h"
+
+/* Appends to a fixed message buffer, truncating with "..." when full. */
+typedef struct msgbuf {
+    char *buf;
+    size_t size;
+    size_t len;
+} msgbuf;
+
+static void msg_add(msgbuf *m, const char *s)
+{
+    size_t n = strlen(s);
+    if (m->len + 1 >= m->size)
+        return;
+    if (m->len + n + 1 >= m->size) {
+        size_t room = m->size - m->len - 1;
+        memcpy(m->buf + m->len, s, room);
+        m->len += room;
+        m->buf[m->len] = 0;
+        if (m->size > 4)
+            memcpy(m->buf + m->size - 4, "...", 4);
+        return;
+    }
+    memcpy(m->buf + m->len, s, n + 1);
+    m->len += n;
+}
+
+typedef struct miss {
+    int node;
+    char why[600]; /* registry message, for custom domains */
+} miss;
+
+static s4d_status report_unsupported(const s4d_ir_graph *g, const miss *misses, int count,
+                                     char *err, size_t errsz)
+{
+    msgbuf m = {err, errsz, 0};
+    if (errsz)
+        err[0] = 0;
+    char *done = calloc((size_t)count + 1, 1);
+    if (!done)
+        return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
+    int kinds = 0;
+    for (int i = 0; i < count; i++) {
+        if (done[i])
+            continue;
+        kinds++;
+        for (int j = i + 1; j < count; j++) {
+            const s4d_ir_node *a = &g->nodes[misses[i].node], *b = &g->nodes[misses[j].node];
+            if (!done[j] && strcmp(a->domain, b->domain) == 0 && strcmp(a->op_type, b->op_type) == 0)
+                done[j] = 2; /* same key, counted below */
+        }
+    }
+    memset(done, 0, (size_t)count);
+    char line[1024];
+    snprintf(line, sizeof line, "unsupported model: %d op%s with no implementation or plugin:",
+             kinds, kinds == 1 ? "" : "s");
+    msg_add(&m, line);
+    int all_custom_missing = 1;
+    int listed = 0;
+    for (int i = 0; i < count; i++) {
+        if (done[i])
+            continue;
+        const s4d_ir_node *a = &g->nodes[misses[i].node];
+        if (s4d_ir_is_onnx_domain(a->domain))
+            all_custom_missing = 0;
+        snprintf(line, sizeof line, "%s (domain '%s', op_type '%s', opset %d) used by '%s'",
+                 listed++ ? ";" : "", a->domain, a->op_type, a->opset, a->name);
+        msg_add(&m, line);
+        int more = 0;
+        for (int j = i + 1; j < count; j++) {
+            const s4d_ir_node *b = &g->nodes[misses[j].node];
+            if (strcmp(a->domain, b->domain) == 0 && strcmp(a->op_type, b->op_type) == 0) {
+                done[j] = 1;
+                if (more < 8) {
+                    snprintf(line, sizeof line, ", '%s'", b->name);
+                    msg_add(&m, line);
+                } else if (more == 8) {
+                    msg_add(&m, ", ...");
+                }
+                more++;
+            }
+        }
+        if (misses[i].why[0]) {
+            msg_add(&m, " [");
+            msg_add(&m, misses[i].why);
+            msg_add(&m, "]");
+        }
+    }
+    free(done);
+    return all_custom_missing ? S4D_ERR_NOT_FOUND : S4D_ERR_UNSUPPORTED;
+}
+
+static s4d_status resolve(s4d_ir_graph *g, const s4d_build_config *cfg, char *err, size_t errsz)
+{
+    miss *misses = calloc((size_t)g->num_nodes + 1, sizeof *misses);
+    if (!misses)
+        return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
+    int count = 0;
+    for (int i = 0; i < g->num_nodes; i++) {
+        s4d_ir_node *n = &g->nodes[i];
+        n->device = cfg->device;
+        const s4d_op_def *def = NULL;
+        if (s4d_ir_is_onnx_domain(n->domain))
+            def = s4d_cpu_find_op("", n->op_type, n->opset);
+        if (def) {
+            n->kind = S4D_LAYER_OP;
+            n->def = def;
+            continue;
+        }
+        /* Like TensorRT's parser, an unknown default-domain op may still be a plugin. */
+        char why[600];
+        why[0] = 0;
+        if (s4d_bridge_lookup(cfg->registry, n, why, sizeof why) == S4D_OK) {
+            n->kind = S4D_LAYER_PLUGIN;
+            continue;
+        }
+        misses[count].node = i;
+        if (!s4d_ir_is_onnx_domain(n->domain))
+            memcpy(misses[count].why, why, sizeof why);
+        count++;
+    }
+    s4d_status st = S4D_OK;
+    if (count)
+        st = report_unsupported(g, misses, count, err, errsz);
+    free(misses);
+    return st;
+}
+
+s4d_status s4d_build_plan(s4d_ir_graph *g, const s4d_build_config *cfg, s4d_plan **out, char *err,
+                          size_t errsz)
+{
+    *out = NULL;
+    switch (cfg->device) {
+    case S4D_DEVICE_KIND_CPU:
+        if (cfg->fp16)
+            return s4d_fmt_err(err, errsz, S4D_ERR_UNSUPPORTED,
+                               "fp16: the CPU backend computes in float32 only; build without "
+                               "fp16 (fp16 engines need the CUDA backend)");
+        break;
+    case S4D_DEVICE_KIND_CUDA:
+        return s4d_fmt_err(err, errsz, S4D_ERR_NO_DEVICE,
+                           "device cuda: this build of libs4d has no CUDA backend yet; use the "
+                           "CPU device");
+    }
+    s4d_status st = resolve(g, cfg, err, errsz);
+    if (st != S4D_OK)
+        return st;
+    /* Dead nodes first, so a dead plugin node's fields are never checked. */
+    st = s4d_pass_remove_dead(g, err, errsz);
+    for (int i = 0; st == S4D_OK && i < g->num_nodes; i++) {
+        s4d_ir_node *n = &g->nodes[i];
+        if (!n->dead && n->kind == S4D_LAYER_PLUGIN)
+            st = s4d_bridge_create(cfg->registry, n, err, errsz);
+    }
+    if (st == S4D_OK)
+        st = s4d_pass_infer_and_fold(g, cfg->fold_constants, err, errsz);
+    if (st == S4D_OK)
+        st = s4d_pass_remove_dead(g, err, errsz);
+    if (st == S4D_OK)
+        st = s4d_plan_from_ir(g, cfg->device, cfg->fp16, out, err, errsz);
+    return st;
+}

@@ -1,0 +1,172 @@
+/* Helpers shared by the fusion passes, and the pass that runs them all. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes/fuse_passes.h"
+#include "util/util.h"
+
+int *s4d_fuse_use_counts(const s4d_ir_graph *g)
+{
+    int *c = calloc((size_t)g->num_values + 1, sizeof(int));
+    if (!c)
+        return NULL;
+    for (int i = 0; i < g->num_nodes; i++) {
+        const s4d_ir_node *n = &g->nodes[i];
+        if (n->dead)
+            continue;
+        for (int j = 0; j < n->num_inputs; j++)
+            if (n->inputs[j] >= 0)
+                c[n->inputs[j]]++;
+    }
+    for (int i = 0; i < g->num_outputs; i++)
+        c[g->outputs[i]]++;
+    return c;
+}
+
+int s4d_fuse_consumer(const s4d_ir_graph *g, int v)
+{
+    for (int i = 0; i < g->num_nodes; i++) {
+        const s4d_ir_node *n = &g->nodes[i];
+        if (n->dead)
+            continue;
+        for (int j = 0; j < n->num_inputs; j++)
+            if (n->inputs[j] == v)
+                return i;
+    }
+    return -1;
+}
+
+int s4d_fuse_is_op(const s4d_ir_graph *g, int ni, const char *op_type)
+{
+    if (ni < 0 || ni >= g->num_nodes)
+        return 0;
+    const s4d_ir_node *n = &g->nodes[ni];
+    return !n->dead && n->kind == S4D_LAYER_OP && n->device == S4D_DEVICE_KIND_CPU &&
+           s4d_ir_is_onnx_domain(n->domain) && strcmp(n->op_type, op_type) == 0;
+}
+
+const s4d_tensor *s4d_fuse_const(const s4d_ir_graph *g, int v)
+{
+    if (v < 0 || v >= g->num_values || g->values[v].kind != S4D_VALUE_CONST || !g->values[v].t.data)
+        return NULL;
+    return &g->values[v].t;
+}
+
+int s4d_fuse_add_const(s4d_ir_graph *g, const char *name, float *data, int rank, const int64_t *dims)
+{
+    int v = s4d_ir_add_value(g, name, S4D_VALUE_CONST);
+    if (v < 0) {
+        free(data);
+        return -1;
+    }
+    s4d_ir_value *val = &g->values[v];
+    val->t.dtype = S4D_DTYPE_FLOAT32;
+    val->t.rank = rank;
+    for (int i = 0; i < rank; i++)
+        val->t.dims[i] = dims[i];
+    val->t.data = data;
+    val->shape_known = 1;
+    return v;
+}
+
+int s4d_fuse_add_attr_string(s4d_ir_node *n, const char *name, const char *value)
+{
+    s4d_attr *na = realloc(n->attrs, sizeof(s4d_attr) * (size_t)(n->num_attrs + 1));
+    if (!na)
+        return -1;
+    n->attrs = na;
+    s4d_attr *a = &na[n->num_attrs];
+    memset(a, 0, sizeof *a);
+    a->name = s4d_strdup(name);
+    a->s = s4d_strdup(value);
+    if (!a->name || !a->s) {
+        free(a->name);
+        free(a->s);
+        return -1;
+    }
+    a->type = S4D_ATTR_STRING;
+    a->s_len = strlen(value);
+    n->num_attrs++;
+    return 0;
+}
+
+int s4d_fuse_set_op(s4d_ir_node *n, const char *domain, const char *op_type, int opset)
+{
+    const s4d_op_def *def = s4d_cpu_find_op(domain, op_type, opset);
+    char *d = s4d_strdup(domain), *o = s4d_strdup(op_type);
+    if (!def || !d || !o) {
+        free(d);
+        free(o);
+        return -1;
+    }
+    free(n->domain);
+    free(n->op_type);
+    n->domain = d;
+    n->op_type = o;
+    n->opset = opset;
+    n->def = def;
+    return 0;
+}
+
+s4d_status s4d_fuse_reinfer(s4d_ir_graph *g, int ni, char *err, size_t errsz)
+{
+    s4d_ir_node *n = &g->nodes[ni];
+    s4d_tensor in[8], out[4];
+    char msg[1024];
+    if (n->num_inputs > 8 || n->num_outputs > 4)
+        return s4d_fmt_err(err, errsz, S4D_ERR_INTERNAL, "fusion: node '%s' has too many edges", n->name);
+    for (int i = 0; i < n->num_inputs; i++) {
+        int v = n->inputs[i];
+        if (v < 0) {
+            memset(&in[i], 0, sizeof in[i]);
+            in[i].rank = -1;
+            continue;
+        }
+        in[i] = g->values[v].t;
+        if (g->values[v].kind != S4D_VALUE_CONST)
+            in[i].data = NULL;
+    }
+    memset(out, 0, sizeof out);
+    s4d_op_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.node_name = n->name;
+    ctx.op_type = n->op_type;
+    ctx.opset = n->opset;
+    ctx.num_attrs = n->num_attrs;
+    ctx.attrs = n->attrs;
+    ctx.num_inputs = n->num_inputs;
+    ctx.inputs = in;
+    ctx.num_outputs = n->num_outputs;
+    ctx.outputs = out;
+    msg[0] = 0;
+    ctx.err = msg;
+    ctx.err_size = sizeof msg;
+    s4d_status st = n->def->infer(&ctx);
+    if (st != S4D_OK)
+        return s4d_fmt_err(err, errsz, st, "fusion produced a node that does not infer: %s", msg);
+    n->workspace = n->def->workspace_size ? n->def->workspace_size(&ctx) : 0;
+    for (int i = 0; i < n->num_outputs; i++) {
+        int v = n->outputs[i];
+        if (v < 0)
+            continue;
+        s4d_ir_value *val = &g->values[v];
+        val->t.dtype = out[i].dtype;
+        val->t.rank = out[i].rank;
+        memcpy(val->t.dims, out[i].dims, sizeof val->t.dims);
+        val->shape_known = 1;
+        val->producer = ni;
+    }
+    return S4D_OK;
+}
+
+s4d_status s4d_pass_fuse(s4d_ir_graph *g, char *err, size_t errsz)
+{
+    s4d_status st = s4d_pass_fuse_layernorm(g, err, errsz);
+    if (st == S4D_OK)
+        st = s4d_pass_fuse_conv_bn(g, err, errsz);
+    if (st == S4D_OK)
+        st = s4d_pass_fuse_conv_act(g, err, errsz);
+    if (st == S4D_OK)
+        st = s4d_pass_fuse_matmul_add(g, err, errsz);
+    return st;
+}

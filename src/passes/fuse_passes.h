@@ -1,0 +1,57 @@
+/*
+ * src/passes/fuse_passes.h - build-time fusions for the CPU backend
+ * (internal). Each pass rewrites matching chains of live S4D_LAYER_OP nodes
+ * into one node and marks the rest dead; values stay, unused ones are
+ * dropped by the plan builder. A chain is fused only when its intermediate
+ * values have exactly one consumer and are not graph outputs, and only on
+ * CPU-assigned nodes.
+ *
+ * Call order (the builder): s4d_pass_infer_and_fold, then s4d_pass_fuse,
+ * then s4d_pass_remove_dead. Shapes must be known and constants folded;
+ * every rewritten node is re-inferred here (workspace included).
+ *
+ * The fused kernels are ops of domain "s4d" in the CPU op table:
+ *   FusedConv   (X, W, [B], [Z]) attr activation "" | "Relu": Conv + B, + Z, act
+ *   FusedMatMul (A, B, [bias])   attr activation "" | "Relu": MatMul + bias, act
+ * and the LayerNormalization kernel (opset 17) for the decomposed pattern.
+ */
+#ifndef S4D_PASSES_FUSE_PASSES_H
+#define S4D_PASSES_FUSE_PASSES_H
+
+#include "ir/ir.h"
+
+/* All fusions below, in the order that lets each build on the previous. */
+s4d_status s4d_pass_fuse(s4d_ir_graph *g, char *err, size_t errsz);
+
+/* Conv -> BatchNormalization (constant weights and statistics): folds BN into W and B. */
+s4d_status s4d_pass_fuse_conv_bn(s4d_ir_graph *g, char *err, size_t errsz);
+/* Conv [-> Add(residual of the same shape)] [-> Relu] -> FusedConv. */
+s4d_status s4d_pass_fuse_conv_act(s4d_ir_graph *g, char *err, size_t errsz);
+/* MatMul(A, constant 2-D W) [-> Add(constant [N] bias)] [-> Relu] -> FusedMatMul. */
+s4d_status s4d_pass_fuse_matmul_add(s4d_ir_graph *g, char *err, size_t errsz);
+/*
+ * ReduceMean -> Sub -> Pow(2) -> ReduceMean -> Add(eps) -> Sqrt -> Div
+ * [-> Mul(gamma)] [-> Add(beta)] over the last axis -> LayerNormalization.
+ */
+s4d_status s4d_pass_fuse_layernorm(s4d_ir_graph *g, char *err, size_t errsz);
+
+/* Helpers shared by the fusion passes (fuse_common.c). */
+
+/* Per value: live consumer count, +1 when a graph output. Caller frees. */
+int *s4d_fuse_use_counts(const s4d_ir_graph *g);
+/* The one live node that consumes value v, or -1. */
+int s4d_fuse_consumer(const s4d_ir_graph *g, int v);
+/* Whether node ni is a live CPU op node of (ONNX domain) op_type. */
+int s4d_fuse_is_op(const s4d_ir_graph *g, int ni, const char *op_type);
+/* Constant value index or NULL data: returns the value's tensor when it is a constant, else NULL. */
+const s4d_tensor *s4d_fuse_const(const s4d_ir_graph *g, int v);
+/* Appends a constant float32 value holding data (ownership passes); -1 on OOM. */
+int s4d_fuse_add_const(s4d_ir_graph *g, const char *name, float *data, int rank, const int64_t *dims);
+/* Appends a STRING attribute to node n; 0 on success. */
+int s4d_fuse_add_attr_string(s4d_ir_node *n, const char *name, const char *value);
+/* Sets a node's op (domain, op_type, opset) and its CPU definition; 0 on success. */
+int s4d_fuse_set_op(s4d_ir_node *n, const char *domain, const char *op_type, int opset);
+/* Re-runs infer (and workspace_size) of node ni, updating its output values. */
+s4d_status s4d_fuse_reinfer(s4d_ir_graph *g, int ni, char *err, size_t errsz);
+
+#endif

@@ -1,0 +1,159 @@
+"""Writes the small ONNX models the engine tests use into a directory.
+
+Usage: make_models.py OUT_DIR. Deterministic (fixed seeds), so tests may
+compare against values computed from the same weights; weights are also
+written as .npy next to each model where a test needs them.
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = [helper.make_opsetid("", 17)]
+
+
+def save(model, out, name):
+    onnx.save(model, os.path.join(out, name))
+
+
+def mlp(out):
+    """X[2,3] -> MatMul W1[3,4] -> Add b1 -> Softmax -> Reshape [4,2] -> Transpose -> Y[2,4]."""
+    rng = np.random.default_rng(1)
+    w1 = rng.uniform(-1, 1, (3, 4)).astype(np.float32)
+    b1 = rng.uniform(-1, 1, (4,)).astype(np.float32)
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h"], name="matmul"),
+        helper.make_node("Add", ["h", "b1"], ["h2"], name="add"),
+        helper.make_node("Softmax", ["h2"], ["s"], name="softmax", axis=-1),
+        helper.make_node("Constant", [], ["shape"], name="shape_const",
+                         value=numpy_helper.from_array(np.array([4, 2], np.int64))),
+        helper.make_node("Reshape", ["s", "shape"], ["r"], name="reshape"),
+        helper.make_node("Transpose", ["r"], ["y"], name="transpose", perm=[1, 0]),
+        # Dead branch: nothing reads it, so dead-node removal drops it.
+        helper.make_node("Add", ["h", "h"], ["unused"], name="dead_add"),
+        # Constant subgraph: folded at build time.
+        helper.make_node("Add", ["b1", "b1"], ["b2"], name="fold_add"),
+        helper.make_node("Add", ["h", "b2"], ["z"], name="add_folded_bias"),
+    ]
+    g = helper.make_graph(
+        nodes, "mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 4])],
+        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(b1, "b1")])
+    save(helper.make_model(g, opset_imports=OPSET), out, "mlp.onnx")
+    np.save(os.path.join(out, "mlp_w1.npy"), w1)
+    np.save(os.path.join(out, "mlp_b1.npy"), b1)
+
+
+def unsupported(out):
+    """Three unknown ops over four nodes: one message must list them all."""
+    nodes = [
+        helper.make_node("FooOp", ["x"], ["a"], name="foo1"),
+        helper.make_node("FooOp", ["a"], ["b"], name="foo2"),
+        helper.make_node("BarOp", ["b"], ["c"], name="bar1", domain="acme"),
+        helper.make_node("Add", ["c", "x"], ["y"], name="add"),
+    ]
+    g = helper.make_graph(
+        nodes, "unsupported",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    m = helper.make_model(g, opset_imports=OPSET + [helper.make_opsetid("acme", 1)])
+    save(m, out, "unsupported.onnx")
+
+
+def dynamic(out):
+    g = helper.make_graph(
+        [helper.make_node("Add", ["x", "x"], ["y"], name="add")], "dynamic",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])])
+    save(helper.make_model(g, opset_imports=OPSET), out, "dynamic.onnx")
+
+
+# Deformable aggregation sizes: small but every dimension > 1.
+BS, NCAM, NLVL, C, G, A, P = 1, 2, 2, 8, 2, 5, 3
+HW = [(4, 6), (2, 3)]
+
+
+def da_model(out, name, op_type, domain, attrs, with_prefix=True):
+    """features <- MatMul(feat_in, wf); weights <- Softmax(Reshape(MatMul(q, ww) + bw)); then the plugin."""
+    rng = np.random.default_rng(2)
+    rows = sum(h * w for h, w in HW)
+    F = NCAM * rows
+    cin = 4
+    wf = rng.uniform(-1, 1, (cin, C)).astype(np.float32)
+    ww = rng.uniform(-1, 1, (C, P * NCAM * NLVL * G)).astype(np.float32)
+    bw = rng.uniform(-0.5, 0.5, (P * NCAM * NLVL * G,)).astype(np.float32)
+    shapes = np.array([[h, w] for _ in range(NCAM) for h, w in HW], np.int32).reshape(NCAM, NLVL, 2)
+    start = np.zeros((NCAM, NLVL), np.int32)
+    acc = 0
+    for n in range(NCAM):
+        for l, (h, w) in enumerate(HW):
+            start[n, l] = acc
+            acc += h * w
+    nodes = [
+        helper.make_node("MatMul", ["feat_in", "wf"], ["features"], name="feat_proj"),
+        helper.make_node("MatMul", ["query", "ww"], ["wl"], name="weight_proj"),
+        helper.make_node("Add", ["wl", "bw"], ["wl2"], name="weight_bias"),
+        helper.make_node("Constant", [], ["wshape"], name="wshape_const",
+                         value=numpy_helper.from_array(
+                             np.array([BS, A, P * NCAM * NLVL, G], np.int64))),
+        helper.make_node("Reshape", ["wl2", "wshape"], ["wr"], name="weight_reshape"),
+        helper.make_node("Transpose", ["wr"], ["wt"], name="weight_t", perm=[0, 1, 3, 2]),
+        helper.make_node("Softmax", ["wt"], ["ws"], name="weight_softmax", axis=-1),
+        helper.make_node("Transpose", ["ws"], ["wst"], name="weight_t2", perm=[0, 1, 3, 2]),
+        helper.make_node("Constant", [], ["wshape2"], name="wshape2_const",
+                         value=numpy_helper.from_array(
+                             np.array([BS, A, P, NCAM, NLVL, G], np.int64))),
+        helper.make_node("Reshape", ["wst", "wshape2"], ["weights"], name="weight_reshape2"),
+        helper.make_node(op_type, ["features", "spatial_shape", "scale_start_index",
+                                   "sampling_location", "weights"], ["out"],
+                         name="aggregate", domain=domain, **attrs),
+    ]
+    g = helper.make_graph(
+        nodes, name,
+        [helper.make_tensor_value_info("feat_in", TensorProto.FLOAT, [BS, F, cin]),
+         helper.make_tensor_value_info("query", TensorProto.FLOAT, [BS, A, C]),
+         helper.make_tensor_value_info("sampling_location", TensorProto.FLOAT,
+                                       [BS, A, P, NCAM, 2])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [BS, A, C])],
+        [numpy_helper.from_array(wf, "wf"), numpy_helper.from_array(ww, "ww"),
+         numpy_helper.from_array(bw, "bw"),
+         numpy_helper.from_array(shapes, "spatial_shape"),
+         numpy_helper.from_array(start, "scale_start_index")])
+    imports = OPSET + ([helper.make_opsetid(domain, 1)] if domain else [])
+    save(helper.make_model(g, opset_imports=imports), out, name + ".onnx")
+    if with_prefix:
+        np.save(os.path.join(out, "da_wf.npy"), wf)
+        np.save(os.path.join(out, "da_ww.npy"), ww)
+        np.save(os.path.join(out, "da_bw.npy"), bw)
+        np.save(os.path.join(out, "da_spatial_shape.npy"), shapes)
+        np.save(os.path.join(out, "da_scale_start_index.npy"), start)
+        # Inputs: locations mostly inside (0, 1), a few outside to exercise the mask.
+        np.save(os.path.join(out, "da_in_feat_in.npy"),
+                rng.uniform(-1, 1, (BS, F, cin)).astype(np.float32))
+        np.save(os.path.join(out, "da_in_query.npy"),
+                rng.uniform(-1, 1, (BS, A, C)).astype(np.float32))
+        np.save(os.path.join(out, "da_in_sampling_location.npy"),
+                rng.uniform(-0.1, 1.1, (BS, A, P, NCAM, 2)).astype(np.float32))
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    mlp(out)
+    unsupported(out)
+    dynamic(out)
+    da_model(out, "da", "DeformableAggregation", "s4d", {"plugin_version": "1"})
+    da_model(out, "da_alias", "DeformableAttentionAggrPlugin", "custom", {}, False)
+    da_model(out, "da_wrong_version", "DeformableAggregation", "s4d",
+             {"plugin_version": "7"}, False)
+    da_model(out, "da_unknown_attr", "DeformableAggregation", "s4d",
+             {"plugin_version": "1", "im2col_step": 64}, False)
+    da_model(out, "da_missing_plugin", "DeformableAggregation", "nowhere", {}, False)
+
+
+if __name__ == "__main__":
+    main()

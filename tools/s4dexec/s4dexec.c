@@ -1,0 +1,638 @@
+/*
+ * s4dexec: build, save, load and run s4d engines from the command line,
+ * with the flags trtexec users know (docs/s4dexec.md).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "compare.h"
+#include "s4d/engine.h"
+#include "s4d/npy.h"
+#include "s4d/plugin.h"
+
+#define MAX_PLUGINS 32
+#define MAX_LOADS 256
+
+typedef struct input_file {
+    char *name;
+    char *path;
+} input_file;
+
+typedef struct options {
+    const char *onnx;
+    const char *plugins[MAX_PLUGINS];
+    int num_plugins;
+    const char *save_engine;
+    const char *load_engine;
+    int fp16;
+    int iterations;
+    int warmup;
+    input_file loads[MAX_LOADS];
+    int num_loads;
+    const char *export_dir;
+    const char *compare_dir;
+    double rtol, atol;
+    int dump_layers;
+    int dump_profile;
+    int verbose;
+    const char *device;
+    int threads;
+    unsigned long long seed;
+} options;
+
+static const char *usage_text =
+    "usage: s4dexec (--onnx=FILE | --loadEngine=FILE) [options]\n"
+    "\n"
+    "Builds an s4d engine from an ONNX model or loads a saved one, runs it and\n"
+    "reports latency. Exit status 0 only on success.\n"
+    "\n"
+    "Model and engine:\n"
+    "  --onnx=FILE            build the engine from this ONNX model\n"
+    "  --plugins=FILE         load a plugin library (repeatable) before building or loading\n"
+    "  --saveEngine=FILE      write the built engine to FILE\n"
+    "  --loadEngine=FILE      load an engine file instead of building\n"
+    "  --device=cpu|cuda      device to build for (default cpu; cuda fails clearly when\n"
+    "                         this build or machine has no CUDA backend)\n"
+    "  --fp16                 allow float16 layers (refused on the CPU backend)\n"
+    "\n"
+    "Inputs and outputs (.npy files):\n"
+    "  --loadInputs=name:file.npy[,name:file.npy...]\n"
+    "                         input values; inputs not given get seeded random values\n"
+    "                         (floats uniform in [-1, 1), integers in [0, 4), bools 0/1)\n"
+    "  --seed=N               seed for generated inputs (default 1)\n"
+    "  --exportOutput=DIR     write every output of the last run to DIR/<name>.npy\n"
+    "                         (characters other than [A-Za-z0-9._-] in names become '_')\n"
+    "  --compareOutputs=DIR   compare each output with DIR/<name>.npy; prints max-abs error,\n"
+    "                         relative L2 error and cosine similarity; exits 1 if any\n"
+    "                         element has |got - want| > atol + rtol * |want|\n"
+    "  --rtol=X               relative tolerance for --compareOutputs (default 1e-3)\n"
+    "  --atol=X               absolute tolerance for --compareOutputs (default 1e-5)\n"
+    "\n"
+    "Timing and reports:\n"
+    "  --iterations=N         timed runs (default 10); latency min/median/p90/max/mean\n"
+    "  --warmUp=N             untimed runs before timing (default 2)\n"
+    "  --threads=N            CPU threads per context (default: all cores)\n"
+    "  --dumpLayerInfo        print each layer: op, device, dtypes, shapes, workspace,\n"
+    "                         and the activation memory plan\n"
+    "  --dumpProfile          print the mean time of each layer over the timed runs\n"
+    "  --verbose              print build details and the registered plugin creators\n"
+    "  --help                 this text\n";
+
+static int fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("s4dexec: error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 1;
+}
+
+static const char *flag_value(const char *arg, const char *flag)
+{
+    size_t n = strlen(flag);
+    if (strncmp(arg, flag, n) != 0)
+        return NULL;
+    if (arg[n] == '=')
+        return arg + n + 1;
+    return NULL;
+}
+
+static int parse_int(const char *s, const char *flag, int min, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < min || v > 100000000)
+        return fail("%s expects an integer >= %d, got '%s'", flag, min, s);
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_double(const char *s, const char *flag, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || end == s || !(v >= 0))
+        return fail("%s expects a non-negative number, got '%s'", flag, s);
+    *out = v;
+    return 0;
+}
+
+static int parse_loads(options *o, const char *spec)
+{
+    char *copy = strdup(spec);
+    if (!copy)
+        return fail("out of memory");
+    char *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *colon = strrchr(tok, ':');
+        if (!colon || colon == tok || !colon[1]) {
+            free(copy);
+            return fail("--loadInputs expects name:file.npy entries, got '%s'", tok);
+        }
+        if (o->num_loads == MAX_LOADS) {
+            free(copy);
+            return fail("--loadInputs: more than %d entries", MAX_LOADS);
+        }
+        *colon = 0;
+        o->loads[o->num_loads].name = strdup(tok);
+        o->loads[o->num_loads].path = strdup(colon + 1);
+        if (!o->loads[o->num_loads].name || !o->loads[o->num_loads].path) {
+            free(copy);
+            return fail("out of memory");
+        }
+        o->num_loads++;
+    }
+    free(copy);
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, options *o, int *help)
+{
+    memset(o, 0, sizeof *o);
+    o->iterations = 10;
+    o->warmup = 2;
+    o->rtol = 1e-3;
+    o->atol = 1e-5;
+    o->device = "cpu";
+    o->seed = 1;
+    *help = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            *help = 1;
+            return 0;
+        } else if ((v = flag_value(a, "--onnx"))) {
+            o->onnx = v;
+        } else if ((v = flag_value(a, "--plugins"))) {
+            if (o->num_plugins == MAX_PLUGINS)
+                return fail("--plugins given more than %d times", MAX_PLUGINS);
+            o->plugins[o->num_plugins++] = v;
+        } else if ((v = flag_value(a, "--saveEngine"))) {
+            o->save_engine = v;
+        } else if ((v = flag_value(a, "--loadEngine"))) {
+            o->load_engine = v;
+        } else if (strcmp(a, "--fp16") == 0) {
+            o->fp16 = 1;
+        } else if ((v = flag_value(a, "--iterations"))) {
+            if (parse_int(v, "--iterations", 1, &o->iterations))
+                return 1;
+        } else if ((v = flag_value(a, "--warmUp"))) {
+            if (parse_int(v, "--warmUp", 0, &o->warmup))
+                return 1;
+        } else if ((v = flag_value(a, "--threads"))) {
+            if (parse_int(v, "--threads", 0, &o->threads))
+                return 1;
+        } else if ((v = flag_value(a, "--seed"))) {
+            int s;
+            if (parse_int(v, "--seed", 0, &s))
+                return 1;
+            o->seed = (unsigned long long)s;
+        } else if ((v = flag_value(a, "--loadInputs"))) {
+            if (parse_loads(o, v))
+                return 1;
+        } else if ((v = flag_value(a, "--exportOutput"))) {
+            o->export_dir = v;
+        } else if ((v = flag_value(a, "--compareOutputs"))) {
+            o->compare_dir = v;
+        } else if ((v = flag_value(a, "--rtol"))) {
+            if (parse_double(v, "--rtol", &o->rtol))
+                return 1;
+        } else if ((v = flag_value(a, "--atol"))) {
+            if (parse_double(v, "--atol", &o->atol))
+                return 1;
+        } else if (strcmp(a, "--dumpLayerInfo") == 0) {
+            o->dump_layers = 1;
+        } else if (strcmp(a, "--dumpProfile") == 0) {
+            o->dump_profile = 1;
+        } else if (strcmp(a, "--verbose") == 0) {
+            o->verbose = 1;
+        } else if ((v = flag_value(a, "--device"))) {
+            o->device = v;
+        } else {
+            return fail("unknown argument '%s' (see --help)", a);
+        }
+    }
+    if (!o->onnx && !o->load_engine)
+        return fail("give --onnx=FILE or --loadEngine=FILE (see --help)");
+    if (o->onnx && o->load_engine)
+        return fail("give either --onnx or --loadEngine, not both");
+    if (strcmp(o->device, "cpu") != 0 && strcmp(o->device, "cuda") != 0)
+        return fail("--device expects cpu or cuda, got '%s'", o->device);
+    return 0;
+}
+
+static void file_name_of(const char *tensor, char *buf, size_t size)
+{
+    size_t j = 0;
+    for (size_t i = 0; tensor[i] && j + 5 < size; i++) {
+        char c = tensor[i];
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 c == '.' || c == '_' || c == '-';
+        buf[j++] = ok ? c : '_';
+    }
+    if (j == 0)
+        buf[j++] = '_';
+    memcpy(buf + j, ".npy", 5);
+}
+
+static const char *shape_str(int rank, const int64_t *dims, char *buf, size_t size)
+{
+    size_t used = (size_t)snprintf(buf, size, "[");
+    for (int i = 0; i < rank && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? "," : "", (long long)dims[i]);
+    if (used < size)
+        snprintf(buf + used, size - used, "]");
+    return buf;
+}
+
+/* xorshift64*: reproducible inputs without depending on the C library's rand(). */
+static uint64_t next_rand(uint64_t *s)
+{
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 2685821657736338717ull;
+}
+
+static void fill_random(s4d_dtype dt, void *data, int64_t n, uint64_t *state)
+{
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t r = next_rand(state);
+        double u = (double)(r >> 11) / 9007199254740992.0;
+        switch (dt) {
+        case S4D_DTYPE_FLOAT32: ((float *)data)[i] = (float)(2 * u - 1); break;
+        case S4D_DTYPE_FLOAT64: ((double *)data)[i] = 2 * u - 1; break;
+        case S4D_DTYPE_INT64: ((int64_t *)data)[i] = (int64_t)(r % 4); break;
+        case S4D_DTYPE_INT32: ((int32_t *)data)[i] = (int32_t)(r % 4); break;
+        case S4D_DTYPE_INT16: ((int16_t *)data)[i] = (int16_t)(r % 4); break;
+        case S4D_DTYPE_INT8: ((int8_t *)data)[i] = (int8_t)(r % 4); break;
+        case S4D_DTYPE_UINT8: ((uint8_t *)data)[i] = (uint8_t)(r % 4); break;
+        case S4D_DTYPE_UINT16: ((uint16_t *)data)[i] = (uint16_t)(r % 4); break;
+        case S4D_DTYPE_UINT32: ((uint32_t *)data)[i] = (uint32_t)(r % 4); break;
+        case S4D_DTYPE_UINT64: ((uint64_t *)data)[i] = r % 4; break;
+        case S4D_DTYPE_BOOL: ((uint8_t *)data)[i] = (uint8_t)(r & 1); break;
+        case S4D_DTYPE_FLOAT16:
+        case S4D_DTYPE_BFLOAT16: ((uint16_t *)data)[i] = 0x3800; break; /* 0.5: no converter needed */
+        case S4D_DTYPE_STRING:
+        case S4D_DTYPE_UNDEFINED: break;
+        }
+    }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static const char *device_name(s4d_device d)
+{
+    switch (d) {
+    case S4D_DEVICE_CPU: return "cpu";
+    case S4D_DEVICE_CUDA: return "cuda";
+    }
+    return "?";
+}
+
+static void dump_layers(const s4d_engine *e)
+{
+    int n = s4d_engine_num_layers(e);
+    printf("[layers] %d layers\n", n);
+    for (int i = 0; i < n; i++) {
+        s4d_layer_info li;
+        if (s4d_engine_layer_info(e, i, &li) != S4D_OK)
+            continue;
+        printf("  %3d %-28s %-32s %-4s", i, li.name, li.op, device_name(li.device));
+        char buf[128];
+        printf(" in:");
+        for (int k = 0; k < li.num_inputs; k++) {
+            s4d_tensor_info ti;
+            s4d_engine_layer_tensor(e, i, 0, k, &ti);
+            if (ti.rank < 0)
+                printf(" (none)");
+            else
+                printf(" %s%s", s4d_dtype_name(ti.dtype), shape_str(ti.rank, ti.dims, buf, sizeof buf));
+        }
+        printf(" out:");
+        for (int k = 0; k < li.num_outputs; k++) {
+            s4d_tensor_info ti;
+            s4d_engine_layer_tensor(e, i, 1, k, &ti);
+            printf(" %s%s", s4d_dtype_name(ti.dtype), shape_str(ti.rank, ti.dims, buf, sizeof buf));
+        }
+        if (li.workspace_bytes)
+            printf(" workspace=%zu", li.workspace_bytes);
+        printf("\n");
+    }
+    printf("[memory] activations: %zu bytes planned (peak), %zu bytes without reuse; weights: "
+           "%zu bytes\n",
+           s4d_engine_activation_bytes(e), s4d_engine_activation_bytes_unplanned(e),
+           s4d_engine_weight_bytes(e));
+}
+
+static void print_creators(void)
+{
+    s4d_plugin_registry *r = s4d_plugin_registry_default();
+    int32_t n = r ? s4d_plugin_registry_count(r) : 0;
+    printf("[plugins] %d registered creator%s\n", (int)n, n == 1 ? "" : "s");
+    for (int32_t i = 0; i < n; i++) {
+        const s4d_plugin_creator *c = s4d_plugin_registry_get(r, i);
+        if (c)
+            printf("  namespace '%s' name '%s' version '%s'\n", c->plugin_namespace, c->name,
+                   c->version);
+    }
+}
+
+typedef struct run_state {
+    s4d_npy *arrays;   /* per input: loaded or generated */
+    int num_inputs;
+} run_state;
+
+static int prepare_inputs(const options *o, const s4d_engine *e, s4d_context *ctx, run_state *rs)
+{
+    int n = s4d_engine_num_inputs(e);
+    rs->num_inputs = n;
+    rs->arrays = calloc((size_t)n + 1, sizeof(s4d_npy));
+    if (!rs->arrays)
+        return fail("out of memory");
+    for (int k = 0; k < o->num_loads; k++) {
+        int found = 0;
+        for (int i = 0; i < n && !found; i++) {
+            s4d_tensor_info ti;
+            s4d_engine_input_info(e, i, &ti);
+            found = strcmp(ti.name, o->loads[k].name) == 0;
+        }
+        if (!found)
+            return fail("--loadInputs: the engine has no input named '%s'", o->loads[k].name);
+    }
+    uint64_t state = o->seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int i = 0; i < n; i++) {
+        s4d_tensor_info ti;
+        s4d_engine_input_info(e, i, &ti);
+        const char *path = NULL;
+        for (int k = 0; k < o->num_loads; k++)
+            if (strcmp(o->loads[k].name, ti.name) == 0)
+                path = o->loads[k].path;
+        s4d_npy *a = &rs->arrays[i];
+        if (path) {
+            s4d_errbuf err;
+            if (s4d_npy_load(path, a, &err) != S4D_OK)
+                return fail("input '%s': %s", ti.name, err.msg);
+            if (o->verbose)
+                printf("[inputs] %s <- %s\n", ti.name, path);
+        } else {
+            a->dtype = ti.dtype;
+            a->rank = ti.rank;
+            memcpy(a->dims, ti.dims, sizeof(int64_t) * (size_t)ti.rank);
+            a->bytes = ti.bytes;
+            a->data = calloc(1, ti.bytes ? ti.bytes : 1);
+            if (!a->data)
+                return fail("out of memory for input '%s'", ti.name);
+            int64_t cnt = 1;
+            for (int d = 0; d < ti.rank; d++)
+                cnt *= ti.dims[d];
+            fill_random(ti.dtype, a->data, cnt, &state);
+            if (o->verbose)
+                printf("[inputs] %s <- random (seed %llu)\n", ti.name, o->seed);
+        }
+        if (s4d_context_bind(ctx, ti.name, a->dtype, a->rank, a->dims, a->data) != S4D_OK)
+            return fail("input '%s'%s%s: %s", ti.name, path ? " from " : "", path ? path : "",
+                        s4d_context_errmsg(ctx));
+    }
+    return 0;
+}
+
+static void free_inputs(run_state *rs)
+{
+    if (!rs->arrays)
+        return;
+    for (int i = 0; i < rs->num_inputs; i++) {
+        /* Loaded arrays come aligned from s4d_npy; generated ones from calloc. */
+        free(rs->arrays[i].data);
+    }
+    free(rs->arrays);
+}
+
+static int export_outputs(const options *o, const s4d_engine *e, s4d_context *ctx)
+{
+    if (mkdir(o->export_dir, 0777) != 0 && errno != EEXIST)
+        return fail("--exportOutput: cannot create directory '%s': %s", o->export_dir,
+                    strerror(errno));
+    for (int i = 0; i < s4d_engine_num_outputs(e); i++) {
+        s4d_tensor_info ti;
+        s4d_engine_output_info(e, i, &ti);
+        const void *data;
+        s4d_context_output(ctx, ti.name, &data, NULL);
+        char fname[512], path[4096];
+        file_name_of(ti.name, fname, sizeof fname);
+        snprintf(path, sizeof path, "%s/%s", o->export_dir, fname);
+        s4d_errbuf err;
+        if (s4d_npy_save(path, ti.dtype, ti.rank, ti.dims, data, &err) != S4D_OK)
+            return fail("--exportOutput: output '%s': %s", ti.name, err.msg);
+        printf("[outputs] %s -> %s\n", ti.name, path);
+    }
+    return 0;
+}
+
+static int compare_outputs(const options *o, const s4d_engine *e, s4d_context *ctx)
+{
+    int failures = 0;
+    printf("[compare] rtol=%g atol=%g (pass: |got - want| <= atol + rtol*|want| everywhere)\n",
+           o->rtol, o->atol);
+    for (int i = 0; i < s4d_engine_num_outputs(e); i++) {
+        s4d_tensor_info ti;
+        s4d_engine_output_info(e, i, &ti);
+        const void *data;
+        s4d_context_output(ctx, ti.name, &data, NULL);
+        char fname[512], path[4096], a[128], b[128];
+        file_name_of(ti.name, fname, sizeof fname);
+        snprintf(path, sizeof path, "%s/%s", o->compare_dir, fname);
+        s4d_npy ref;
+        s4d_errbuf err;
+        if (s4d_npy_load(path, &ref, &err) != S4D_OK)
+            return fail("--compareOutputs: output '%s': %s", ti.name, err.msg);
+        int same_shape = ref.rank == ti.rank;
+        for (int d = 0; same_shape && d < ti.rank; d++)
+            same_shape = ref.dims[d] == ti.dims[d];
+        if (ref.dtype != ti.dtype || !same_shape) {
+            fail("--compareOutputs: output '%s': engine gives %s%s, %s holds %s%s", ti.name,
+                 s4d_dtype_name(ti.dtype), shape_str(ti.rank, ti.dims, a, sizeof a), path,
+                 s4d_dtype_name(ref.dtype), shape_str(ref.rank, ref.dims, b, sizeof b));
+            s4d_npy_free(&ref);
+            failures++;
+            continue;
+        }
+        int64_t n = 1;
+        for (int d = 0; d < ti.rank; d++)
+            n *= ti.dims[d];
+        cmp_result r;
+        if (compare_arrays(ti.dtype, data, ref.data, n, o->rtol, o->atol, &r) != 0) {
+            s4d_npy_free(&ref);
+            return fail("--compareOutputs: output '%s': cannot compare dtype %s", ti.name,
+                        s4d_dtype_name(ti.dtype));
+        }
+        printf("[compare] %-24s max_abs=%.3e rel_l2=%.3e cosine=%.6f %s\n", ti.name, r.max_abs,
+               r.rel_l2, r.cosine, r.bad ? "FAIL" : "ok");
+        if (r.bad) {
+            double g = elem_to_double(ti.dtype, data, r.first_bad);
+            double w = elem_to_double(ti.dtype, ref.data, r.first_bad);
+            fail("output '%s': %lld of %lld elements outside tolerance (first at flat index "
+                 "%lld: got %.9g, want %.9g)",
+                 ti.name, (long long)r.bad, (long long)n, (long long)r.first_bad, g, w);
+            failures++;
+        }
+        s4d_npy_free(&ref);
+    }
+    return failures ? 1 : 0;
+}
+
+static int run_all(const options *o, s4d_engine *e)
+{
+    s4d_context_options co;
+    s4d_context_options_init(&co);
+    co.num_threads = o->threads;
+    co.profile = o->dump_profile;
+    s4d_context *ctx = NULL;
+    s4d_errbuf err;
+    if (s4d_context_create(e, &co, &ctx, &err) != S4D_OK)
+        return fail("cannot create a context: %s", err.msg);
+    run_state rs;
+    memset(&rs, 0, sizeof rs);
+    int rc = prepare_inputs(o, e, ctx, &rs);
+    int nl = s4d_engine_num_layers(e);
+    double *lat = calloc((size_t)o->iterations, sizeof(double));
+    double *layer_sum = calloc((size_t)nl + 1, sizeof(double));
+    if (!rc && (!lat || !layer_sum))
+        rc = fail("out of memory");
+    for (int i = 0; !rc && i < o->warmup; i++)
+        if (s4d_context_run(ctx, NULL) != S4D_OK)
+            rc = fail("%s", s4d_context_errmsg(ctx));
+    for (int i = 0; !rc && i < o->iterations; i++) {
+        double t0 = now_ms();
+        if (s4d_context_run(ctx, NULL) != S4D_OK) {
+            rc = fail("%s", s4d_context_errmsg(ctx));
+            break;
+        }
+        lat[i] = now_ms() - t0;
+        for (int l = 0; o->dump_profile && l < nl; l++) {
+            double ms = 0;
+            s4d_context_layer_time(ctx, l, &ms);
+            layer_sum[l] += ms;
+        }
+    }
+    if (!rc) {
+        double mean = 0;
+        for (int i = 0; i < o->iterations; i++)
+            mean += lat[i];
+        mean /= o->iterations;
+        qsort(lat, (size_t)o->iterations, sizeof(double), cmp_double);
+        int n = o->iterations;
+        int p90 = (int)ceil(0.9 * n) - 1;
+        printf("[latency] %d iterations (after %d warm-up): min %.3f ms, median %.3f ms, p90 "
+               "%.3f ms, max %.3f ms, mean %.3f ms\n",
+               n, o->warmup, lat[0], n % 2 ? lat[n / 2] : 0.5 * (lat[n / 2 - 1] + lat[n / 2]),
+               lat[p90 < 0 ? 0 : p90], lat[n - 1], mean);
+    }
+    if (!rc && o->dump_profile) {
+        double total = 0;
+        for (int l = 0; l < nl; l++)
+            total += layer_sum[l];
+        printf("[profile] mean time per layer over %d iterations\n", o->iterations);
+        for (int l = 0; l < nl; l++) {
+            s4d_layer_info li;
+            s4d_engine_layer_info(e, l, &li);
+            double ms = layer_sum[l] / o->iterations;
+            printf("  %3d %-28s %-32s %9.4f ms %5.1f%%\n", l, li.name, li.op, ms,
+                   total > 0 ? 100 * layer_sum[l] / total : 0);
+        }
+        printf("  total %.4f ms\n", total / o->iterations);
+    }
+    if (!rc && o->export_dir)
+        rc = export_outputs(o, e, ctx);
+    if (!rc && o->compare_dir)
+        rc = compare_outputs(o, e, ctx);
+    free(lat);
+    free(layer_sum);
+    free_inputs(&rs);
+    s4d_context_destroy(ctx);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    int help;
+    if (parse_args(argc, argv, &o, &help))
+        return 1;
+    if (help) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
+    s4d_errbuf err;
+    for (int i = 0; i < o.num_plugins; i++) {
+        if (s4d_plugins_load(NULL, o.plugins[i], &err) != S4D_OK)
+            return fail("--plugins=%s: %s", o.plugins[i], err.msg);
+        if (o.verbose)
+            printf("[plugins] loaded %s\n", o.plugins[i]);
+    }
+    if (o.verbose)
+        print_creators();
+    s4d_engine *e = NULL;
+    int rc = 0;
+    if (o.onnx) {
+        s4d_build_options bo;
+        s4d_build_options_init(&bo);
+        bo.device = strcmp(o.device, "cuda") == 0 ? S4D_DEVICE_CUDA : S4D_DEVICE_CPU;
+        bo.fp16 = o.fp16;
+        double t0 = now_ms();
+        if (s4d_engine_build_onnx_file(o.onnx, &bo, &e, &err) != S4D_OK)
+            return fail("%s", err.msg);
+        printf("[build] %s: %d layers in %.1f ms\n", o.onnx, s4d_engine_num_layers(e),
+               now_ms() - t0);
+    } else {
+        if (strcmp(o.device, "cuda") == 0)
+            return fail("--device=cuda: this build of libs4d has no CUDA backend yet");
+        if (o.fp16)
+            return fail("--fp16 applies when building (--onnx); a loaded engine keeps its own "
+                        "precision");
+        if (s4d_engine_load_file(o.load_engine, NULL, &e, &err) != S4D_OK)
+            return fail("%s", err.msg);
+        printf("[load] %s: %d layers\n", o.load_engine, s4d_engine_num_layers(e));
+    }
+    if (o.save_engine) {
+        if (s4d_engine_save(e, o.save_engine) != S4D_OK)
+            rc = fail("--saveEngine=%s: %s", o.save_engine, s4d_engine_errmsg(e));
+        else
+            printf("[save] %s\n", o.save_engine);
+    }
+    if (!rc && (o.dump_layers || o.verbose))
+        dump_layers(e);
+    if (!rc)
+        rc = run_all(&o, e);
+    for (int i = 0; i < o.num_loads; i++) {
+        free(o.loads[i].name);
+        free(o.loads[i].path);
+    }
+    s4d_engine_destroy(e);
+    if (!rc)
+        printf("[done] PASSED\n");
+    return rc;
+}
