@@ -25,8 +25,17 @@ typedef struct demo_diff {
 int demo_diff_arrays(s4d_dtype dtype, const void *got, const void *want, int64_t count,
                      demo_diff *out, char *err, int err_size);
 
+/*
+ * Matches rows by instance (track) id: perm[i] is the row of `got` that
+ * holds the instance of reference row i. Rows whose id is negative or has
+ * no partner take the unused rows in order, so perm is a permutation.
+ * Returns the number of rows that moved, or -1 when out of memory.
+ */
+int64_t demo_align_rows(const int64_t *got_ids, const int64_t *want_ids, int64_t n, int64_t *perm);
+
 typedef struct demo_box_tol {
     double metres;     /* centre and size */
+    double relative;   /* ... or this fraction of the reference value, if larger */
     double radians;    /* yaw, compared modulo 2 pi */
     double velocity;   /* m/s */
     double score;      /* |score difference| */

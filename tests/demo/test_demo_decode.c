@@ -117,7 +117,7 @@ static void test_decode_matches_reference(void)
         int n = demo_decode(&raw, ids, CAND, K, got, err, sizeof err);
         CHECK(n == K, "decode returned %d: %s", n, err);
         reference_decode(&raw, ids, CAND, K, want);
-        demo_box_tol tol = {1e-4, 1e-5, 1e-4, 1e-6, 0};
+        demo_box_tol tol = {.metres = 1e-4, .radians = 1e-5, .velocity = 1e-4, .score = 1e-6};
         demo_box_report r;
         int rc = demo_compare_boxes(got, want, K, &tol, &r);
         CHECK(rc == 0, "decoder differs from the float64 reference: %s", r.first_problem);
@@ -163,7 +163,8 @@ static void test_compare_ties_and_mismatches(void)
                              0.9f - 0.1f * i, i % 3, i};
     /* ranks 2 and 3 tie within 1e-5 */
     want[3].score = want[2].score - 5e-6f;
-    demo_box_tol tol = {1e-3, 1e-3, 1e-3, 1e-4, 1e-5};
+    demo_box_tol tol = {.metres = 1e-3, .relative = 1e-5, .radians = 1e-3, .velocity = 1e-3,
+                        .score = 1e-4, .tie = 1e-5};
     demo_box_report r;
     memcpy(got, want, sizeof got);
     got[2] = want[3];
