@@ -220,6 +220,23 @@ static void test_diff_arrays(void)
               strstr(err, "string") != NULL, "string compare accepted: '%s'", err);
 }
 
+static void test_align_rows(void)
+{
+    int64_t want[6] = {10, 11, 12, -1, 14, 15};
+    int64_t got[6] = {10, 12, 11, 15, -1, 99};
+    int64_t perm[6];
+    int64_t moved = demo_align_rows(got, want, 6, perm);
+    /* 11 and 12 swap, 15 is found at row 3, the rows without a partner
+     * (-1 and 14) take the unused rows 4 and 5 in order */
+    int64_t expect[6] = {0, 2, 1, 4, 5, 3};
+    for (int i = 0; i < 6; i++)
+        CHECK(perm[i] == expect[i], "row %d -> %lld, want %lld", i, (long long)perm[i],
+              (long long)expect[i]);
+    CHECK(moved == 5, "moved %lld, want 5", (long long)moved);
+    int64_t same[3] = {4, 5, 6};
+    CHECK(demo_align_rows(same, same, 3, perm) == 0 && perm[2] == 2, "identity moved rows");
+}
+
 static void test_bad_inputs(void)
 {
     float cls[4 * 2], pred[4 * 11], qual[4 * 2];
@@ -250,6 +267,7 @@ int main(void)
     test_track_ids();
     test_compare_ties_and_mismatches();
     test_diff_arrays();
+    test_align_rows();
     test_bad_inputs();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
