@@ -213,7 +213,7 @@ static int read_frames(const char *dir, frame_entry *frames, int *count)
         }
         int start = 0;
         if (sscanf(p, "%255s %d", frames[n].dir, &start) != 2 || (start != 0 && start != 1) ||
-            strstr(frames[n].dir, "..")) {
+            strstr(frames[n].dir, "..") || strpbrk(frames[n].dir, "\"\\")) {
             fail("%s:%d: expected '<subdirectory> <0|1> [timestamp]'", path, lineno);
             fclose(f);
             return -1;
@@ -457,8 +457,12 @@ static int write_json(const char *path, int frame, const frame_entry *fe, double
         fail("cannot write '%s': %s", path, strerror(errno));
         return -1;
     }
-    fprintf(f, "{\n  \"frame\": %d,\n  \"source\": \"%s\",\n  \"timestamp\": %.6f,\n", frame,
-            fe->dir, timestamp);
+    /* read_frames() refused quotes and backslashes in directory names */
+    fprintf(f, "{\n  \"frame\": %d,\n  \"source\": \"%s\",\n", frame, fe->dir);
+    if (isfinite(timestamp))
+        fprintf(f, "  \"timestamp\": %.6f,\n", timestamp);
+    else
+        fprintf(f, "  \"timestamp\": null,\n");
     fprintf(f, "  \"history\": %s,\n  \"boxes\": [", history ? "true" : "false");
     for (int i = 0; i < n; i++) {
         const demo_box *b = &boxes[i];

@@ -36,6 +36,8 @@ expect 2 "frames.txt:1: expected '<subdirectory> <0|1> [timestamp]'" -- \
   --backbone=x --head=y --frames="$tmp/frames"
 echo "../etc 0" >"$tmp/frames/frames.txt"
 expect 2 "frames.txt:1: expected" -- --backbone=x --head=y --frames="$tmp/frames"
+printf 'frame"000 1\n' >"$tmp/frames/frames.txt"
+expect 2 "frames.txt:1: expected" -- --backbone=x --head=y --frames="$tmp/frames"
 echo "# nothing" >"$tmp/frames/frames.txt"
 expect 2 "frames.txt lists no frames" -- --backbone=x --head=y --frames="$tmp/frames"
 "$demo" --help | grep -q "usage: s4d_demo" || { echo "FAIL: --help"; fails=$((fails + 1)); }
