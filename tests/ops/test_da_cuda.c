@@ -558,6 +558,41 @@ static int test_small(void)
     CHECK(e1 <= 1e-6, "small forward rel L2 %g", e1);
     double e2 = bwd_compare(&p, NULL, NULL, 0);
     CHECK(e2 <= 1e-5, "small backward rel L2 %g", e2);
+    /* A map whose rows lie outside the features reads nothing (the CPU rejects such a
+       table; its oracle here is the same problem with that map's weights zero). */
+    {
+        int64_t N = p.s.num_cams, L = p.s.num_levels, G = p.s.num_groups, no = n_out(&p);
+        const int64_t bad = N * L - 1; /* last map of the last camera */
+        int32_t *start_bad = (int32_t *)malloc(4 * (size_t)(N * L));
+        memcpy(start_bad, p.start, 4 * (size_t)(N * L));
+        start_bad[bad] = (int32_t)p.s.num_rows - 1;
+        dproblem d;
+        dproblem_make(&p, &d, NULL, NULL);
+        CUDA_OK(cudaMemcpy(d.start, start_bad, 4 * (size_t)(N * L), cudaMemcpyHostToDevice));
+        dev_sync();
+        void *dout = dev_alloc(4 * (size_t)no);
+        s4d_da_forward_args ga = dfwd_args(&p, &d, dout);
+        gpu_forward(&ga, S4D_DA_ALGO_FAST);
+        float *gpu = (float *)malloc(4 * (size_t)no), *cpu = (float *)malloc(4 * (size_t)no);
+        to_host(gpu, dout, 4 * (size_t)no);
+        float *wz = (float *)malloc(4 * (size_t)n_w(&p));
+        memcpy(wz, p.w, 4 * (size_t)n_w(&p));
+        for (int64_t pair = 0; pair < n_pairs(&p); pair++)
+            if (pair % N == bad / L)
+                for (int64_t g = 0; g < G; g++)
+                    wz[(pair * L + bad % L) * G + g] = 0.0f;
+        float *keep = p.w;
+        p.w = wz;
+        s4d_da_forward_args ca = fwd_args(&p, cpu);
+        CHECK(s4d_da_forward_cpu(&ca, 0, NULL) == S4D_OK, "cpu forward");
+        p.w = keep;
+        double *cd = to_double(cpu, no);
+        double e0 = rel_l2_f(cd, gpu, no);
+        CHECK(e0 <= 1e-6, "map outside the features: rel L2 %g", e0);
+        free(cd); free(gpu); free(cpu); free(wz); free(start_bad);
+        cudaFree(dout);
+        dproblem_free(&d);
+    }
     uint16_t *fh, *wh;
     make_half(&p, &fh, &wh);
     double e3 = bwd_compare(&p, fh, wh, 1);
