@@ -565,7 +565,7 @@ static int test_small(void)
         const int64_t bad = N * L - 1; /* last map of the last camera */
         int32_t *start_bad = (int32_t *)malloc(4 * (size_t)(N * L));
         memcpy(start_bad, p.start, 4 * (size_t)(N * L));
-        start_bad[bad] = (int32_t)p.s.num_rows - 1;
+        start_bad[bad] = (int32_t)p.s.num_rows; /* even a 1x1 map ends past F */
         dproblem d;
         dproblem_make(&p, &d, NULL, NULL);
         CUDA_OK(cudaMemcpy(d.start, start_bad, 4 * (size_t)(N * L), cudaMemcpyHostToDevice));
