@@ -139,6 +139,15 @@ static int test_forward(void)
               (long long)G, err);
         problem_free(&p);
     }
+    /* More (point, camera) pairs than threads in a block: the compaction runs in chunks. */
+    problem q;
+    problem_alloc(&q, 2, 5, 2, 64, 4, 17, 120, 32, 48);
+    problem_locations(&q, 0.3);
+    for (int algo = 0; algo < 2; algo++) {
+        double err = fwd_vs_cpu(&q, (s4d_da_algo)algo);
+        CHECK(err <= 1e-6, "600 pairs per anchor, algo %d: rel L2 vs CPU %g", algo, err);
+    }
+    problem_free(&q);
     return 0;
 }
 
@@ -244,6 +253,12 @@ static int test_backward(void)
         CHECK(err <= 1e-5, "backward case %d: worst rel L2 vs CPU %g", it, err);
         problem_free(&p);
     }
+    problem q;
+    problem_alloc(&q, 1, 5, 2, 64, 4, 9, 120, 32, 48); /* 600 pairs per anchor */
+    problem_locations(&q, 0.3);
+    double err = bwd_compare(&q, NULL, NULL, 0);
+    CHECK(err <= 1e-5, "backward with 600 pairs per anchor: worst rel L2 vs CPU %g", err);
+    problem_free(&q);
     return 0;
 }
 
@@ -600,7 +615,7 @@ static int test_small(void)
     free(fh);
     free(wh);
     problem_free(&p);
-    problem_alloc(&p, 1, 2, 3, 36, 4, 9, 3, 8, 8); /* scalar path */
+    problem_alloc(&p, 1, 2, 3, 36, 4, 9, 150, 8, 8); /* scalar path, 300 pairs per anchor */
     problem_locations(&p, 0.6);
     double e4 = fwd_vs_cpu(&p, S4D_DA_ALGO_DETERMINISTIC);
     CHECK(e4 <= 1e-6, "small scalar forward rel L2 %g", e4);
