@@ -22,8 +22,9 @@ export PYTHONUNBUFFERED=1
 } 2>&1 | tee "$log"
 
 start=$(date +%s)
-echo "== build (S4D_CUDA=1, TORCH_CUDA_ARCH_LIST=$TORCH_CUDA_ARCH_LIST)" | tee -a "$log"
-(cd python && S4D_CUDA=1 "$PY" setup.py -q build_ext --inplace --force) >>"$log" 2>&1
+export S4D_CUDA="${S4D_CUDA:-1}"  # S4D_CUDA=0 dry-runs the script on a machine without CUDA
+echo "== build (S4D_CUDA=$S4D_CUDA, TORCH_CUDA_ARCH_LIST=$TORCH_CUDA_ARCH_LIST)" | tee -a "$log"
+(cd python && timeout 200 "$PY" setup.py -q build_ext --inplace --force) >>"$log" 2>&1
 build_rc=$?
 echo "build exit $build_rc in $(( $(date +%s) - start )) s" | tee -a "$log"
 if [ $build_rc -ne 0 ]; then
@@ -36,14 +37,22 @@ print("extension built_with_cuda", e.built_with_cuda(), "cuda_available", e.cuda
   2>&1 | tee -a "$log"
 
 echo "== pytest tests/python" | tee -a "$log"
-timeout 240 env PYTHONPATH=python "$PY" -m pytest -q -rs -p no:cacheprovider tests/python \
+timeout 150 env PYTHONPATH=python "$PY" -m pytest -q -rs -p no:cacheprovider tests/python \
   >>"$log" 2>&1
 test_rc=$?
 grep -E "passed|failed|error|skipped" "$log" | tail -n 3
 grep -E "^(FAILED|ERROR|SKIPPED)" "$log" | head -n 30
+echo "== examples/op_chain on the GPU" | tee -a "$log"
+timeout 60 env PYTHONPATH=python "$PY" -W ignore examples/op_chain/op_chain.py \
+  --device cuda --out "${TMPDIR:-/tmp}/s4d_op_chain" 2>&1 | tee -a "$log"
+example_rc=${PIPESTATUS[0]}
 echo "total $(( $(date +%s) - start )) s" | tee -a "$log"
 if [ $test_rc -ne 0 ]; then
   echo "python GPU check: FAILED (pytest exit $test_rc; see $log)"
+  exit 1
+fi
+if [ $example_rc -ne 0 ]; then
+  echo "python GPU check: FAILED (examples/op_chain exit $example_rc; see $log)"
   exit 1
 fi
 echo "python GPU check: OK ($log)"

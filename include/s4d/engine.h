@@ -52,7 +52,14 @@ typedef struct s4d_context s4d_context;
  * A registry pointer of NULL everywhere means the process default registry.
  */
 
-/* Build options. Call s4d_build_options_init() first; it sets struct_size and defaults. */
+/*
+ * Option structs: call the matching *_init() first; it sets struct_size and
+ * the defaults. Fields are only ever appended; a library newer than the
+ * caller's header gives fields past the caller's struct_size their defaults.
+ * A struct_size below sizeof(size_t) or above 4096 is S4D_ERR_INVALID_ARG.
+ */
+
+/* Build options. */
 typedef struct s4d_build_options {
     size_t struct_size;
     s4d_device device;      /* default CPU; CUDA returns S4D_ERR_NO_DEVICE/UNSUPPORTED until the CUDA backend exists */
@@ -61,13 +68,13 @@ typedef struct s4d_build_options {
     s4d_plugin_registry *registry; /* plugin registry to resolve custom nodes; NULL: default */
 } s4d_build_options;
 
-/* Load options. Call s4d_load_options_init() first. */
+/* Load options. */
 typedef struct s4d_load_options {
     size_t struct_size;
     s4d_plugin_registry *registry; /* to deserialize plugin layers; NULL: default */
 } s4d_load_options;
 
-/* Context options. Call s4d_context_options_init() first. */
+/* Context options. */
 typedef struct s4d_context_options {
     size_t struct_size;
     int num_threads;   /* CPU threads for this context; <= 0: all cores */

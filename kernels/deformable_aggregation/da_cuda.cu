@@ -1,6 +1,8 @@
 /*
- * Deformable aggregation on CUDA: forward (deterministic; both algos run it)
- * and backward, for float32 and float16 tensors with float32 accumulation.
+ * Deformable aggregation on CUDA: forward (deterministic, in two load
+ * schedules: S4D_DA_ALGO_FAST batches each item's loads, DETERMINISTIC loads
+ * corner by corner) and backward, for float32 and float16 tensors with
+ * float32 accumulation.
  *
  * Layout of the work: one thread block per (batch, anchor) and channel slice.
  * The block first compacts the (point, camera) pairs whose location is valid
@@ -28,7 +30,6 @@ namespace {
 
 constexpr int kWarps = 8;       /* warps per block */
 constexpr int kThreads = kWarps * 32;
-constexpr int kChunks = 2;      /* channel vectors per lane in the forward */
 constexpr size_t kMaxSmem = 48 * 1024;
 
 struct MapInfo {
@@ -49,11 +50,6 @@ struct Params {
     int64_t bs, F, C, N, L, G, A, P, cpg;
 };
 
-__device__ __forceinline__ float to_f(float v) { return v; }
-__device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
-template <typename T> __device__ __forceinline__ T from_f(float v);
-template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
 
 /* Loads n consecutive elements as floats, as 16- or 8-byte transactions when the
    caller has checked alignment (vec), one by one otherwise. */
@@ -155,7 +151,11 @@ struct Corners {
 
 __device__ __forceinline__ void make_corners(const MapInfo &m, float x, float y, Corners &c)
 {
-    float hf = y * (float)m.h - 0.5f, wf = x * (float)m.w - 0.5f;
+    /* Rounded multiply then subtract, never a fused multiply-add: the CPU oracle rounds
+       twice too, and at W = 176 one rounding step moves lw by up to 1e-5, ten times the
+       tolerance between the two implementations. */
+    float hf = __fsub_rn(__fmul_rn(y, (float)m.h), 0.5f);
+    float wf = __fsub_rn(__fmul_rn(x, (float)m.w), 0.5f);
     float h0f = floorf(hf), w0f = floorf(wf);
     int h0 = (int)h0f, w0 = (int)w0f;
     float lh = hf - h0f, lw = wf - w0f;
@@ -242,73 +242,133 @@ __device__ inline int compact_pairs(const Params &p, const Smem &s, int64_t ba)
     return total;
 }
 
+/* Element access where the dtype is a runtime flag: weights, output, grad_output and
+   grad_weights are touched far less than features, so a branch costs little and saves
+   template instantiations (compile time for five architectures). */
+__device__ __forceinline__ float load_w(const void *p, bool half, int64_t i)
+{
+    return half ? __half2float(__ldg(static_cast<const __half *>(p) + i))
+                : __ldg(static_cast<const float *>(p) + i);
+}
+
+__device__ __forceinline__ void store_f(void *p, bool half, int64_t i, float v)
+{
+    if (half)
+        static_cast<__half *>(p)[i] = __float2half_rn(v);
+    else
+        static_cast<float *>(p)[i] = v;
+}
+
+/* Channel vectors per lane: two for float32 (256 channels per slice), one for float16,
+   whose 8-wide vectors already cover 256 channels. */
+template <int VEC> struct Chunks {
+    static constexpr int value = VEC >= 8 ? 1 : 2;
+};
+
 /* ------------------------------------------------------------------ forward */
 
-template <typename TF, typename TW, typename TO, int VEC>
-__global__ void __launch_bounds__(kThreads) fwd_kernel(Params p, bool vec)
+/*
+ * BATCH: issue all of an item's loads (4 corners x chunks) before its arithmetic, for
+ * more loads in flight at the cost of registers; otherwise load and add corner by
+ * corner. Both are deterministic; the benchmark times both (FAST and DETERMINISTIC).
+ */
+template <typename TF, int VEC, bool BATCH>
+__global__ void __launch_bounds__(kThreads) fwd_kernel(Params p, bool vec, bool w_half, bool o_half)
 {
+    constexpr int K = Chunks<VEC>::value;
     extern __shared__ __align__(16) char smem_raw[];
     Smem s = smem_layout(smem_raw, p);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int64_t slice_w = 32 * VEC * kChunks;
+    const int64_t slice_w = 32 * VEC * K;
     const int64_t c_begin = (int64_t)blockIdx.y * slice_w;
     const int64_t nba = p.bs * p.A;
     const TF *feat = static_cast<const TF *>(p.feat);
-    const TW *wts = static_cast<const TW *>(p.weights);
+    int64_t cst[K], grp[K]; /* first channel and group of each of this lane's vectors */
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        cst[k] = c_begin + (int64_t)k * 32 * VEC + (int64_t)lane * VEC;
+        grp[k] = cst[k] / p.cpg;
+    }
     load_maps(p, s);
     __syncthreads();
+    /* Item, pair and camera indices fit in 32 bits (shared memory bounds P*N); 32-bit
+       division is several times cheaper than 64-bit on the GPU. */
+    const int L32 = (int)p.L, N32 = (int)p.N;
     for (int64_t ba = blockIdx.x; ba < nba; ba += gridDim.x) {
         const int64_t b = ba / p.A;
         const int nvalid = compact_pairs(p, s, ba);
-        float acc[kChunks][VEC];
+        float acc[K][VEC];
 #pragma unroll
-        for (int k = 0; k < kChunks; k++)
+        for (int k = 0; k < K; k++)
 #pragma unroll
             for (int v = 0; v < VEC; v++)
                 acc[k][v] = 0.0f;
-        const int64_t items = (int64_t)nvalid * p.L;
-        for (int64_t it = warp; it < items; it += kWarps) {
-            const int64_t pi = s.pairs[it / p.L];
-            const int64_t l = it % p.L;
-            const int64_t n = pi % p.N;
+        const int items = nvalid * L32;
+        for (int it = warp; it < items; it += kWarps) {
+            const int pi = s.pairs[it / L32];
+            const int l = it % L32;
+            const int n = pi % N32;
             const int64_t pair = ba * p.P * p.N + pi;
             const float x = __ldg(p.loc + 2 * pair), y = __ldg(p.loc + 2 * pair + 1);
             Corners cr;
-            make_corners(s.maps[n * p.L + l], x, y, cr);
-            const TW *wrow = wts + (pair * p.L + l) * p.G;
+            make_corners(s.maps[n * L32 + l], x, y, cr);
+            const int64_t wbase = (pair * p.L + l) * p.G;
+            if (BATCH) {
+                float f[K][4][VEC];
 #pragma unroll
-            for (int k = 0; k < kChunks; k++) {
-                const int64_t c0 = c_begin + (int64_t)k * 32 * VEC + (int64_t)lane * VEC;
-                if (c0 >= p.C)
-                    continue;
-                const float wg = to_f(wrow[c0 / p.cpg]);
+                for (int k = 0; k < K; k++)
 #pragma unroll
-                for (int q = 0; q < 4; q++) {
-                    if (cr.row[q] < 0)
+                    for (int q = 0; q < 4; q++)
+                        if (cst[k] < p.C && cr.row[q] >= 0)
+                            load_n<VEC>(feat + (b * p.F + cr.row[q]) * p.C + cst[k], f[k][q], vec);
+#pragma unroll
+                for (int k = 0; k < K; k++) {
+                    if (cst[k] >= p.C)
                         continue;
-                    float f[VEC];
-                    load_n<VEC>(feat + (b * p.F + cr.row[q]) * p.C + c0, f, vec);
-                    const float coef = wg * cr.w[q];
+                    const float wg = load_w(p.weights, w_half, wbase + grp[k]);
 #pragma unroll
-                    for (int v = 0; v < VEC; v++)
-                        acc[k][v] += coef * f[v];
+                    for (int q = 0; q < 4; q++) {
+                        if (cr.row[q] < 0)
+                            continue;
+                        const float coef = wg * cr.w[q];
+#pragma unroll
+                        for (int v = 0; v < VEC; v++)
+                            acc[k][v] += coef * f[k][q][v];
+                    }
+                }
+            } else {
+#pragma unroll
+                for (int k = 0; k < K; k++) {
+                    if (cst[k] >= p.C)
+                        continue;
+                    const float wg = load_w(p.weights, w_half, wbase + grp[k]);
+#pragma unroll
+                    for (int q = 0; q < 4; q++) {
+                        if (cr.row[q] < 0)
+                            continue;
+                        float f[VEC];
+                        load_n<VEC>(feat + (b * p.F + cr.row[q]) * p.C + cst[k], f, vec);
+                        const float coef = wg * cr.w[q];
+#pragma unroll
+                        for (int v = 0; v < VEC; v++)
+                            acc[k][v] += coef * f[v];
+                    }
                 }
             }
         }
         /* Partial sums meet in shared memory and are added in warp order. */
         float *red = s.scratch;
 #pragma unroll
-        for (int k = 0; k < kChunks; k++)
+        for (int k = 0; k < K; k++)
 #pragma unroll
             for (int v = 0; v < VEC; v++)
                 red[warp * slice_w + k * 32 * VEC + lane * VEC + v] = acc[k][v];
         __syncthreads();
-        TO *out = static_cast<TO *>(p.out);
         for (int64_t c = threadIdx.x; c < slice_w && c_begin + c < p.C; c += kThreads) {
             float sum = 0.0f;
             for (int w = 0; w < kWarps; w++)
                 sum += red[w * slice_w + c];
-            out[ba * p.C + c_begin + c] = from_f<TO>(sum);
+            store_f(p.out, o_half, ba * p.C + c_begin + c, sum);
         }
         __syncthreads();
     }
@@ -316,8 +376,18 @@ __global__ void __launch_bounds__(kThreads) fwd_kernel(Params p, bool vec)
 
 /* ------------------------------------------------------------------ backward */
 
-template <typename TF, typename TW, typename TG, int VEC>
-__global__ void __launch_bounds__(kThreads) bwd_kernel(Params p, bool vec, bool vec_gf)
+template <int VEC>
+__device__ __forceinline__ void load_go(const void *p, bool half, int64_t off, float *o, bool vec)
+{
+    if (half)
+        load_n<VEC>(static_cast<const __half *>(p) + off, o, vec);
+    else
+        load_n<VEC>(static_cast<const float *>(p) + off, o, vec);
+}
+
+template <typename TF, int VEC>
+__global__ void __launch_bounds__(kThreads)
+    bwd_kernel(Params p, bool vec, bool vec_gf, bool w_half, bool g_half)
 {
     extern __shared__ __align__(16) char smem_raw[];
     Smem s = smem_layout(smem_raw, p);
@@ -326,10 +396,8 @@ __global__ void __launch_bounds__(kThreads) bwd_kernel(Params p, bool vec, bool 
     const int64_t PN = p.P * p.N, LG = p.L * p.G;
     const int64_t nvec = p.C / VEC;
     const TF *feat = static_cast<const TF *>(p.feat);
-    const TW *wts = static_cast<const TW *>(p.weights);
-    const TG *gout = static_cast<const TG *>(p.grad_out);
     TF *gfeat = static_cast<TF *>(p.grad_feat);
-    TW *gw = static_cast<TW *>(p.grad_w);
+    void *gw = p.grad_w;
     float *part = s.scratch + (int64_t)warp * nvec; /* per-warp, one value per channel vector */
     load_maps(p, s);
     __syncthreads();
@@ -347,12 +415,12 @@ __global__ void __launch_bounds__(kThreads) bwd_kernel(Params p, bool vec, bool 
             }
             if (gw)
                 for (int64_t j = 0; j < LG; j++)
-                    gw[pair * LG + j] = from_f<TW>(0.0f);
+                    store_f(gw, w_half, pair * LG + j, 0.0f);
         }
         const int nvalid = compact_pairs(p, s, ba);
         for (int vi = warp; vi < nvalid; vi += kWarps) {
-            const int64_t pi = s.pairs[vi];
-            const int64_t n = pi % p.N;
+            const int pi = s.pairs[vi];
+            const int n = pi % (int)p.N;
             const int64_t pair = ba * PN + pi;
             const float x = p.loc[2 * pair], y = p.loc[2 * pair + 1];
             float gx = 0.0f, gy = 0.0f;
@@ -360,12 +428,12 @@ __global__ void __launch_bounds__(kThreads) bwd_kernel(Params p, bool vec, bool 
                 const MapInfo m = s.maps[n * p.L + l];
                 Corners cr;
                 make_corners(m, x, y, cr);
-                const TW *wrow = wts + (pair * p.L + l) * p.G;
+                const int64_t wbase = (pair * p.L + l) * p.G;
                 float sx = 0.0f, sy = 0.0f;
                 for (int64_t c0 = (int64_t)lane * VEC; c0 < p.C; c0 += 32 * VEC) {
-                    const float wg = to_f(wrow[c0 / p.cpg]);
+                    const float wg = load_w(p.weights, w_half, wbase + c0 / p.cpg);
                     float go[VEC];
-                    load_n<VEC>(gout + ba * p.C + c0, go, vec);
+                    load_go<VEC>(p.grad_out, g_half, ba * p.C + c0, go, vec);
                     float sv = 0.0f, cx = 0.0f, cy = 0.0f;
 #pragma unroll
                     for (int q = 0; q < 4; q++) {
@@ -409,7 +477,7 @@ __global__ void __launch_bounds__(kThreads) bwd_kernel(Params p, bool vec, bool 
                         float sum = 0.0f;
                         for (int64_t j = 0; j < per; j++)
                             sum += part[g * per + j];
-                        gw[(pair * p.L + l) * p.G + g] = from_f<TW>(sum);
+                        store_f(gw, w_half, wbase + g, sum);
                     }
                 }
                 __syncwarp();
@@ -460,99 +528,66 @@ unsigned grid_x(int64_t nba)
     return (unsigned)(nba < (1 << 20) ? nba : (1 << 20));
 }
 
-template <typename TF, typename TW, typename TO>
-s4d_status launch_fwd(const Params &p, bool vec, cudaStream_t st, s4d_errbuf *err)
+s4d_status check_smem(size_t smem, s4d_errbuf *err)
 {
-    const int VEC = 16 / (int)sizeof(TF);
-    const int64_t slice_w = vec ? 32 * VEC * kChunks : 32 * kChunks;
+    if (smem <= kMaxSmem)
+        return S4D_OK;
+    return s4d_da_fail(err, S4D_ERR_UNSUPPORTED,
+                       "deformable_aggregation: these sizes need %zu bytes of shared memory per "
+                       "block, more than %zu (num_cams x num_levels, num_points x num_cams or "
+                       "channels too large for the CUDA kernels)",
+                       smem, kMaxSmem);
+}
+
+template <typename TF, int VEC, bool BATCH>
+s4d_status launch_fwd_v(const Params &p, bool vec, bool w_half, bool o_half, cudaStream_t st,
+                        s4d_errbuf *err)
+{
+    const int64_t slice_w = 32 * VEC * Chunks<VEC>::value;
     const int64_t slices = (p.C + slice_w - 1) / slice_w;
     if (slices > 65535)
         return s4d_da_fail(err, S4D_ERR_UNSUPPORTED,
                            "deformable_aggregation: channels (%lld) too many for the CUDA kernel",
                            (long long)p.C);
     size_t smem = smem_head_bytes(p.N, p.L, p.P) + sizeof(float) * (size_t)(kWarps * slice_w);
-    if (smem > kMaxSmem)
-        return s4d_da_fail(err, S4D_ERR_UNSUPPORTED,
-                           "deformable_aggregation: num_cams x num_levels (%lld) and num_points x "
-                           "num_cams (%lld) need %zu bytes of shared memory, more than %zu",
-                           (long long)(p.N * p.L), (long long)(p.P * p.N), smem, kMaxSmem);
+    s4d_status s = check_smem(smem, err);
+    if (s != S4D_OK)
+        return s;
     dim3 grid(grid_x(p.bs * p.A), (unsigned)slices);
-    if (vec)
-        fwd_kernel<TF, TW, TO, 16 / sizeof(TF)><<<grid, kThreads, smem, st>>>(p, true);
-    else
-        fwd_kernel<TF, TW, TO, 1><<<grid, kThreads, smem, st>>>(p, false);
+    fwd_kernel<TF, VEC, BATCH><<<grid, kThreads, smem, st>>>(p, vec, w_half, o_half);
     cudaError_t e = cudaGetLastError();
     return e == cudaSuccess ? S4D_OK : cuda_fail(err, e, "forward kernel launch");
 }
 
-template <typename TF, typename TW, typename TG>
-s4d_status launch_bwd(const Params &p, bool vec, bool vec_gf, cudaStream_t st, s4d_errbuf *err)
+template <typename TF>
+s4d_status launch_fwd(const Params &p, bool vec, bool batch, bool w_half, bool o_half,
+                      cudaStream_t st, s4d_errbuf *err)
 {
-    const int64_t VEC = vec ? 16 / (int64_t)sizeof(TF) : 1;
+    constexpr int V = 16 / sizeof(TF);
+    if (vec)
+        return batch ? launch_fwd_v<TF, V, true>(p, true, w_half, o_half, st, err)
+                     : launch_fwd_v<TF, V, false>(p, true, w_half, o_half, st, err);
+    return batch ? launch_fwd_v<TF, 1, true>(p, false, w_half, o_half, st, err)
+                 : launch_fwd_v<TF, 1, false>(p, false, w_half, o_half, st, err);
+}
+
+template <typename TF>
+s4d_status launch_bwd(const Params &p, bool vec, bool vec_gf, bool w_half, bool g_half,
+                      cudaStream_t st, s4d_errbuf *err)
+{
+    constexpr int V = 16 / sizeof(TF);
+    const int64_t VEC = vec ? V : 1;
     size_t smem = smem_head_bytes(p.N, p.L, p.P) + sizeof(float) * (size_t)(kWarps * (p.C / VEC));
-    if (smem > kMaxSmem)
-        return s4d_da_fail(err, S4D_ERR_UNSUPPORTED,
-                           "deformable_aggregation: the CUDA backward needs %zu bytes of shared "
-                           "memory for these sizes, more than %zu",
-                           smem, kMaxSmem);
+    s4d_status s = check_smem(smem, err);
+    if (s != S4D_OK)
+        return s;
     dim3 grid(grid_x(p.bs * p.A));
     if (vec)
-        bwd_kernel<TF, TW, TG, 16 / sizeof(TF)><<<grid, kThreads, smem, st>>>(p, true, vec_gf);
+        bwd_kernel<TF, V><<<grid, kThreads, smem, st>>>(p, true, vec_gf, w_half, g_half);
     else
-        bwd_kernel<TF, TW, TG, 1><<<grid, kThreads, smem, st>>>(p, false, false);
+        bwd_kernel<TF, 1><<<grid, kThreads, smem, st>>>(p, false, false, w_half, g_half);
     cudaError_t e = cudaGetLastError();
     return e == cudaSuccess ? S4D_OK : cuda_fail(err, e, "backward kernel launch");
-}
-
-template <typename TF, typename TW>
-s4d_status fwd_by_out(const Params &p, s4d_dtype out, bool vec, cudaStream_t st, s4d_errbuf *err)
-{
-    switch (out) {
-    case S4D_DTYPE_FLOAT32: return launch_fwd<TF, TW, float>(p, vec, st, err);
-    case S4D_DTYPE_FLOAT16: return launch_fwd<TF, TW, __half>(p, vec, st, err);
-    default: break;
-    }
-    return s4d_da_fail(err, S4D_ERR_DTYPE, "deformable_aggregation: output dtype %s",
-                       s4d_dtype_name(out));
-}
-
-template <typename TF>
-s4d_status fwd_by_w(const Params &p, s4d_dtype w, s4d_dtype out, bool vec, cudaStream_t st,
-                    s4d_errbuf *err)
-{
-    switch (w) {
-    case S4D_DTYPE_FLOAT32: return fwd_by_out<TF, float>(p, out, vec, st, err);
-    case S4D_DTYPE_FLOAT16: return fwd_by_out<TF, __half>(p, out, vec, st, err);
-    default: break;
-    }
-    return s4d_da_fail(err, S4D_ERR_DTYPE, "deformable_aggregation: weights dtype %s",
-                       s4d_dtype_name(w));
-}
-
-template <typename TF, typename TW>
-s4d_status bwd_by_g(const Params &p, s4d_dtype g, bool vec, bool vec_gf, cudaStream_t st,
-                    s4d_errbuf *err)
-{
-    switch (g) {
-    case S4D_DTYPE_FLOAT32: return launch_bwd<TF, TW, float>(p, vec, vec_gf, st, err);
-    case S4D_DTYPE_FLOAT16: return launch_bwd<TF, TW, __half>(p, vec, vec_gf, st, err);
-    default: break;
-    }
-    return s4d_da_fail(err, S4D_ERR_DTYPE, "deformable_aggregation: grad_output dtype %s",
-                       s4d_dtype_name(g));
-}
-
-template <typename TF>
-s4d_status bwd_by_w(const Params &p, s4d_dtype w, s4d_dtype g, bool vec, bool vec_gf,
-                    cudaStream_t st, s4d_errbuf *err)
-{
-    switch (w) {
-    case S4D_DTYPE_FLOAT32: return bwd_by_g<TF, float>(p, g, vec, vec_gf, st, err);
-    case S4D_DTYPE_FLOAT16: return bwd_by_g<TF, __half>(p, g, vec, vec_gf, st, err);
-    default: break;
-    }
-    return s4d_da_fail(err, S4D_ERR_DTYPE, "deformable_aggregation: weights dtype %s",
-                       s4d_dtype_name(w));
 }
 
 } /* namespace */
@@ -581,7 +616,7 @@ s4d_status s4d_da_forward_cuda(const s4d_da_forward_args *a, s4d_da_algo algo, v
         return st;
     if ((st = s4d_da_check_algo(algo, err)) != S4D_OK)
         return st;
-    /* Both algos run the same kernel: it is already deterministic and the fastest s4d has. */
+    /* Both algos are deterministic (no atomics); FAST batches each item's loads. */
     Params p = make_params(a->sizes);
     if (p.bs * p.A == 0 || p.C == 0)
         return S4D_OK;
@@ -596,11 +631,12 @@ s4d_status s4d_da_forward_cuda(const s4d_da_forward_args *a, s4d_da_algo algo, v
     /* Vector loads need whole vectors per group and 16-byte aligned rows. */
     bool vec = p.C % VEC == 0 && p.cpg % VEC == 0 && aligned(a->features, 16);
     cudaStream_t s = static_cast<cudaStream_t>(stream);
+    const bool w_half = a->weights_dtype == S4D_DTYPE_FLOAT16;
+    const bool o_half = a->output_dtype == S4D_DTYPE_FLOAT16;
+    const bool batch = algo == S4D_DA_ALGO_FAST;
     switch (a->features_dtype) {
-    case S4D_DTYPE_FLOAT32:
-        return fwd_by_w<float>(p, a->weights_dtype, a->output_dtype, vec, s, err);
-    case S4D_DTYPE_FLOAT16:
-        return fwd_by_w<__half>(p, a->weights_dtype, a->output_dtype, vec, s, err);
+    case S4D_DTYPE_FLOAT32: return launch_fwd<float>(p, vec, batch, w_half, o_half, s, err);
+    case S4D_DTYPE_FLOAT16: return launch_fwd<__half>(p, vec, batch, w_half, o_half, s, err);
     default: break;
     }
     return s4d_da_fail(err, S4D_ERR_DTYPE, "deformable_aggregation: features dtype %s",
@@ -642,11 +678,11 @@ s4d_status s4d_da_backward_cuda(const s4d_da_backward_args *a, void *workspace, 
     bool vec = p.C % VEC == 0 && p.cpg % VEC == 0 && aligned(a->features, 16) &&
                aligned(a->grad_output, galign);
     bool vec_gf = vec && aligned(a->grad_features, 16);
+    const bool w_half = a->weights_dtype == S4D_DTYPE_FLOAT16;
+    const bool g_half = a->grad_output_dtype == S4D_DTYPE_FLOAT16;
     switch (a->features_dtype) {
-    case S4D_DTYPE_FLOAT32:
-        return bwd_by_w<float>(p, a->weights_dtype, a->grad_output_dtype, vec, vec_gf, s, err);
-    case S4D_DTYPE_FLOAT16:
-        return bwd_by_w<__half>(p, a->weights_dtype, a->grad_output_dtype, vec, vec_gf, s, err);
+    case S4D_DTYPE_FLOAT32: return launch_bwd<float>(p, vec, vec_gf, w_half, g_half, s, err);
+    case S4D_DTYPE_FLOAT16: return launch_bwd<__half>(p, vec, vec_gf, w_half, g_half, s, err);
     default: break;
     }
     return s4d_da_fail(err, S4D_ERR_DTYPE, "deformable_aggregation: features dtype %s",

@@ -126,11 +126,19 @@ static s4d_status engine_finish(s4d_engine *e, char *err, size_t errsz)
     return S4D_OK;
 }
 
-static s4d_status check_struct(size_t have, size_t min, const char *what, s4d_errbuf *err)
+/*
+ * Option structs grow by appending fields: a caller built against an older
+ * header passes a smaller struct_size, and the fields it does not have keep
+ * their defaults.
+ */
+static s4d_status copy_opts(void *dst, size_t dst_size, const void *src, size_t have,
+                            const char *what, s4d_errbuf *err)
 {
-    if (have < min || have > 4096)
+    if (have < sizeof(size_t) || have > 4096)
         return s4d_fmt_err(ERRBUF(err), S4D_ERR_INVALID_ARG,
                            "%s.struct_size is %zu; call %s_init() first", what, have, what);
+    memcpy(dst, src, have < dst_size ? have : dst_size);
+    *(size_t *)dst = dst_size;
     return S4D_OK;
 }
 
@@ -146,10 +154,9 @@ s4d_status s4d_engine_build_onnx_memory(const void *data, size_t size,
     s4d_build_options o;
     s4d_build_options_init(&o);
     if (opts) {
-        s4d_status st = check_struct(opts->struct_size, sizeof o, "s4d_build_options", err);
+        s4d_status st = copy_opts(&o, sizeof o, opts, opts->struct_size, "s4d_build_options", err);
         if (st != S4D_OK)
             return st;
-        memcpy(&o, opts, sizeof o);
     }
     s4d_build_config cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -218,10 +225,9 @@ s4d_status s4d_engine_load_memory(const void *data, size_t size, const s4d_load_
     s4d_load_options o;
     s4d_load_options_init(&o);
     if (opts) {
-        s4d_status st = check_struct(opts->struct_size, sizeof o, "s4d_load_options", err);
+        s4d_status st = copy_opts(&o, sizeof o, opts, opts->struct_size, "s4d_load_options", err);
         if (st != S4D_OK)
             return st;
-        memcpy(&o, opts, sizeof o);
     }
     s4d_engine *e = calloc(1, sizeof *e);
     if (!e)
@@ -438,10 +444,9 @@ s4d_status s4d_context_create(const s4d_engine *e, const s4d_context_options *op
     s4d_context_options o;
     s4d_context_options_init(&o);
     if (opts) {
-        s4d_status st = check_struct(opts->struct_size, sizeof o, "s4d_context_options", err);
+        s4d_status st = copy_opts(&o, sizeof o, opts, opts->struct_size, "s4d_context_options", err);
         if (st != S4D_OK)
             return st;
-        memcpy(&o, opts, sizeof o);
     }
     const s4d_plan *p = e->plan;
     s4d_context *c = calloc(1, sizeof *c);

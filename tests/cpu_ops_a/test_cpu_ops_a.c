@@ -712,6 +712,14 @@ void group_softmax(void)
     double ref[] = {exp(-2) / e, exp(-1) / e, 1 / e, 1 / e, exp(-1) / e, exp(-2) / e};
     close_f32(out->data, ref, 6, 1e-6, 1e-7, "Softmax large logits");
     tensor_free(out);
+    /* LogSoftmax near 1e4: subtracting the max first keeps the result exact to float. */
+    float near[] = {10000, 10001, 10002, 10003, 10004, 10005};
+    memcpy(x.data, near, sizeof(near));
+    CHECK(run_op("LogSoftmax", 13, 1, &x, 0, 1, out, 0, NULL, NULL, err) == S4D_OK, "LogSoftmax: %s", err);
+    double ls = log(exp(-2) + exp(-1) + 1);
+    double lref[] = {-2 - ls, -1 - ls, -ls, -2 - ls, -1 - ls, -ls};
+    close_f32(out->data, lref, 6, 1e-6, 1e-6, "LogSoftmax near 1e4");
+    tensor_free(out);
     s4d_attr at = attr_int("axis", 2);
     CHECK(run_op("Softmax", 13, 1, &x, 0, 1, out, 1, &at, NULL, err) == S4D_ERR_SHAPE, "axis 2 on rank 2: %s", err);
     tensor_free(&x);

@@ -772,24 +772,44 @@ void group_shape_ops(void)
 
 /* ---- Where, Cast, comparisons and logic ------------------------------------------------------------------------------ */
 
-void group_where_cast(void)
+static void check_where(int rc, const int64_t *dc, int rx, const int64_t *dx, int ry, const int64_t *dy, s4d_dtype dt)
 {
-    int64_t dc[] = {4, 1}, dx[] = {3}, dy[] = {2, 4, 3};
-    s4d_tensor c = tensor_new(S4D_DTYPE_BOOL, 2, dc), x = f32(1, dx, -1, 1), y = f32(3, dy, -1, 1), out[1];
+    s4d_tensor c = tensor_new(S4D_DTYPE_BOOL, rc, dc), x = tensor_new(dt, rx, dx), y = tensor_new(dt, ry, dy), out[1];
     fill_random(&c, 0, 1);
+    fill_random(&x, -100, 100);
+    fill_random(&y, -100, 100);
     s4d_tensor in[3] = {c, x, y};
     char err[512];
     s4d_status st = run_op("Where", 16, 3, in, 0, 1, out, 0, NULL, g_pool, err);
-    CHECK(st == S4D_OK && same_dims(out, 3, dy), "Where: %s", err);
-    for (int64_t i = 0; st == S4D_OK && i < 24; i++) {
-        float want = ((uint8_t *)c.data)[bcast_index(out, &c, i)] ? ((float *)x.data)[bcast_index(out, &x, i)]
-                                                                  : ((float *)y.data)[bcast_index(out, &y, i)];
-        if (((float *)out->data)[i] != want) {
+    CHECK(st == S4D_OK, "Where: %s", err);
+    size_t es = s4d_dtype_size(dt);
+    for (int64_t i = 0; st == S4D_OK && i < s4d_tensor_numel(out); i++) {
+        const char *want = ((uint8_t *)c.data)[bcast_index(out, &c, i)]
+                               ? (char *)x.data + bcast_index(out, &x, i) * (int64_t)es
+                               : (char *)y.data + bcast_index(out, &y, i) * (int64_t)es;
+        if (memcmp((char *)out->data + i * (int64_t)es, want, es)) {
             CHECK(0, "Where element %lld", (long long)i);
             break;
         }
     }
     tensor_free(out);
+    tensor_free(&c);
+    tensor_free(&x);
+    tensor_free(&y);
+}
+
+void group_where_cast(void)
+{
+    int64_t dc[] = {4, 1}, dx[] = {3}, dy[] = {2, 4, 3}, big[] = {8, 8, 128, 13}, rowc[] = {8, 8, 1, 1};
+    check_where(2, dc, 1, dx, 3, dy, S4D_DTYPE_FLOAT32);
+    check_where(4, big, 4, big, 4, big, S4D_DTYPE_FLOAT32);
+    check_where(4, rowc, 4, big, 4, big, S4D_DTYPE_FLOAT32);
+    check_where(4, rowc, 0, big, 4, big, S4D_DTYPE_FLOAT32);
+    check_where(2, big + 2, 4, big, 1, big + 3, S4D_DTYPE_INT64);
+    check_where(2, big + 2, 2, big + 2, 0, big, S4D_DTYPE_UINT8);
+    s4d_tensor c = tensor_new(S4D_DTYPE_BOOL, 2, dc), x = f32(1, dx, -1, 1), y = f32(3, dy, -1, 1), out[1];
+    char err[512];
+    s4d_status st;
     s4d_tensor bad[3] = {x, x, y};
     CHECK(run_op("Where", 16, 3, bad, 0, 1, out, 0, NULL, NULL, err) == S4D_ERR_DTYPE && strstr(err, "condition"),
           "Where float condition: %s", err);
@@ -819,6 +839,21 @@ void group_where_cast(void)
               isnan(((float *)back->data)[4]), "Cast float16->float: %s", err);
     tensor_free(back);
     tensor_free(&h);
+    /* bfloat16 keeps float32's exponent: round to nearest even on the top 16 bits. */
+    to = attr_int("to", S4D_DTYPE_BFLOAT16);
+    st = run_op("Cast", 13, 1, &f, 0, 1, out, 1, &to, NULL, err);
+    uint16_t wantbf[] = {0x4030, 0xc030, 0x714a, 0xf14a, 0x7fc0, 0x0000};
+    CHECK(st == S4D_OK && out->dtype == S4D_DTYPE_BFLOAT16, "Cast float->bfloat16: %s", err);
+    for (int i = 0; st == S4D_OK && i < 6; i++)
+        CHECK(((uint16_t *)out->data)[i] == wantbf[i] || (i == 4 && (((uint16_t *)out->data)[i] & 0x7fc0) == 0x7fc0),
+              "Cast float->bfloat16 element %d: 0x%04x, expected 0x%04x", i, ((uint16_t *)out->data)[i], wantbf[i]);
+    s4d_tensor bf = *out;
+    to = attr_int("to", S4D_DTYPE_FLOAT32);
+    st = run_op("Cast", 13, 1, &bf, 0, 1, back, 1, &to, NULL, err);
+    CHECK(st == S4D_OK && ((float *)back->data)[0] == 2.75f && ((float *)back->data)[1] == -2.75f &&
+              fabsf(((float *)back->data)[2] - 1e30f) < 1e28f, "Cast bfloat16->float: %s", err);
+    tensor_free(back);
+    tensor_free(&bf);
     to = attr_int("to", S4D_DTYPE_BOOL);
     st = run_op("Cast", 13, 1, &f, 0, 1, out, 1, &to, NULL, err);
     CHECK(st == S4D_OK && ((uint8_t *)out->data)[0] == 1 && ((uint8_t *)out->data)[5] == 0, "Cast float->bool: %s", err);

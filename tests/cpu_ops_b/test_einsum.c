@@ -123,6 +123,33 @@ int main(void)
         free(a);
         free(b);
     }
+    /* float64 operands, permuted output (i and k swapped). */
+    {
+        int64_t ad[3] = {2, 3, 4}, bd[3] = {2, 4, 5};
+        double a[24], b[40], ref[30];
+        for (int i = 0; i < 24; i++)
+            a[i] = t_randf(-1, 1);
+        for (int i = 0; i < 40; i++)
+            b[i] = t_randf(-1, 1);
+        for (int n = 0; n < 2; n++)
+            for (int i = 0; i < 3; i++)
+                for (int k = 0; k < 5; k++) {
+                    double acc = 0;
+                    for (int j = 0; j < 4; j++)
+                        acc += a[(n * 3 + i) * 4 + j] * b[(n * 4 + j) * 5 + k];
+                    ref[(n * 5 + k) * 3 + i] = acc;
+                }
+        s4d_attr at[1] = {t_attr_string("equation", "bij,bjk->bki")};
+        s4d_tensor in[2] = {t_tensor(S4D_DTYPE_FLOAT64, a, 3, ad), t_tensor(S4D_DTYPE_FLOAT64, b, 3, bd)}, o[1];
+        T_CHECK(t_run_op("Einsum", 12, in, 2, at, 1, o, 1) == S4D_OK, "f64: %s", t_err);
+        double worst = 0;
+        for (int i = 0; i < 30; i++)
+            worst = fmax(worst, fabs(((double *)o[0].data)[i] - ref[i]));
+        T_CHECK(o[0].dtype == S4D_DTYPE_FLOAT64 && worst < 1e-12, "f64 einsum values, worst %g", worst);
+        t_free_outputs(o, 1);
+        in[1].dtype = S4D_DTYPE_FLOAT32;
+        T_EXPECT_FAIL(t_run_op("Einsum", 12, in, 2, at, 1, o, 1), S4D_ERR_DTYPE, "mixed dtypes");
+    }
     /* Errors. */
     float buf[64] = {1};
     int64_t d2[2] = {3, 4}, d2b[2] = {5, 4};

@@ -15,7 +15,8 @@ static int g_value(s4d_ir_graph *g, const char *name, s4d_value_kind kind, int r
     if (rank >= 0) {
         g->values[v].t.dtype = S4D_DTYPE_FLOAT32;
         g->values[v].t.rank = rank;
-        memcpy(g->values[v].t.dims, dims, sizeof(int64_t) * (size_t)rank);
+        if (rank > 0)
+            memcpy(g->values[v].t.dims, dims, sizeof(int64_t) * (size_t)rank);
         g->values[v].shape_known = 1;
     }
     return v;
@@ -27,7 +28,8 @@ static int g_const(s4d_ir_graph *g, const char *name, s4d_dtype dt, const void *
     s4d_tensor *t = &g->values[v].t;
     t->dtype = dt;
     t->rank = rank;
-    memcpy(t->dims, dims, sizeof(int64_t) * (size_t)rank);
+    if (rank > 0)
+        memcpy(t->dims, dims, sizeof(int64_t) * (size_t)rank);
     size_t bytes = s4d_ir_tensor_bytes(t);
     t->data = malloc(bytes + 1);
     memcpy(t->data, data, bytes);

@@ -149,7 +149,7 @@ static void test_errors(void)
 {
     float buf[256] = {1};
     int64_t xd[4] = {1, 1, 4, 4}, ks[2] = {3, 3}, big[2] = {6, 6};
-    s4d_tensor in[1] = {t_tensor(S4D_DTYPE_FLOAT32, buf, 4, xd)}, o[1];
+    s4d_tensor in[1] = {t_tensor(S4D_DTYPE_FLOAT32, buf, 4, xd)}, o[2];
     T_EXPECT_FAIL(t_run_op("MaxPool", 12, in, 1, NULL, 0, o, 1), S4D_ERR_INVALID_ARG, "no kernel_shape");
     s4d_attr at[1] = {t_attr_ints("kernel_shape", big, 2)};
     T_EXPECT_FAIL(t_run_op("AveragePool", 11, in, 1, at, 1, o, 1), S4D_ERR_SHAPE, "window > input");

@@ -11,14 +11,15 @@ typedef struct rs_case {
     int opset;
 } rs_case;
 
-static double coord(const char *cm, int64_t o, double s, int64_t lin, int64_t lout)
+/* span: the resized length align_corners divides by (in * scale when scales are given). */
+static double coord(const char *cm, int64_t o, double s, int64_t lin, int64_t lout, double span)
 {
     if (strcmp(cm, "half_pixel") == 0)
         return (o + 0.5) / s - 0.5;
     if (strcmp(cm, "pytorch_half_pixel") == 0)
         return lout > 1 ? (o + 0.5) / s - 0.5 : 0.0;
     if (strcmp(cm, "align_corners") == 0)
-        return lout == 1 ? 0.0 : (double)o * (double)(lin - 1) / (double)(lout - 1);
+        return lout == 1 ? 0.0 : (double)o * (double)(lin - 1) / (span - 1);
     if (strcmp(cm, "asymmetric") == 0)
         return o / s;
     return (o + 0.5) / s; /* tf_half_pixel_for_nearest */
@@ -68,7 +69,8 @@ static void run_case(const rs_case *rc)
         int64_t i0[4], i1[4];
         double w[4];
         for (int a = 0; a < r; a++) {
-            double c = coord(cm, o[a], sc[a], rc->in[a], out[a]);
+            double span = rc->use_sizes ? (double)out[a] : (double)rc->in[a] * sc[a];
+            double c = coord(cm, o[a], sc[a], rc->in[a], out[a], span);
             if (linear) {
                 c = c < 0 ? 0 : (c > rc->in[a] - 1 ? (double)(rc->in[a] - 1) : c);
                 i0[a] = (int64_t)floor(c);
@@ -193,6 +195,7 @@ int main(void)
         {4, {2, 2, 5, 4}, 0, {1, 1, 0.6f, 1.7f}, {0}, "linear", "half_pixel", NULL, 13},
         {4, {1, 2, 3, 4}, 1, {0}, {1, 2, 7, 5}, "linear", "align_corners", NULL, 13},
         {4, {1, 2, 6, 5}, 1, {0}, {1, 2, 1, 3}, "linear", "pytorch_half_pixel", NULL, 13},
+        {4, {1, 2, 5, 4}, 0, {1, 1, 0.6f, 1.7f}, {0}, "linear", "align_corners", NULL, 13},
         {4, {1, 2, 3, 4}, 0, {1, 1, 2, 3}, {0}, "linear", "asymmetric", NULL, 11},
         {4, {1, 2, 3, 4}, 0, {1, 1, 2, 2}, {0}, "nearest", "asymmetric", "floor", 13},
         {4, {1, 2, 3, 4}, 0, {1, 1, 2.5f, 1.5f}, {0}, "nearest", "half_pixel", "round_prefer_ceil", 13},

@@ -140,12 +140,33 @@ def da_model(out, name, op_type, domain, attrs, with_prefix=True):
                 rng.uniform(-0.1, 1.1, (BS, A, P, NCAM, 2)).astype(np.float32))
 
 
+def scale(out):
+    """y = test::Scale(alpha=2.5)(MatMul(x, w)): a plugin the C test registers through the API."""
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-1, 1, (3, 4)).astype(np.float32)
+    w = rng.uniform(-1, 1, (4, 5)).astype(np.float32)
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"], name="matmul"),
+        helper.make_node("Scale", ["h"], ["y"], name="scale", domain="test", alpha=2.5),
+    ]
+    g = helper.make_graph(
+        nodes, "scale",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 5])],
+        [numpy_helper.from_array(w, "w")])
+    m = helper.make_model(g, opset_imports=OPSET + [helper.make_opsetid("test", 1)])
+    save(m, out, "scale.onnx")
+    np.save(os.path.join(out, "scale_x.npy"), x)
+    np.save(os.path.join(out, "scale_w.npy"), w)
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     mlp(out)
     unsupported(out)
     dynamic(out)
+    scale(out)
     da_model(out, "da", "DeformableAggregation", "s4d", {"plugin_version": "1"})
     da_model(out, "da_alias", "DeformableAttentionAggrPlugin", "custom", {}, False)
     da_model(out, "da_wrong_version", "DeformableAggregation", "s4d",

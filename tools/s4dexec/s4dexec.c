@@ -138,8 +138,9 @@ static int parse_loads(options *o, const char *spec)
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         char *colon = strrchr(tok, ':');
         if (!colon || colon == tok || !colon[1]) {
+            int rc = fail("--loadInputs expects name:file.npy entries, got '%s'", tok);
             free(copy);
-            return fail("--loadInputs expects name:file.npy entries, got '%s'", tok);
+            return rc;
         }
         if (o->num_loads == MAX_LOADS) {
             free(copy);
@@ -393,7 +394,7 @@ static int prepare_inputs(const options *o, const s4d_engine *e, s4d_context *ct
                 path = o->loads[k].path;
         s4d_npy *a = &rs->arrays[i];
         if (path) {
-            s4d_errbuf err;
+            s4d_errbuf err = {{0}};
             if (s4d_npy_load(path, a, &err) != S4D_OK)
                 return fail("input '%s': %s", ti.name, err.msg);
             if (o->verbose)
@@ -444,7 +445,7 @@ static int export_outputs(const options *o, const s4d_engine *e, s4d_context *ct
         char fname[512], path[4096];
         file_name_of(ti.name, fname, sizeof fname);
         snprintf(path, sizeof path, "%s/%s", o->export_dir, fname);
-        s4d_errbuf err;
+        s4d_errbuf err = {{0}};
         if (s4d_npy_save(path, ti.dtype, ti.rank, ti.dims, data, &err) != S4D_OK)
             return fail("--exportOutput: output '%s': %s", ti.name, err.msg);
         printf("[outputs] %s -> %s\n", ti.name, path);
@@ -466,7 +467,7 @@ static int compare_outputs(const options *o, const s4d_engine *e, s4d_context *c
         file_name_of(ti.name, fname, sizeof fname);
         snprintf(path, sizeof path, "%s/%s", o->compare_dir, fname);
         s4d_npy ref;
-        s4d_errbuf err;
+        s4d_errbuf err = {{0}};
         if (s4d_npy_load(path, &ref, &err) != S4D_OK)
             return fail("--compareOutputs: output '%s': %s", ti.name, err.msg);
         int same_shape = ref.rank == ti.rank;
@@ -511,7 +512,7 @@ static int run_all(const options *o, s4d_engine *e)
     co.num_threads = o->threads;
     co.profile = o->dump_profile;
     s4d_context *ctx = NULL;
-    s4d_errbuf err;
+    s4d_errbuf err = {{0}};
     if (s4d_context_create(e, &co, &ctx, &err) != S4D_OK)
         return fail("cannot create a context: %s", err.msg);
     run_state rs;
@@ -586,7 +587,7 @@ int main(int argc, char **argv)
         fputs(usage_text, stdout);
         return 0;
     }
-    s4d_errbuf err;
+    s4d_errbuf err = {{0}};
     for (int i = 0; i < o.num_plugins; i++) {
         if (s4d_plugins_load(NULL, o.plugins[i], &err) != S4D_OK)
             return fail("--plugins=%s: %s", o.plugins[i], err.msg);

@@ -12,6 +12,7 @@ frame to the inputs of the next; start from the zero state (head.zeros_state).
 """
 import argparse
 import collections
+import copy
 import inspect
 import os
 import sys
@@ -154,6 +155,10 @@ def export(preset: str, out_dir: str, aggregation: str = "ext", seed: int = 0,
     os.makedirs(out_dir, exist_ok=True)
     if model is None:
         model = build_model(preset, aggregation="reference", seed=seed)
+    else:
+        # torch.onnx.export folds BatchNorm into the conv weights in place
+        # (torch 1.13); export a copy so the caller's model stays as it was
+        model = copy.deepcopy(model)
     cfg = model.cfg
     ins = example_inputs(cfg)
     paths = {}

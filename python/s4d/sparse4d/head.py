@@ -159,9 +159,34 @@ class Sparse4DHead(nn.Module):
     def _graph(self, i, query, key, value, key_mask, b: int):
         return self.fc_after(self.layers[i](query, key, value, key_mask, b))
 
+    def check_inputs(self, features, projection, image_wh, timestamp, ego_pose,
+                     state: HeadState) -> None:
+        """Raises ValueError naming the first input whose shape or dtype does
+        not fit the config (the graph has static shapes; better a clear
+        message here than a broadcast or an out-of-bounds read later)."""
+        cfg = self.cfg
+        b = int(features.shape[0]) if features.dim() else 0
+        t, c, n = cfg.num_temp_instances, cfg.embed_dims, cfg.num_cams
+        f32, i64 = torch.float32, torch.int64
+        want = [("features", features, (b, cfg.num_feature_rows, c), f32),
+                ("projection", projection, (b, n, 4, 4), f32),
+                ("image_wh", image_wh, (b, n, 2), f32), ("timestamp", timestamp, (b,), f32),
+                ("ego_pose", ego_pose, (b, 4, 4), f32)]
+        want += list(zip(STATE_NAMES, state,
+                         [(b, t, c), (b, t, ANCHOR_DIM), (b, t), (b, t), (b,), (b, 4, 4), (b,),
+                          (b,)], [f32, f32, f32, i64, f32, f32, f32, i64]))
+        for name, tensor, shape, dtype in want:
+            if not isinstance(tensor, torch.Tensor):
+                raise ValueError(f"{name}: expected a tensor, got {type(tensor).__name__}")
+            if tuple(tensor.shape) != shape or tensor.dtype != dtype:
+                raise ValueError(f"{name}: expected {list(shape)} {dtype}, got "
+                                 f"{list(tensor.shape)} {tensor.dtype} (preset '{cfg.name}')")
+
     def forward(self, features, projection, image_wh, timestamp, ego_pose,
                 state: HeadState) -> Dict[str, torch.Tensor]:
         cfg = self.cfg
+        if not torch.jit.is_tracing():
+            self.check_inputs(features, projection, image_wh, timestamp, ego_pose, state)
         b = int(features.shape[0])  # a graph input: static in the export
         t, a = cfg.num_temp_instances, cfg.num_anchor
         new = a - t

@@ -41,7 +41,7 @@ def camera_rig(cfg: Sparse4DConfig) -> np.ndarray:
     if crop_top < 0:
         raise ValueError(f"image_hw {cfg.image_hw} is taller than the resized sensor")
     aug = np.diag([scale, scale, 1.0, 1.0])
-    aug[1, 3] = -crop_top
+    aug[1, 2] = -crop_top  # a pixel shift: it multiplies depth in homogeneous image coords
     mats = []
     for i in range(cfg.num_cams):
         _, yaw_deg, pos, f, cx, cy = CAMERAS[i % len(CAMERAS)]

@@ -78,16 +78,20 @@ static s4d_status convt_plan_make(s4d_op_ctx *ctx, convt_plan *p)
         else if (ap == S4D_AUTO_PAD_SAME_UPPER || ap == S4D_AUTO_PAD_SAME_LOWER)
             out = in * g->stride[j];
         if (out >= 0) {
+            /*
+             * A negative total (output_shape beyond the kernel's reach) is
+             * negative padding: the output grows by zero rows. Halves use
+             * floor division, so the growth goes to the end as in ONNX's
+             * reference.
+             */
             int64_t total = full - out;
-            if (total < 0)
-                return s4d_op_error(ctx, S4D_ERR_SHAPE, "output_shape[%d] = %lld exceeds the largest output %lld", i,
-                                    (long long)out, (long long)full);
+            int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
             if (ap == S4D_AUTO_PAD_SAME_UPPER) {
-                g->pad_b[j] = total / 2;
-                g->pad_e[j] = total - total / 2;
+                g->pad_b[j] = half;
+                g->pad_e[j] = total - half;
             } else {
-                g->pad_b[j] = total - total / 2;
-                g->pad_e[j] = total / 2;
+                g->pad_b[j] = total - half;
+                g->pad_e[j] = half;
             }
         } else if (ap == S4D_AUTO_PAD_VALID) {
             g->pad_b[j] = g->pad_e[j] = 0;

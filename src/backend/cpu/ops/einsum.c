@@ -1,5 +1,5 @@
 /*
- * Einsum (opset 12), float32, one or two operands without ellipsis or
+ * Einsum (opset 12), float32 or float64, one or two operands without ellipsis or
  * repeated letters within a term (the forms attention exports use, such as
  * "bhqd,bhkd->bhqk" and "bhqk,bhkd->bhqd"). Two operands become one batched
  * product: letters in both inputs and the output are batch dims, in both
@@ -30,6 +30,7 @@ typedef struct es_plan {
     int ta, tb;           /* operand used transposed */
     int a_copy, b_copy;   /* operand permuted (and reduced) into the workspace */
     int c_copy;           /* result permuted into the output */
+    int f64;              /* float64 operands */
 } es_plan;
 
 static int letter_id(char ch)
@@ -118,11 +119,14 @@ static s4d_status es_plan_make(s4d_op_ctx *ctx, es_plan *p)
     p->nops = nterms;
     for (int i = 0; i < MAX_LETTERS; i++)
         p->size[i] = -1;
+    p->f64 = ctx->inputs[0].dtype == S4D_DTYPE_FLOAT64;
     for (int o = 0; o < nterms; o++) {
         const s4d_tensor *t = &ctx->inputs[o];
-        if (t->dtype != S4D_DTYPE_FLOAT32)
-            return s4d_op_error(ctx, S4D_ERR_DTYPE, "input %d is %s; only float32 is supported", o,
+        if (t->dtype != S4D_DTYPE_FLOAT32 && t->dtype != S4D_DTYPE_FLOAT64)
+            return s4d_op_error(ctx, S4D_ERR_DTYPE, "input %d is %s (float32, float64 supported)", o,
                                 s4d_dtype_name(t->dtype));
+        if (t->dtype != ctx->inputs[0].dtype)
+            return s4d_op_error(ctx, S4D_ERR_DTYPE, "inputs differ in dtype");
         if (t->rank != p->in[o].n)
             return s4d_op_error(ctx, S4D_ERR_SHAPE, "input %d has rank %d, its term %d letters", o, t->rank,
                                 p->in[o].n);
@@ -209,7 +213,7 @@ static s4d_status es_infer(s4d_op_ctx *ctx)
     if (st != S4D_OK)
         return st;
     s4d_tensor *y = &ctx->outputs[0];
-    y->dtype = S4D_DTYPE_FLOAT32;
+    y->dtype = ctx->inputs[0].dtype;
     y->rank = p.out.n;
     for (int i = 0; i < p.out.n; i++)
         y->dims[i] = p.size[p.out.l[i]];
@@ -228,14 +232,14 @@ static size_t es_ws(const s4d_op_ctx *ctx)
         f += (size_t)(p.B * p.K * p.N) + 16;
     if (p.c_copy)
         f += (size_t)(p.B * p.M * p.N);
-    return f * sizeof(float);
+    return f * (p.f64 ? sizeof(double) : sizeof(float));
 }
 
 /*
  * dst[keep letters, in order] = sum over the src term's other letters of src.
  * keep letters must all be in the src term.
  */
-static void permute_reduce(const es_plan *p, const term *st, const float *src, const int *keep, int nkeep, float *dst)
+static void permute_reduce(const es_plan *p, const term *st, const void *src, const int *keep, int nkeep, void *dst)
 {
     int64_t sstride[S4D_MAX_RANK], s = 1;
     for (int i = st->n - 1; i >= 0; i--) {
@@ -275,9 +279,12 @@ static void permute_reduce(const es_plan *p, const term *st, const float *src, c
                 off += (rr % rdim[i]) * rst[i];
                 rr /= rdim[i];
             }
-            acc += src[off];
+            acc += p->f64 ? ((const double *)src)[off] : (double)((const float *)src)[off];
         }
-        dst[o] = (float)acc;
+        if (p->f64)
+            ((double *)dst)[o] = acc;
+        else
+            ((float *)dst)[o] = (float)acc;
     }
 }
 
@@ -287,15 +294,16 @@ static s4d_status es_run(s4d_op_ctx *ctx)
     s4d_status st = es_plan_make(ctx, &p);
     if (st != S4D_OK)
         return st;
-    float *y = ctx->outputs[0].data;
+    void *y = ctx->outputs[0].data;
     if (p.nops == 1) {
         permute_reduce(&p, &p.in[0], ctx->inputs[0].data, p.out.l, p.out.n, y);
         return S4D_OK;
     }
     if (ctx->workspace_size < es_ws(ctx))
         return s4d_op_error(ctx, S4D_ERR_INTERNAL, "workspace of %zu bytes is too small", ctx->workspace_size);
-    float *ws = ctx->workspace;
-    const float *a = ctx->inputs[0].data, *b = ctx->inputs[1].data;
+    const size_t es = p.f64 ? sizeof(double) : sizeof(float);
+    char *ws = ctx->workspace;
+    const void *a = ctx->inputs[0].data, *b = ctx->inputs[1].data;
     int ta = p.ta, tb = p.tb;
     if (p.a_copy) {
         int keep[3 * S4D_MAX_RANK], nk = 0;
@@ -307,7 +315,7 @@ static s4d_status es_run(s4d_op_ctx *ctx)
             keep[nk++] = p.kl[i];
         permute_reduce(&p, &p.in[0], a, keep, nk, ws);
         a = ws;
-        ws += p.B * p.M * p.K + 16;
+        ws += (size_t)(p.B * p.M * p.K + 16) * es;
         ta = 0;
     }
     if (p.b_copy) {
@@ -320,12 +328,18 @@ static s4d_status es_run(s4d_op_ctx *ctx)
             keep[nk++] = p.nl[i];
         permute_reduce(&p, &p.in[1], b, keep, nk, ws);
         b = ws;
-        ws += p.B * p.K * p.N + 16;
+        ws += (size_t)(p.B * p.K * p.N + 16) * es;
         tb = 0;
     }
-    float *c = p.c_copy ? ws : y;
-    s4d_cpu_sgemm_batched(ctx->pool, p.B, ta, tb, p.M, p.N, p.K, a, p.M * p.K, ta ? p.M : p.K, b, p.K * p.N,
-                          tb ? p.K : p.N, c, p.M * p.N);
+    void *c = p.c_copy ? (void *)ws : y;
+    if (p.f64) {
+        for (int64_t i = 0; i < p.B; i++)
+            s4d_cpu_dgemm(ta, tb, p.M, p.N, p.K, 1.0, (const double *)a + i * p.M * p.K, ta ? p.M : p.K,
+                          (const double *)b + i * p.K * p.N, tb ? p.K : p.N, 0.0, (double *)c + i * p.M * p.N, p.N);
+    } else {
+        s4d_cpu_sgemm_batched(ctx->pool, p.B, ta, tb, p.M, p.N, p.K, a, p.M * p.K, ta ? p.M : p.K, b, p.K * p.N,
+                              tb ? p.K : p.N, c, p.M * p.N);
+    }
     if (p.c_copy) {
         term ct;
         ct.n = 0;

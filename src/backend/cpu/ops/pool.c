@@ -100,13 +100,30 @@ static s4d_status pool_infer(s4d_op_ctx *ctx, pool_kind kind)
     return S4D_OK;
 }
 
+/* Per spatial dim and output index: valid taps [b, e) and taps inside the padding. */
+typedef struct pool_taps {
+    int64_t b, e, n_pad;
+} pool_taps;
+
 typedef struct pool_job {
     const pool_plan *p;
     pool_kind kind;
     const float *x;
     float *y;
     int64_t *idx;
+    const pool_taps *taps[3];
 } pool_job;
+
+/* Kernel taps [*b, *e) whose position s + k * d lies in [lo, hi). */
+static void tap_range(int64_t s, int64_t d, int64_t k, int64_t lo, int64_t hi, int64_t *b, int64_t *e)
+{
+    *b = lo - s <= 0 ? 0 : (lo - s + d - 1) / d;
+    *e = hi - s <= 0 ? 0 : (hi - s - 1) / d + 1;
+    if (*e > k)
+        *e = k;
+    if (*b > *e)
+        *b = *e;
+}
 
 static void pool_planes(void *arg, int64_t begin, int64_t end)
 {
@@ -120,34 +137,31 @@ static void pool_planes(void *arg, int64_t begin, int64_t end)
         for (int64_t o0 = 0; o0 < g->grid[0]; o0++)
             for (int64_t o1 = 0; o1 < g->grid[1]; o1++)
                 for (int64_t o2 = 0; o2 < g->grid[2]; o2++, oi++) {
-                    int64_t s0 = o0 * g->stride[0] - g->pad_b[0];
-                    int64_t s1 = o1 * g->stride[1] - g->pad_b[1];
-                    int64_t s2 = o2 * g->stride[2] - g->pad_b[2];
+                    int64_t s[3] = {o0 * g->stride[0] - g->pad_b[0], o1 * g->stride[1] - g->pad_b[1],
+                                    o2 * g->stride[2] - g->pad_b[2]};
+                    /* Valid taps per dim (precomputed), so the inner loops need no bounds checks. */
+                    const pool_taps *t0 = &j->taps[0][o0], *t1 = &j->taps[1][o1], *t2 = &j->taps[2][o2];
+                    int64_t b[3] = {t0->b, t1->b, t2->b}, e[3] = {t0->e, t1->e, t2->e};
+                    int64_t n_pad = t0->n_pad * t1->n_pad * t2->n_pad;
                     float best = -INFINITY;
-                    int64_t best_at = -1, n_in = 0, n_pad = 0;
+                    int64_t best_at = -1, n_in = (e[0] - b[0]) * (e[1] - b[1]) * (e[2] - b[2]);
                     double sum = 0.0;
-                    for (int64_t k0 = 0; k0 < g->k[0]; k0++) {
-                        int64_t i0 = s0 + k0 * g->dil[0];
-                        int in0 = i0 >= 0 && i0 < g->img[0];
-                        int pd0 = i0 >= -g->pad_b[0] && i0 < g->img[0] + g->pad_e[0];
-                        for (int64_t k1 = 0; k1 < g->k[1]; k1++) {
-                            int64_t i1 = s1 + k1 * g->dil[1];
-                            int in1 = in0 && i1 >= 0 && i1 < g->img[1];
-                            int pd1 = pd0 && i1 >= -g->pad_b[1] && i1 < g->img[1] + g->pad_e[1];
-                            for (int64_t k2 = 0; k2 < g->k[2]; k2++) {
-                                int64_t i2 = s2 + k2 * g->dil[2];
-                                if (pd1 && i2 >= -g->pad_b[2] && i2 < g->img[2] + g->pad_e[2])
-                                    n_pad++;
-                                if (!(in1 && i2 >= 0 && i2 < g->img[2]))
-                                    continue;
-                                int64_t at = (i0 * g->img[1] + i1) * g->img[2] + i2;
-                                float v = x[at];
-                                n_in++;
-                                sum += v;
+                    for (int64_t k0 = b[0]; k0 < e[0]; k0++) {
+                        int64_t i0 = s[0] + k0 * g->dil[0];
+                        for (int64_t k1 = b[1]; k1 < e[1]; k1++) {
+                            int64_t row = (i0 * g->img[1] + s[1] + k1 * g->dil[1]) * g->img[2];
+                            const float *xr = x + row + s[2];
+                            if (j->kind == POOL_AVG) {
+                                for (int64_t k2 = b[2]; k2 < e[2]; k2++)
+                                    sum += xr[k2 * g->dil[2]];
+                                continue;
+                            }
+                            for (int64_t k2 = b[2]; k2 < e[2]; k2++) {
+                                float v = xr[k2 * g->dil[2]];
                                 /* NaN wins, as in numpy's max. */
                                 if (best_at < 0 || v > best || (v != v && best == best)) {
                                     best = v;
-                                    best_at = at;
+                                    best_at = row + s[2] + k2 * g->dil[2];
                                 }
                             }
                         }
@@ -177,12 +191,36 @@ static s4d_status pool_run(s4d_op_ctx *ctx, pool_kind kind)
     s4d_status st = pool_plan_make(ctx, kind, &p);
     if (st != S4D_OK)
         return st;
+    size_t need = sizeof(pool_taps) * (size_t)(p.g.grid[0] + p.g.grid[1] + p.g.grid[2]);
+    if (ctx->workspace_size < need)
+        return s4d_op_error(ctx, S4D_ERR_INTERNAL, "workspace of %zu bytes is too small", ctx->workspace_size);
+    pool_taps *tp = ctx->workspace;
     pool_job j = {&p, kind, ctx->inputs[0].data, ctx->outputs[0].data,
-                  p.with_indices ? ctx->outputs[1].data : NULL};
+                  p.with_indices ? ctx->outputs[1].data : NULL, {NULL, NULL, NULL}};
+    for (int q = 0; q < 3; q++) {
+        const s4d_conv_geom *g = &p.g;
+        j.taps[q] = tp;
+        for (int64_t o = 0; o < g->grid[q]; o++, tp++) {
+            int64_t s = o * g->stride[q] - g->pad_b[q], pb, pe;
+            tap_range(s, g->dil[q], g->k[q], 0, g->img[q], &tp->b, &tp->e);
+            tap_range(s, g->dil[q], g->k[q], -g->pad_b[q], g->img[q] + g->pad_e[q], &pb, &pe);
+            tp->n_pad = pe - pb;
+        }
+    }
     s4d_parallel_for(ctx->pool, p.n * p.c, 1, pool_planes, &j);
     return S4D_OK;
 }
 
+static size_t pool_ws(const s4d_op_ctx *ctx, pool_kind kind)
+{
+    pool_plan p;
+    if (pool_plan_make((s4d_op_ctx *)ctx, kind, &p) != S4D_OK)
+        return 0;
+    return sizeof(pool_taps) * (size_t)(p.g.grid[0] + p.g.grid[1] + p.g.grid[2]);
+}
+
+static size_t maxpool_ws(const s4d_op_ctx *ctx) { return pool_ws(ctx, POOL_MAX); }
+static size_t avgpool_ws(const s4d_op_ctx *ctx) { return pool_ws(ctx, POOL_AVG); }
 static s4d_status maxpool_infer(s4d_op_ctx *ctx) { return pool_infer(ctx, POOL_MAX); }
 static s4d_status maxpool_run(s4d_op_ctx *ctx) { return pool_run(ctx, POOL_MAX); }
 static s4d_status avgpool_infer(s4d_op_ctx *ctx) { return pool_infer(ctx, POOL_AVG); }
@@ -257,7 +295,7 @@ static s4d_status gpool_run(s4d_op_ctx *ctx, int is_max)
 static s4d_status gavg_run(s4d_op_ctx *ctx) { return gpool_run(ctx, 0); }
 static s4d_status gmax_run(s4d_op_ctx *ctx) { return gpool_run(ctx, 1); }
 
-const s4d_op_def s4d_cpu_op_maxpool = {"", "MaxPool", 1, maxpool_infer, NULL, maxpool_run};
-const s4d_op_def s4d_cpu_op_avgpool = {"", "AveragePool", 1, avgpool_infer, NULL, avgpool_run};
+const s4d_op_def s4d_cpu_op_maxpool = {"", "MaxPool", 1, maxpool_infer, maxpool_ws, maxpool_run};
+const s4d_op_def s4d_cpu_op_avgpool = {"", "AveragePool", 1, avgpool_infer, avgpool_ws, avgpool_run};
 const s4d_op_def s4d_cpu_op_global_avgpool = {"", "GlobalAveragePool", 1, gpool_infer, NULL, gavg_run};
 const s4d_op_def s4d_cpu_op_global_maxpool = {"", "GlobalMaxPool", 1, gpool_infer, NULL, gmax_run};

@@ -229,9 +229,58 @@ static void store_int(s4d_dtype dt, void *p, int64_t i, int64_t v)
     }
 }
 
+/*
+ * float32, one contiguous reduced run per output, outputs in input order
+ * (reducing the innermost dims): no offset arithmetic, no type dispatch.
+ */
+static int inner_run_f32(const red_job *j)
+{
+    const red_geom *g = &j->g;
+    if (j->dt != S4D_DTYPE_FLOAT32 || g->nr != 1 || g->rst[0] != 1 || g->nred == 0)
+        return 0;
+    if (g->nk > 1 || (g->nk == 1 && g->kst[0] != g->rdims[0]))
+        return 0;
+    return j->kind == R_SUM || j->kind == R_MEAN || j->kind == R_MAX || j->kind == R_MIN;
+}
+
+static void red_chunk_inner_f32(const red_job *j, int64_t b, int64_t e)
+{
+    int64_t n = j->g.rdims[0];
+    const float *x = (const float *)j->x;
+    float *y = (float *)j->y;
+    for (int64_t o = b; o < e; o++) {
+        const float *r = x + o * n;
+        if (j->kind == R_SUM || j->kind == R_MEAN) {
+            double p0 = 0, p1 = 0;
+            int64_t k = 0;
+            for (; k + 2 <= n; k += 2) {
+                p0 += r[k];
+                p1 += r[k + 1];
+            }
+            if (k < n)
+                p0 += r[k];
+            double acc = p0 + p1;
+            y[o] = (float)(j->kind == R_MEAN ? acc / (double)n : acc);
+        } else {
+            float m = r[0];
+            int nan = m != m;
+            for (int64_t k = 1; k < n; k++) {
+                float v = r[k];
+                nan |= v != v;
+                m = j->kind == R_MAX ? (v > m ? v : m) : (v < m ? v : m);
+            }
+            y[o] = nan ? NAN : m;
+        }
+    }
+}
+
 static void red_chunk(void *vp, int64_t b, int64_t e)
 {
     const red_job *j = vp;
+    if (inner_run_f32(j)) {
+        red_chunk_inner_f32(j, b, e);
+        return;
+    }
     int isint = s4d_dtype_is_int(j->dt);
     for (int64_t o = b; o < e; o++) {
         int64_t base = kept_offset(&j->g, o);

@@ -32,6 +32,12 @@ typedef struct resize_plan {
     nearest_mode near;
     int64_t in[S4D_MAX_RANK], out[S4D_MAX_RANK];
     double scale[S4D_MAX_RANK];
+    /*
+     * The resized length align_corners divides by: the output length when
+     * sizes are given, in * scale (not rounded) when scales are, as in
+     * ONNX's reference and its test data.
+     */
+    double span[S4D_MAX_RANK];
 } resize_plan;
 
 static s4d_status resize_plan_make(s4d_op_ctx *ctx, resize_plan *p)
@@ -64,6 +70,11 @@ static s4d_status resize_plan_make(s4d_op_ctx *ctx, resize_plan *p)
             p->coord = (coord_mode)i;
             found = 1;
         }
+    if (strcmp(cm, "tf_half_pixel_for_nn") == 0) {
+        /* The name ONNX 1.12's test data and older exporters use. */
+        p->coord = COORD_TF_HALF_PIXEL_FOR_NEAREST;
+        found = 1;
+    }
     if (!found)
         return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "coordinate_transformation_mode '%s' is not supported", cm);
     const char *nm = s4d_op_attr_string(ctx, "nearest_mode", v10 ? "floor" : "round_prefer_floor");
@@ -98,6 +109,7 @@ static s4d_status resize_plan_make(s4d_op_ctx *ctx, resize_plan *p)
     for (int i = 0; i < x->rank; i++) {
         p->in[i] = p->out[i] = x->dims[i];
         p->scale[i] = 1.0;
+        p->span[i] = (double)x->dims[i];
     }
     int si = v10 ? 1 : 2, zi = 3;
     int has_scales = s4d_cpu_has_input(ctx, si) && s4d_tensor_numel(&ctx->inputs[si]) > 0;
@@ -116,7 +128,8 @@ static s4d_status resize_plan_make(s4d_op_ctx *ctx, resize_plan *p)
                 return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "scales[%d] = %g must be positive", i, sc[i]);
             int a = axes[i];
             p->scale[a] = sc[i];
-            p->out[a] = (int64_t)floor((double)p->in[a] * (double)sc[i]);
+            p->span[a] = (double)p->in[a] * (double)sc[i];
+            p->out[a] = (int64_t)floor(p->span[a]);
         }
     } else {
         int64_t sz[S4D_MAX_RANK];
@@ -130,6 +143,7 @@ static s4d_status resize_plan_make(s4d_op_ctx *ctx, resize_plan *p)
             if (sz[i] < 0)
                 return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "sizes[%d] = %lld is negative", i, (long long)sz[i]);
             p->out[a] = sz[i];
+            p->span[a] = (double)sz[i];
             p->scale[a] = p->in[a] ? (double)sz[i] / (double)p->in[a] : 1.0;
         }
     }
@@ -152,6 +166,12 @@ static s4d_status resize_infer(s4d_op_ctx *ctx)
     memcpy(y->dims, p.out, sizeof(int64_t) * (size_t)p.rank);
     return S4D_OK;
 }
+
+/* Where output index o of an axis reads: rows i0 and i1 blended by w (nearest: i0 = i1, w = 0). */
+typedef struct resize_tap {
+    int64_t i0, i1;
+    float w;
+} resize_tap;
 
 /* Whether axis a needs a pass (its mapping is not the identity). */
 static int axis_active(const resize_plan *p, int a)
@@ -187,7 +207,12 @@ static size_t resize_ws(const s4d_op_ctx *ctx)
         if (n > worst)
             worst = n;
     }
-    return 2 * sizeof(float) * (size_t)worst;
+    int64_t longest = 1;
+    for (int a = 0; a < p.rank; a++)
+        if (p.out[a] > longest)
+            longest = p.out[a];
+    /* Two ping-pong buffers, then one axis's source-index table. */
+    return 2 * sizeof(float) * (size_t)worst + sizeof(resize_tap) * (size_t)longest;
 }
 
 /* Source coordinate of output index o along an axis. */
@@ -200,7 +225,7 @@ static double src_coord(const resize_plan *p, int a, int64_t o)
     case COORD_PYTORCH_HALF_PIXEL:
         return lout > 1 ? ((double)o + 0.5) / s - 0.5 : 0.0;
     case COORD_ALIGN_CORNERS:
-        return lout > 1 ? (double)o * (lin - 1) / (lout - 1) : 0.0;
+        return lout > 1 && p->span[a] > 1.0 ? (double)o * (lin - 1) / (p->span[a] - 1) : 0.0;
     case COORD_ASYMMETRIC:
         return (double)o / s;
     case COORD_TF_HALF_PIXEL_FOR_NEAREST:
@@ -246,28 +271,59 @@ typedef struct axis_job {
     int64_t outer, inner, lin, lout;
     const float *src;
     float *dst;
+    const resize_tap *taps;
 } axis_job;
+
+static void fill_taps(const resize_plan *p, int a, resize_tap *t)
+{
+    int64_t lin = p->in[a];
+    for (int64_t o = 0; o < p->out[a]; o++) {
+        double x = src_coord(p, a, o);
+        if (p->linear) {
+            if (x < 0)
+                x = 0;
+            if (x > (double)(lin - 1))
+                x = (double)(lin - 1);
+            t[o].i0 = (int64_t)floor(x);
+            t[o].i1 = t[o].i0 + 1 < lin ? t[o].i0 + 1 : lin - 1;
+            t[o].w = (float)(x - (double)t[o].i0);
+        } else {
+            t[o].i0 = t[o].i1 = nearest_index(p, x, lin);
+            t[o].w = 0.0f;
+        }
+    }
+}
 
 static void axis_rows(void *arg, int64_t begin, int64_t end)
 {
     const axis_job *j = arg;
-    for (int64_t r = begin; r < end; r++) {
+    if (j->inner == 1) {
+        /* Resizing the innermost axis: one source row per output row. */
+        for (int64_t ou = begin; ou < end; ou++) {
+            const float *s = j->src + ou * j->lin;
+            float *d = j->dst + ou * j->lout;
+            if (j->p->linear)
+                for (int64_t o = 0; o < j->lout; o++) {
+                    const resize_tap *t = &j->taps[o];
+                    d[o] = s[t->i0] + t->w * (s[t->i1] - s[t->i0]);
+                }
+            else
+                for (int64_t o = 0; o < j->lout; o++)
+                    d[o] = s[j->taps[o].i0];
+        }
+        return;
+    }
+    for (int64_t r = begin * j->lout; r < end * j->lout; r++) {
         int64_t ou = r / j->lout, o = r % j->lout;
+        const resize_tap *t = &j->taps[o];
         const float *s = j->src + ou * j->lin * j->inner;
         float *d = j->dst + (ou * j->lout + o) * j->inner;
-        double x = src_coord(j->p, j->axis, o);
-        if (j->p->linear) {
-            if (x < 0)
-                x = 0;
-            if (x > (double)(j->lin - 1))
-                x = (double)(j->lin - 1);
-            int64_t i0 = (int64_t)floor(x), i1 = i0 + 1 < j->lin ? i0 + 1 : j->lin - 1;
-            float w = (float)(x - (double)i0);
-            const float *a = s + i0 * j->inner, *b = s + i1 * j->inner;
+        const float *a = s + t->i0 * j->inner;
+        if (j->p->linear && t->w != 0.0f) {
+            const float *b = s + t->i1 * j->inner;
             for (int64_t i = 0; i < j->inner; i++)
-                d[i] = a[i] + w * (b[i] - a[i]);
+                d[i] = a[i] + t->w * (b[i] - a[i]);
         } else {
-            const float *a = s + nearest_index(j->p, x, j->lin) * j->inner;
             memcpy(d, a, sizeof(float) * (size_t)j->inner);
         }
     }
@@ -293,10 +349,16 @@ static s4d_status resize_run(s4d_op_ctx *ctx)
         memcpy(y, ctx->inputs[0].data, sizeof(float) * (size_t)total_out);
         return S4D_OK;
     }
-    size_t half = resize_ws(ctx) / 2;
-    if (ctx->workspace_size < 2 * half)
+    size_t need = resize_ws(ctx);
+    if (ctx->workspace_size < need)
         return s4d_op_error(ctx, S4D_ERR_INTERNAL, "workspace of %zu bytes is too small", ctx->workspace_size);
+    int64_t longest = 1;
+    for (int a = 0; a < p.rank; a++)
+        if (p.out[a] > longest)
+            longest = p.out[a];
+    size_t half = (need - sizeof(resize_tap) * (size_t)longest) / 2;
     float *buf[2] = {ctx->workspace, (float *)((char *)ctx->workspace + half)};
+    resize_tap *taps = (resize_tap *)((char *)ctx->workspace + 2 * half);
     int64_t cur[S4D_MAX_RANK];
     memcpy(cur, p.in, sizeof cur);
     const float *src = ctx->inputs[0].data;
@@ -304,12 +366,13 @@ static s4d_status resize_run(s4d_op_ctx *ctx)
     for (int a = 0; a <= last; a++) {
         if (!axis_active(&p, a))
             continue;
-        axis_job j = {&p, a, 1, 1, p.in[a], p.out[a], src, a == last ? y : buf[which]};
+        axis_job j = {&p, a, 1, 1, p.in[a], p.out[a], src, a == last ? y : buf[which], taps};
         for (int i = 0; i < a; i++)
             j.outer *= cur[i];
         for (int i = a + 1; i < p.rank; i++)
             j.inner *= cur[i];
-        s4d_parallel_for(ctx->pool, j.outer * j.lout, 1 + 4096 / (j.inner + 1), axis_rows, &j);
+        fill_taps(&p, a, taps);
+        s4d_parallel_for(ctx->pool, j.outer, 1 + 4096 / (j.inner * j.lout + 1), axis_rows, &j);
         cur[a] = p.out[a];
         src = j.dst;
         which ^= 1;

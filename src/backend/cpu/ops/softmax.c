@@ -44,6 +44,54 @@ typedef struct sm_job {
         }                                                                \
     } while (0)
 
+/* A contiguous float32 row: independent partial maxima and sums keep the passes short. */
+static void sm_row_f32(const float *x, float *y, int64_t n, int log_out)
+{
+    float m0 = x[0], m1 = x[0], m2 = x[0], m3 = x[0];
+    int nan = 0;
+    int64_t k = 0;
+    for (; k + 4 <= n; k += 4) {
+        m0 = x[k] > m0 ? x[k] : m0;
+        m1 = x[k + 1] > m1 ? x[k + 1] : m1;
+        m2 = x[k + 2] > m2 ? x[k + 2] : m2;
+        m3 = x[k + 3] > m3 ? x[k + 3] : m3;
+    }
+    for (; k < n; k++)
+        m0 = x[k] > m0 ? x[k] : m0;
+    float mx = m0 > m1 ? m0 : m1;
+    mx = m2 > mx ? m2 : mx;
+    mx = m3 > mx ? m3 : mx;
+    for (k = 0; k < n; k++)
+        nan |= x[k] != x[k];
+    if (nan) /* the comparisons above skip NaN; ONNX's max (and so the whole row) is NaN */
+        mx = NAN;
+    double s0 = 0, s1 = 0;
+    if (log_out) {
+        for (k = 0; k + 2 <= n; k += 2) {
+            s0 += expf(x[k] - mx);
+            s1 += expf(x[k + 1] - mx);
+        }
+        for (; k < n; k++)
+            s0 += expf(x[k] - mx);
+        /* (x - max) first: it is exact near the max, where max + log(sum) would round. */
+        float ls = (float)log(s0 + s1);
+        for (k = 0; k < n; k++)
+            y[k] = (x[k] - mx) - ls;
+        return;
+    }
+    for (k = 0; k < n; k++)
+        y[k] = expf(x[k] - mx);
+    for (k = 0; k + 2 <= n; k += 2) {
+        s0 += y[k];
+        s1 += y[k + 1];
+    }
+    for (; k < n; k++)
+        s0 += y[k];
+    float inv = (float)(1.0 / (s0 + s1));
+    for (k = 0; k < n; k++)
+        y[k] *= inv;
+}
+
 static void sm_rows(void *vp, int64_t r0, int64_t r1)
 {
     const sm_job *j = vp;
@@ -51,7 +99,12 @@ static void sm_rows(void *vp, int64_t r0, int64_t r1)
     for (int64_t r = r0; r < r1; r++) {
         int64_t base = (r / s) * n * s + r % s;
         switch (j->dt) {
-        case S4D_DTYPE_FLOAT32: SM_BODY(float, expf, logf); break;
+        case S4D_DTYPE_FLOAT32:
+            if (s == 1)
+                sm_row_f32((const float *)j->x + base, (float *)j->y + base, n, j->log);
+            else
+                SM_BODY(float, expf, logf);
+            break;
         case S4D_DTYPE_FLOAT64: SM_BODY(double, exp, log); break;
         case S4D_DTYPE_FLOAT16: {
             /* float16 rows: compute in float32 on a strided view, one value at a time. */
@@ -163,11 +216,12 @@ static void sm_blocks(void *vp, int64_t u0, int64_t u1)
                 sum[i] += e;
             }
         if (j->log) {
+            float ls[SM_BLOCK];
             for (int64_t i = 0; i < m; i++)
-                mx[i] += (float)log(sum[i]); /* now the offset to subtract */
+                ls[i] = (float)log(sum[i]);
             for (int64_t k = 0; k < n; k++)
                 for (int64_t i = 0; i < m; i++)
-                    y[k * s + i] = x[k * s + i] - mx[i];
+                    y[k * s + i] = (x[k * s + i] - mx[i]) - ls[i];
         } else {
             for (int64_t i = 0; i < m; i++)
                 mx[i] = (float)(1.0 / sum[i]); /* now the scale */

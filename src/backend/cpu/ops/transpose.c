@@ -68,9 +68,12 @@ static void tr_rows(void *vp, int64_t r0, int64_t r1)
 #define TILE 32
 
 /*
- * Tiled: output dims (.., ta, .., last). Units are (every output dim except ta
- * and last) x (tiles of ta); each copies a TILE x inner block, reading runs
- * that are contiguous in the input along ta.
+ * Tiled: output dims (.., ta, .., last) where ta has input stride 1. Units are
+ * (every output dim except ta and last) x (tiles of ta). Each TILE x TILE block
+ * is read along ta (contiguous in the input) into a small buffer, then written
+ * out row by row (contiguous in the output), so neither side touches more
+ * than TILE cache lines at a time; large power-of-two strides would otherwise
+ * make those lines evict each other.
  */
 static void tr_tiles(void *vp, int64_t u0, int64_t u1)
 {
@@ -83,6 +86,7 @@ static void tr_tiles(void *vp, int64_t u0, int64_t u1)
     for (int d = R - 2; d >= 0; d--)
         ostr[d] = ostr[d + 1] * j->odims[d + 1];
     size_t es = j->es;
+    uint64_t buf[TILE * TILE]; /* the widest fast-path element is 8 bytes */
     for (int64_t u = u0; u < u1; u++) {
         int64_t t = u % ntile, rest = u / ntile, ioff = 0, ooff = 0;
         for (int d = R - 2; d >= 0; d--) {
@@ -93,30 +97,33 @@ static void tr_tiles(void *vp, int64_t u0, int64_t u1)
             ioff += i * j->ist[d];
             ooff += i * ostr[d];
         }
-        int64_t a0 = t * TILE, a1 = a0 + TILE < na ? a0 + TILE : na;
+        int64_t a0 = t * TILE, m = na - a0 < TILE ? na - a0 : TILE, ds = ostr[ta];
         for (int64_t c0 = 0; c0 < inner; c0 += TILE) {
-            int64_t c1 = c0 + TILE < inner ? c0 + TILE : inner;
-            for (int64_t c = c0; c < c1; c++) {
-                const char *src = j->in + (size_t)(ioff + c * sl + a0) * es;
-                char *dst = j->out + (size_t)(ooff + a0 * ostr[ta] + c) * es;
-                int64_t m = a1 - a0, ds = ostr[ta];
-                switch (es) {
-                case 4:
+            int64_t w = inner - c0 < TILE ? inner - c0 : TILE;
+            const char *src = j->in + (size_t)(ioff + c0 * sl + a0) * es;
+            char *dst = j->out + (size_t)(ooff + a0 * ds + c0) * es;
+            switch (es) {
+            case 4: {
+                uint32_t *b = (uint32_t *)buf;
+                for (int64_t c = 0; c < w; c++)
                     for (int64_t a = 0; a < m; a++)
-                        ((uint32_t *)dst)[a * ds] = ((const uint32_t *)src)[a];
-                    break;
-                case 8:
+                        b[a * TILE + c] = ((const uint32_t *)src)[c * sl + a];
+                for (int64_t a = 0; a < m; a++)
+                    memcpy(dst + (size_t)(a * ds) * 4, b + a * TILE, (size_t)w * 4);
+                break;
+            }
+            case 8: {
+                for (int64_t c = 0; c < w; c++)
                     for (int64_t a = 0; a < m; a++)
-                        ((uint64_t *)dst)[a * ds] = ((const uint64_t *)src)[a];
-                    break;
-                case 2:
+                        buf[a * TILE + c] = ((const uint64_t *)src)[c * sl + a];
+                for (int64_t a = 0; a < m; a++)
+                    memcpy(dst + (size_t)(a * ds) * 8, buf + a * TILE, (size_t)w * 8);
+                break;
+            }
+            default:
+                for (int64_t c = 0; c < w; c++)
                     for (int64_t a = 0; a < m; a++)
-                        ((uint16_t *)dst)[a * ds] = ((const uint16_t *)src)[a];
-                    break;
-                default:
-                    for (int64_t a = 0; a < m; a++)
-                        memcpy(dst + (size_t)(a * ds) * es, src + (size_t)a * es, es);
-                }
+                        memcpy(dst + (size_t)(a * ds + c) * es, src + (size_t)(c * sl + a) * es, es);
             }
         }
     }

@@ -37,11 +37,10 @@ typedef struct un_job {
         break;                                                                                    \
     }                                                                                             \
     case U_SIGMOID:                                                                               \
-        /* Split by sign so exp never overflows. */                                               \
+        /* exp(-|x|) never overflows; the sign picks s or 1 - s = e * s without a branch. */      \
         for (int64_t i = 0; i < n; i++) {                                                         \
-            T v = x[i];                                                                           \
-            if (v >= 0) y[i] = (T)1 / ((T)1 + exp(-v));                                           \
-            else { T e = exp(v); y[i] = e / ((T)1 + e); }                                         \
+            T v = x[i], e = exp(-fabs(v)), s = (T)1 / ((T)1 + e);                                 \
+            y[i] = v >= 0 ? s : e * s;                                                            \
         }                                                                                         \
         break;                                                                                    \
     case U_TANH: for (int64_t i = 0; i < n; i++) y[i] = tanh(x[i]); break;                        \

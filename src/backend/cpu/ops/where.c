@@ -30,7 +30,22 @@ static void where_rows(void *vp, int64_t r0, int64_t r1)
         const uint8_t *c = j->c + offs[0];
         const char *xp = j->x + (size_t)offs[1] * es, *yp = j->y + (size_t)offs[2] * es;
         char *op = j->o + (size_t)(r * n) * es;
-        switch (es) {
+        if (es == 4 && sc == 1 && sx == 1 && sy == 1) {
+            /* The common float32 case, strides known: the compiler can vectorise it. */
+            const uint32_t *x = (const uint32_t *)xp, *y = (const uint32_t *)yp;
+            uint32_t *o = (uint32_t *)op;
+            for (int64_t i = 0; i < n; i++)
+                o[i] = c[i] ? x[i] : y[i];
+        } else if (es == 4 && sc == 0) {
+            /* One condition for the whole run: a copy of X or Y. */
+            const char *src = c[0] ? xp : yp;
+            int64_t s = c[0] ? sx : sy;
+            if (s)
+                memcpy(op, src, (size_t)n * 4);
+            else
+                for (int64_t i = 0; i < n; i++)
+                    ((uint32_t *)op)[i] = *(const uint32_t *)src;
+        } else switch (es) {
         case 1: WHERE_RUN(uint8_t); break;
         case 2: WHERE_RUN(uint16_t); break;
         case 4: WHERE_RUN(uint32_t); break;
