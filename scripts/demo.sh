@@ -4,8 +4,9 @@
 #   scripts/demo.sh                 (after `make`; `make demo` does both)
 #   PRESET=v3 scripts/demo.sh       the full-size model (slow on a CPU)
 #
-# Steps: export the preset to ONNX, compute the PyTorch golden sequence,
-# build the engines with s4dexec and the plugin library, run build/bin/s4d_demo
+# Steps: export the preset to ONNX, compute the PyTorch golden sequence
+# (s4d.sparse4d.golden, laid out per frame for the C program), build the
+# engines with s4dexec and the plugin library, run build/bin/s4d_demo
 # over the frames with the temporal state carried, and compare with PyTorch.
 # Everything lands in out/demo/<preset>/. Exit status 0 only when the engine
 # agrees with PyTorch.
@@ -69,7 +70,10 @@ say "preset $PRESET, output under $OUT/"
 step "exporting the $PRESET preset to ONNX" "$OUT/logs/export.log" \
   "$PYTHON" -m s4d.sparse4d.export --preset "$PRESET" --out "$OUT/onnx"
 step "running PyTorch over $FRAMES frames (golden sequence)" "$OUT/logs/golden.log" \
-  "$PYTHON" examples/demo/make_golden.py --preset "$PRESET" --frames "$FRAMES" --out "$OUT/golden"
+  "$PYTHON" -m s4d.sparse4d.golden --preset "$PRESET" --frames "$FRAMES" --no-export \
+  --out "$OUT/golden"
+"$PYTHON" examples/demo/frames_from_manifest.py "$OUT/golden" >"$OUT/logs/frames.log" 2>&1 \
+  || { cat "$OUT/logs/frames.log" >&2; die "reading $OUT/golden/manifest.json failed"; }
 if [ -n "$gpu" ]; then
   say "GPU found: $gpu"
   if "$exec_bin" --onnx="$OUT/onnx/sparse4d_${PRESET}_backbone.onnx" --plugins="$plugins" \
