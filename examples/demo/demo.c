@@ -767,7 +767,9 @@ static int run_frame(const options *o, graph *bb, graph *hd, int fi, const frame
 {
     char dir[PATH_LEN];
     snprintf(dir, sizeof dir, "%s/%s", o->frames, fe->dir);
-    s4d_npy held[4 * MAX_TENSORS];
+    /* room for the inputs of three bindings of at most MAX_TENSORS inputs
+     * each: the backbone, the head, the head on the reference inputs */
+    s4d_npy held[3 * MAX_TENSORS];
     int num_held = 0, rc = -1;
     memset(held, 0, sizeof held);
     double t_bb = 0, t_hd = 0, t_dec = 0;
