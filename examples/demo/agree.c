@@ -153,15 +153,17 @@ static void note(demo_box_report *rep, const char *what, int pos, const demo_box
              fabs((double)g->score - w->score));
 }
 
-int demo_compare_boxes(const demo_box *got, const demo_box *want, int n, const demo_box_tol *tol,
-                       demo_box_report *rep)
+int demo_compare_boxes(const demo_box *got, const demo_box *want, int n, int n_ext,
+                       const demo_box_tol *tol, demo_box_report *rep)
 {
     memset(rep, 0, sizeof *rep);
     rep->compared = n;
+    if (n_ext < n)
+        n_ext = n;
     int i = 0;
     while (i < n) {
         int e = i + 1;
-        while (e < n && fabs((double)want[e - 1].score - want[e].score) <= tol->tie)
+        while (e < n_ext && fabs((double)want[e - 1].score - want[e].score) <= tol->tie)
             e++;
         if (e - i == 1) {
             double m, r, s;
@@ -178,7 +180,8 @@ int demo_compare_boxes(const demo_box *got, const demo_box *want, int n, const d
         /* a tie: which of the tied boxes comes first is arbitrary, so match
          * each reference box with any unused engine box of the same run */
         rep->tie_groups++;
-        rep->tied_boxes += e - i;
+        int last = e < n ? e : n; /* reference boxes to match; partners may lie beyond n */
+        rep->tied_boxes += last - i;
         unsigned char used[64];
         unsigned char *u = (e - i) <= (int)sizeof used ? used : calloc((size_t)(e - i), 1);
         if (!u) {
@@ -188,7 +191,7 @@ int demo_compare_boxes(const demo_box *got, const demo_box *want, int n, const d
             continue;
         }
         memset(u, 0, (size_t)(e - i));
-        for (int wi = i; wi < e; wi++) {
+        for (int wi = i; wi < last; wi++) {
             int found = -1;
             double bm = 0, br = 0, bs = 0;
             for (int gi = i; gi < e && found < 0; gi++) {

@@ -54,13 +54,14 @@ typedef struct demo_box_report {
 } demo_box_report;
 
 /*
- * Compares got[0..n) with want[0..n), both sorted by descending score.
- * Boxes must agree position by position in class and track id and within
- * the tolerances; where reference scores tie (consecutive scores within
- * tol->tie), the tied run is compared as a set. Returns 0 when every box
- * agrees, 1 otherwise (details in rep).
+ * Compares the first n boxes of want with got, both sorted by descending
+ * score and holding n_ext >= n boxes. Boxes must agree position by position
+ * in class and track id and within the tolerances; where reference scores
+ * tie (consecutive scores within tol->tie), the tied run is compared as a
+ * set, and a run that crosses rank n finds partners up to rank n_ext.
+ * Returns 0 when every box agrees, 1 otherwise (details in rep).
  */
-int demo_compare_boxes(const demo_box *got, const demo_box *want, int n, const demo_box_tol *tol,
-                       demo_box_report *rep);
+int demo_compare_boxes(const demo_box *got, const demo_box *want, int n, int n_ext,
+                       const demo_box_tol *tol, demo_box_report *rep);
 
 #endif
