@@ -428,8 +428,11 @@ static const float *head_output(graph *g, const char *name, int64_t rank2_dim, i
     if (o < 0 || g->out[o].dtype != S4D_DTYPE_FLOAT32 || g->out[o].rank != 3 ||
         g->out[o].dims[0] != 1 || (rank2_dim > 0 && g->out[o].dims[2] != rank2_dim) ||
         s4d_context_output(g->ctx, name, &data, NULL) != S4D_OK) {
-        fail("head engine: no float32 output '%s' of shape [1, A, %lld]", name,
-             (long long)rank2_dim);
+        if (rank2_dim > 0)
+            fail("head engine: no float32 output '%s' of shape [1, A, %lld]", name,
+                 (long long)rank2_dim);
+        else
+            fail("head engine: no float32 output '%s' of shape [1, A, C]", name);
         return NULL;
     }
     *rows = g->out[o].dims[1];
@@ -982,6 +985,11 @@ int main(int argc, char **argv)
     int num_candidates = bo >= 0 && hd.out[bo].rank == 3 ? (int)hd.out[bo].dims[1]
                                                           : (int)hd.out[co].dims[1];
     int64_t a = hd.out[co].dims[1];
+    if (num_candidates < 1 || num_candidates > a) {
+        fail("head engine: %d decoder candidates ('boxes') for %lld instances", num_candidates,
+             (long long)a);
+        goto out;
+    }
     boxes = calloc((size_t)num_candidates, sizeof *boxes);
     want = calloc((size_t)num_candidates, sizeof *want);
     ids = calloc((size_t)a, sizeof *ids);
@@ -990,7 +998,7 @@ int main(int argc, char **argv)
         goto out;
     }
     if (o.topk > num_candidates)
-        printf("note: the head decodes %d candidates; comparing the top %d, not %d\n",
+        printf("note: the head's decoder keeps %d candidates: decoding the top %d, not %d\n",
                num_candidates, num_candidates, o.topk);
     printf("engines: backbone %s, head %s (%lld instances, device %s), %d frames\n", o.backbone,
            o.head, (long long)a, s4d_engine_device(hd.engine) == S4D_DEVICE_CUDA ? "cuda" : "cpu",
