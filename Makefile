@@ -5,6 +5,7 @@ BUILD     ?= build
 ASAN_BUILD ?= build-asan
 JOBS      ?= $(shell nproc)
 CMAKE_ARGS ?=
+PRESET    ?= tiny
 
 .PHONY: all deps deps-test build python test test-c test-python test-asan demo clean
 
@@ -46,7 +47,7 @@ test-asan: deps-test
 	  ctest --output-on-failure -j $(JOBS) --timeout 900 -LE no_asan
 
 demo: all
-	@if [ -x scripts/demo.sh ]; then scripts/demo.sh; \
+	@if [ -x scripts/demo.sh ]; then PRESET=$(PRESET) BUILD=$(BUILD) PYTHON=$(PYTHON) scripts/demo.sh; \
 	else $(BUILD)/bin/s4d_da_bench --summary; fi
 
 clean:

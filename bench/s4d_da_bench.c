@@ -358,20 +358,20 @@ static void print_table(FILE *f, int markdown)
         fprintf(f, "| device | kernel | anchors | median us | min us | iters | GB/s | target us |\n"
                    "| --- | --- | --- | --- | --- | --- | --- | --- |\n");
     else
-        fprintf(f, "%-6s %-22s %7s %11s %11s %6s %8s %10s\n", "device", "kernel", "anchors",
+        fprintf(f, "%-6s %-22s %7s %11s %11s %6s %8s %s\n", "device", "kernel", "anchors",
                 "median_us", "min_us", "iters", "GB/s", "target_us");
     for (int i = 0; i < g_nrows; i++) {
         const row *r = &g_rows[i];
         double gbs = r->bytes / (r->median_us * 1e-6) / 1e9;
         char target[32] = "-";
         if (r->target_us > 0)
-            snprintf(target, sizeof target, "%.0f (%s)", r->target_us,
-                     r->median_us <= r->target_us ? "met" : "missed");
+            snprintf(target, sizeof target, "%.0f (%s, %.2fx)", r->target_us,
+                     r->median_us <= r->target_us ? "met" : "missed", r->median_us / r->target_us);
         if (markdown)
             fprintf(f, "| %s | %s | %lld | %.1f | %.1f | %d | %.1f | %s |\n", r->device, r->what,
                     (long long)r->anchors, r->median_us, r->min_us, r->iters, gbs, target);
         else
-            fprintf(f, "%-6s %-22s %7lld %11.1f %11.1f %6d %8.1f %10s\n", r->device, r->what,
+            fprintf(f, "%-6s %-22s %7lld %11.1f %11.1f %6d %8.1f %s\n", r->device, r->what,
                     (long long)r->anchors, r->median_us, r->min_us, r->iters, gbs, target);
     }
 }

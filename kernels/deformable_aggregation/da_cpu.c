@@ -112,6 +112,8 @@ static inline void make_corners(const geom *g, int64_t n, int64_t l, float x, fl
     int64_t m = n * g->L + l;
     int64_t H = g->shape[2 * m], W = g->shape[2 * m + 1];
     int64_t base = g->start[m];
+    /* Two roundings, as the CUDA kernels do (they avoid the fused multiply-add on purpose);
+       ISO C mode keeps GCC from contracting this. */
     float hf = y * (float)H - 0.5f, wf = x * (float)W - 0.5f;
     float h0f = floorf(hf), w0f = floorf(wf);
     int64_t h0 = (int64_t)h0f, w0 = (int64_t)w0f;

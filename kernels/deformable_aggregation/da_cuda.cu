@@ -151,7 +151,11 @@ struct Corners {
 
 __device__ __forceinline__ void make_corners(const MapInfo &m, float x, float y, Corners &c)
 {
-    float hf = y * (float)m.h - 0.5f, wf = x * (float)m.w - 0.5f;
+    /* Rounded multiply then subtract, never a fused multiply-add: the CPU oracle rounds
+       twice too, and at W = 176 one rounding step moves lw by up to 1e-5, ten times the
+       tolerance between the two implementations. */
+    float hf = __fsub_rn(__fmul_rn(y, (float)m.h), 0.5f);
+    float wf = __fsub_rn(__fmul_rn(x, (float)m.w), 0.5f);
     float h0f = floorf(hf), w0f = floorf(wf);
     int h0 = (int)h0f, w0 = (int)w0f;
     float lh = hf - h0f, lw = wf - w0f;

@@ -139,6 +139,15 @@ static int test_forward(void)
               (long long)G, err);
         problem_free(&p);
     }
+    /* More (point, camera) pairs than threads in a block: the compaction runs in chunks. */
+    problem q;
+    problem_alloc(&q, 2, 5, 2, 64, 4, 17, 120, 32, 48);
+    problem_locations(&q, 0.3);
+    for (int algo = 0; algo < 2; algo++) {
+        double err = fwd_vs_cpu(&q, (s4d_da_algo)algo);
+        CHECK(err <= 1e-6, "600 pairs per anchor, algo %d: rel L2 vs CPU %g", algo, err);
+    }
+    problem_free(&q);
     return 0;
 }
 
@@ -244,6 +253,12 @@ static int test_backward(void)
         CHECK(err <= 1e-5, "backward case %d: worst rel L2 vs CPU %g", it, err);
         problem_free(&p);
     }
+    problem q;
+    problem_alloc(&q, 1, 5, 2, 64, 4, 9, 120, 32, 48); /* 600 pairs per anchor */
+    problem_locations(&q, 0.3);
+    double err = bwd_compare(&q, NULL, NULL, 0);
+    CHECK(err <= 1e-5, "backward with 600 pairs per anchor: worst rel L2 vs CPU %g", err);
+    problem_free(&q);
     return 0;
 }
 
@@ -275,15 +290,24 @@ static int test_fp16(void)
         s4d_da_forward_args ca = fwd_args(&p, cpu);
         CHECK(s4d_da_forward_cpu(&ca, 0, NULL) == S4D_OK, "cpu forward");
         double *cd = to_double(cpu, no);
-        dproblem d;
+        /* float32 copies hold the same (rounded) values, so one oracle serves every mix. */
+        dproblem d, d32;
         dproblem_make(&p, &d, fh, wh);
-        for (int ohalf = 0; ohalf < 2; ohalf++) {
+        dproblem_make(&p, &d32, NULL, NULL);
+        for (int mix = 0; mix < 8; mix++) {
+            const int fhalf = mix & 1, whalf = (mix >> 1) & 1, ohalf = (mix >> 2) & 1;
             void *dout = dev_alloc((ohalf ? 2 : 4) * (size_t)no);
-            s4d_da_forward_args ga = dfwd_args(&p, &d, dout);
-            ga.features_dtype = S4D_DTYPE_FLOAT16;
-            ga.weights_dtype = S4D_DTYPE_FLOAT16;
+            s4d_da_forward_args ga = dfwd_args(&p, &d32, dout);
+            if (fhalf) {
+                ga.features = d.feat;
+                ga.features_dtype = S4D_DTYPE_FLOAT16;
+            }
+            if (whalf) {
+                ga.weights = d.w;
+                ga.weights_dtype = S4D_DTYPE_FLOAT16;
+            }
             ga.output_dtype = ohalf ? S4D_DTYPE_FLOAT16 : S4D_DTYPE_FLOAT32;
-            gpu_forward(&ga, S4D_DA_ALGO_FAST);
+            gpu_forward(&ga, (s4d_da_algo)(mix % 2 == it % 2));
             double *got = (double *)malloc(8 * (size_t)no);
             if (ohalf) {
                 uint16_t *h = (uint16_t *)malloc(2 * (size_t)no);
@@ -300,13 +324,15 @@ static int test_fp16(void)
             }
             double err = rel_l2(cd, got, no);
             double tol = ohalf ? 2e-3 : 1e-6;
-            CHECK(err <= tol, "fp16 forward case %d (output %s): rel L2 %g > %g", it,
+            CHECK(err <= tol, "fp16 forward case %d (features %s, weights %s, output %s): rel L2 "
+                  "%g > %g", it, fhalf ? "fp16" : "fp32", whalf ? "fp16" : "fp32",
                   ohalf ? "fp16" : "fp32", err, tol);
             free(got);
             cudaFree(dout);
         }
+        dproblem_free(&d32);
         dproblem_free(&d);
-        double eb = bwd_compare(&p, fh, wh, it % 2);
+        double eb = bwd_compare(&p, it % 4 != 1 ? fh : NULL, it % 4 != 2 ? wh : NULL, it % 2);
         CHECK(eb <= 2e-3, "fp16 backward case %d: worst rel L2 %g", it, eb);
         free(cd);
         free(cpu);
@@ -547,6 +573,41 @@ static int test_small(void)
     CHECK(e1 <= 1e-6, "small forward rel L2 %g", e1);
     double e2 = bwd_compare(&p, NULL, NULL, 0);
     CHECK(e2 <= 1e-5, "small backward rel L2 %g", e2);
+    /* A map whose rows lie outside the features reads nothing (the CPU rejects such a
+       table; its oracle here is the same problem with that map's weights zero). */
+    {
+        int64_t N = p.s.num_cams, L = p.s.num_levels, G = p.s.num_groups, no = n_out(&p);
+        const int64_t bad = N * L - 1; /* last map of the last camera */
+        int32_t *start_bad = (int32_t *)malloc(4 * (size_t)(N * L));
+        memcpy(start_bad, p.start, 4 * (size_t)(N * L));
+        start_bad[bad] = (int32_t)p.s.num_rows; /* even a 1x1 map ends past F */
+        dproblem d;
+        dproblem_make(&p, &d, NULL, NULL);
+        CUDA_OK(cudaMemcpy(d.start, start_bad, 4 * (size_t)(N * L), cudaMemcpyHostToDevice));
+        dev_sync();
+        void *dout = dev_alloc(4 * (size_t)no);
+        s4d_da_forward_args ga = dfwd_args(&p, &d, dout);
+        gpu_forward(&ga, S4D_DA_ALGO_FAST);
+        float *gpu = (float *)malloc(4 * (size_t)no), *cpu = (float *)malloc(4 * (size_t)no);
+        to_host(gpu, dout, 4 * (size_t)no);
+        float *wz = (float *)malloc(4 * (size_t)n_w(&p));
+        memcpy(wz, p.w, 4 * (size_t)n_w(&p));
+        for (int64_t pair = 0; pair < n_pairs(&p); pair++)
+            if (pair % N == bad / L)
+                for (int64_t g = 0; g < G; g++)
+                    wz[(pair * L + bad % L) * G + g] = 0.0f;
+        float *keep = p.w;
+        p.w = wz;
+        s4d_da_forward_args ca = fwd_args(&p, cpu);
+        CHECK(s4d_da_forward_cpu(&ca, 0, NULL) == S4D_OK, "cpu forward");
+        p.w = keep;
+        double *cd = to_double(cpu, no);
+        double e0 = rel_l2_f(cd, gpu, no);
+        CHECK(e0 <= 1e-6, "map outside the features: rel L2 %g", e0);
+        free(cd); free(gpu); free(cpu); free(wz); free(start_bad);
+        cudaFree(dout);
+        dproblem_free(&d);
+    }
     uint16_t *fh, *wh;
     make_half(&p, &fh, &wh);
     double e3 = bwd_compare(&p, fh, wh, 1);
@@ -554,7 +615,7 @@ static int test_small(void)
     free(fh);
     free(wh);
     problem_free(&p);
-    problem_alloc(&p, 1, 2, 3, 36, 4, 9, 3, 8, 8); /* scalar path */
+    problem_alloc(&p, 1, 2, 3, 36, 4, 9, 150, 8, 8); /* scalar path, 300 pairs per anchor */
     problem_locations(&p, 0.6);
     double e4 = fwd_vs_cpu(&p, S4D_DA_ALGO_DETERMINISTIC);
     CHECK(e4 <= 1e-6, "small scalar forward rel L2 %g", e4);

@@ -1,0 +1,221 @@
+/* Output and detection agreement for the demo. */
+#include "agree.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define AGREE_PI 3.14159265358979323846
+
+static int read_f64(s4d_dtype dtype, const void *p, int64_t i, double *v)
+{
+    switch (dtype) {
+    case S4D_DTYPE_FLOAT32: *v = ((const float *)p)[i]; return 0;
+    case S4D_DTYPE_FLOAT64: *v = ((const double *)p)[i]; return 0;
+    case S4D_DTYPE_INT32: *v = ((const int32_t *)p)[i]; return 0;
+    case S4D_DTYPE_INT64: *v = (double)((const int64_t *)p)[i]; return 0;
+    case S4D_DTYPE_UINT8: *v = ((const uint8_t *)p)[i]; return 0;
+    case S4D_DTYPE_INT8: *v = ((const int8_t *)p)[i]; return 0;
+    case S4D_DTYPE_BOOL: *v = ((const uint8_t *)p)[i] != 0; return 0;
+    case S4D_DTYPE_UNDEFINED:
+    case S4D_DTYPE_UINT16:
+    case S4D_DTYPE_INT16:
+    case S4D_DTYPE_STRING:
+    case S4D_DTYPE_FLOAT16:
+    case S4D_DTYPE_UINT32:
+    case S4D_DTYPE_UINT64:
+    case S4D_DTYPE_BFLOAT16:
+        return -1;
+    }
+    return -1;
+}
+
+int demo_diff_arrays(s4d_dtype dtype, const void *got, const void *want, int64_t count,
+                     demo_diff *out, char *err, int err_size)
+{
+    memset(out, 0, sizeof *out);
+    out->count = count;
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < count; i++) {
+        double g, w;
+        if (read_f64(dtype, got, i, &g) != 0 || read_f64(dtype, want, i, &w) != 0) {
+            snprintf(err, err_size, "cannot compare tensors of type %s", s4d_dtype_name(dtype));
+            return -1;
+        }
+        if (!isfinite(g) && isfinite(w)) {
+            out->nonfinite++;
+            continue;
+        }
+        double d = fabs(g - w);
+        if (!isfinite(w))
+            d = (g == w || (isnan(g) && isnan(w))) ? 0 : INFINITY;
+        num += d * d;
+        den += w * w * isfinite(w);
+        if (d > out->max_abs)
+            out->max_abs = d;
+    }
+    out->rel_l2 = den > 0 ? sqrt(num / den) : sqrt(num);
+    if (out->nonfinite)
+        out->rel_l2 = INFINITY;
+    return 0;
+}
+
+/* Like fmax, but a NaN wins, so that a NaN difference can never pass. */
+static double worse(double a, double b)
+{
+    return (isnan(a) || a >= b) ? a : b;
+}
+
+int64_t demo_align_rows(const int64_t *got_ids, const int64_t *want_ids, int64_t n, int64_t *perm)
+{
+    unsigned char *used = calloc((size_t)(n > 0 ? n : 1), 1);
+    if (!used)
+        return -1;
+    int64_t moved = 0;
+    for (int64_t i = 0; i < n; i++) {
+        perm[i] = -1;
+        if (want_ids[i] < 0)
+            continue;
+        /* the same position first: the common case costs one comparison */
+        int64_t j = (!used[i] && got_ids[i] == want_ids[i]) ? i : -1;
+        for (int64_t k = 0; j < 0 && k < n; k++)
+            if (!used[k] && got_ids[k] == want_ids[i])
+                j = k;
+        if (j >= 0) {
+            perm[i] = j;
+            used[j] = 1;
+        }
+    }
+    int64_t next = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (perm[i] < 0) {
+            while (used[next])
+                next++;
+            perm[i] = next;
+            used[next] = 1;
+        }
+        moved += perm[i] != i;
+    }
+    free(used);
+    return moved;
+}
+
+static double yaw_diff(double a, double b)
+{
+    double d = fmod(fabs(a - b), 2 * AGREE_PI);
+    return d > AGREE_PI ? 2 * AGREE_PI - d : d;
+}
+
+/* Worst differences of one pair (m, r, s); returns whether they are within tol. */
+static int pair_agrees(const demo_box *g, const demo_box *w, const demo_box_tol *tol, double *m,
+                       double *r, double *s)
+{
+    double dm = 0;
+    int within = 1;
+    const float gv[6] = {g->x, g->y, g->z, g->w, g->l, g->h};
+    const float wv[6] = {w->x, w->y, w->z, w->w, w->l, w->h};
+    for (int k = 0; k < 6; k++) {
+        double d = fabs((double)gv[k] - wv[k]);
+        dm = worse(dm, d);
+        /* float32 holds a 300 m box (untrained weights make such) only to
+         * ~3e-5 m, and each frame carried amplifies that: beyond 100 m the
+         * tolerance is relative */
+        within = within && d <= fmax(tol->metres, tol->relative * fabs((double)wv[k]));
+    }
+    double dv = worse(fabs((double)g->vx - w->vx), fabs((double)g->vy - w->vy));
+    double dr = yaw_diff(g->yaw, w->yaw);
+    double ds = fabs((double)g->score - w->score);
+    *m = dm;
+    *r = dr;
+    *s = ds;
+    /* written so that a NaN anywhere fails */
+    return g->cls == w->cls && g->track_id == w->track_id && within &&
+           dr <= tol->radians && dv <= tol->velocity && ds <= tol->score;
+}
+
+static void note(demo_box_report *rep, const char *what, int pos, const demo_box *g,
+                 const demo_box *w)
+{
+    if (rep->first_problem[0])
+        return;
+    double dr = yaw_diff(g->yaw, w->yaw);
+    double dv = worse(fabs((double)g->vx - w->vx), fabs((double)g->vy - w->vy));
+    double dm = 0;
+    const float gv[6] = {g->x, g->y, g->z, g->w, g->l, g->h};
+    const float wv[6] = {w->x, w->y, w->z, w->w, w->l, w->h};
+    for (int k = 0; k < 6; k++)
+        dm = worse(dm, fabs((double)gv[k] - wv[k]));
+    snprintf(rep->first_problem, sizeof rep->first_problem,
+             "%s at rank %d: got class %d track %lld, want class %d track %lld; "
+             "differences: %.2e m, %.2e rad, %.2e m/s, score %.2e", what, pos, g->cls,
+             (long long)g->track_id, w->cls, (long long)w->track_id, dm, dr, dv,
+             fabs((double)g->score - w->score));
+}
+
+int demo_compare_boxes(const demo_box *got, const demo_box *want, int n, int n_ext,
+                       const demo_box_tol *tol, demo_box_report *rep)
+{
+    memset(rep, 0, sizeof *rep);
+    rep->compared = n;
+    if (n_ext < n)
+        n_ext = n;
+    int i = 0;
+    while (i < n) {
+        int e = i + 1;
+        while (e < n_ext && fabs((double)want[e - 1].score - want[e].score) <= tol->tie)
+            e++;
+        if (e - i == 1) {
+            double m, r, s;
+            if (!pair_agrees(&got[i], &want[i], tol, &m, &r, &s)) {
+                rep->mismatched++;
+                note(rep, "box differs", i, &got[i], &want[i]);
+            }
+            rep->max_metres = worse(rep->max_metres, m);
+            rep->max_radians = worse(rep->max_radians, r);
+            rep->max_score = worse(rep->max_score, s);
+            i = e;
+            continue;
+        }
+        /* a tie: which of the tied boxes comes first is arbitrary, so match
+         * each reference box with any unused engine box of the same run */
+        rep->tie_groups++;
+        int last = e < n ? e : n; /* reference boxes to match; partners may lie beyond n */
+        rep->tied_boxes += last - i;
+        unsigned char used[64];
+        unsigned char *u = (e - i) <= (int)sizeof used ? used : calloc((size_t)(e - i), 1);
+        if (!u) {
+            rep->mismatched += e - i;
+            note(rep, "out of memory comparing a tie", i, &got[i], &want[i]);
+            i = e;
+            continue;
+        }
+        memset(u, 0, (size_t)(e - i));
+        for (int wi = i; wi < last; wi++) {
+            int found = -1;
+            double bm = 0, br = 0, bs = 0;
+            for (int gi = i; gi < e && found < 0; gi++) {
+                double m, r, s;
+                if (!u[gi - i] && pair_agrees(&got[gi], &want[wi], tol, &m, &r, &s)) {
+                    found = gi;
+                    bm = m;
+                    br = r;
+                    bs = s;
+                }
+            }
+            if (found < 0) {
+                rep->mismatched++;
+                note(rep, "tied box without a partner", wi, &got[wi], &want[wi]);
+                continue;
+            }
+            u[found - i] = 1;
+            rep->max_metres = worse(rep->max_metres, bm);
+            rep->max_radians = worse(rep->max_radians, br);
+            rep->max_score = worse(rep->max_score, bs);
+        }
+        if (u != used)
+            free(u);
+        i = e;
+    }
+    return rep->mismatched ? 1 : 0;
+}

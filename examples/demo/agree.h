@@ -1,0 +1,67 @@
+/*
+ * Agreement checks of the demo: engine outputs against reference arrays, and
+ * decoded boxes against the reference detections.
+ */
+#ifndef S4D_DEMO_AGREE_H
+#define S4D_DEMO_AGREE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bev.h"
+#include "s4d/types.h"
+
+typedef struct demo_diff {
+    double rel_l2;   /* ||got - want|| / ||want|| (absolute norm when want is all zero) */
+    double max_abs;  /* largest |got - want| */
+    int64_t count;   /* elements compared */
+    int nonfinite;   /* got holds NaN/Inf where want does not */
+} demo_diff;
+
+/*
+ * Compares two arrays of the same dtype and element count, in float64.
+ * Returns 0, or -1 with a message in err for a dtype it cannot read.
+ */
+int demo_diff_arrays(s4d_dtype dtype, const void *got, const void *want, int64_t count,
+                     demo_diff *out, char *err, int err_size);
+
+/*
+ * Matches rows by instance (track) id: perm[i] is the row of `got` that
+ * holds the instance of reference row i. Rows whose id is negative or has
+ * no partner take the unused rows in order, so perm is a permutation.
+ * Returns the number of rows that moved, or -1 when out of memory.
+ */
+int64_t demo_align_rows(const int64_t *got_ids, const int64_t *want_ids, int64_t n, int64_t *perm);
+
+typedef struct demo_box_tol {
+    double metres;     /* centre and size */
+    double relative;   /* ... or this fraction of the reference value, if larger */
+    double radians;    /* yaw, compared modulo 2 pi */
+    double velocity;   /* m/s */
+    double score;      /* |score difference| */
+    double tie;        /* reference scores closer than this are a tie */
+} demo_box_tol;
+
+typedef struct demo_box_report {
+    int compared;        /* boxes compared */
+    int mismatched;      /* boxes without an agreeing partner */
+    int tie_groups;      /* groups of tied reference scores, compared as sets */
+    int tied_boxes;      /* boxes in those groups */
+    double max_metres;   /* worst centre/size difference over matched boxes */
+    double max_radians;  /* worst yaw difference */
+    double max_score;    /* worst score difference */
+    char first_problem[256]; /* "" when all agree */
+} demo_box_report;
+
+/*
+ * Compares the first n boxes of want with got, both sorted by descending
+ * score and holding n_ext >= n boxes. Boxes must agree position by position
+ * in class and track id and within the tolerances; where reference scores
+ * tie (consecutive scores within tol->tie), the tied run is compared as a
+ * set, and a run that crosses rank n finds partners up to rank n_ext.
+ * Returns 0 when every box agrees, 1 otherwise (details in rep).
+ */
+int demo_compare_boxes(const demo_box *got, const demo_box *want, int n, int n_ext,
+                       const demo_box_tol *tol, demo_box_report *rep);
+
+#endif
