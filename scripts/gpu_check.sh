@@ -103,7 +103,7 @@ if [ -z "${BUILD_FAILED:-}" ]; then
 fi
 
 if [ -x scripts/gpu_check_python.sh ] || [ -f scripts/gpu_check_python.sh ]; then
-  if step python 300 env OUT="$OUT" bash scripts/gpu_check_python.sh; then
+  if step python 420 env OUT="$OUT" bash scripts/gpu_check_python.sh; then
     row "gpu_check_python.sh" ok
   else
     row "gpu_check_python.sh" "FAILED (exit $?)"

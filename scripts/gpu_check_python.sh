@@ -37,7 +37,7 @@ print("extension built_with_cuda", e.built_with_cuda(), "cuda_available", e.cuda
   2>&1 | tee -a "$log"
 
 echo "== pytest tests/python" | tee -a "$log"
-timeout 150 env PYTHONPATH=python "$PY" -m pytest -q -rs -p no:cacheprovider tests/python \
+timeout 240 env PYTHONPATH=python "$PY" -m pytest -q -rs -p no:cacheprovider tests/python \
   >>"$log" 2>&1
 test_rc=$?
 grep -E "passed|failed|error|skipped" "$log" | tail -n 3
