@@ -20,7 +20,7 @@ import os
 import subprocess
 import sys
 
-from setuptools import setup
+from setuptools import find_packages, setup
 
 import torch
 from torch.utils import cpp_extension
@@ -37,6 +37,13 @@ def _sources(ext):
     for d in KERNEL_DIRS:
         found += sorted(glob.glob(os.path.join(d, "*." + ext)))
     return found
+
+
+def _headers():
+    found = glob.glob(os.path.join(ROOT, "include", "s4d", "*.h"))
+    for d in KERNEL_DIRS:
+        found += glob.glob(os.path.join(d, "*.h")) + glob.glob(os.path.join(d, "*.cuh"))
+    return sorted(found)
 
 
 def _want_cuda():
@@ -72,17 +79,29 @@ class BuildS4D(cpp_extension.BuildExtension):
         # Runs before BuildExtension swaps in its C++/nvcc compile wrapper.
         out_dir = os.path.join(self.build_temp, "s4d_kernels")
         os.makedirs(out_dir, exist_ok=True)
-        objects = self.compiler.compile(
-            _sources("c"), output_dir=out_dir, include_dirs=INCLUDE_DIRS,
-            extra_postargs=["-std=c11", "-O3", "-fPIC", "-pthread", "-Wall",
-                            "-Wno-unused-parameter"] +
-            (["-DS4D_HAVE_CUDA=1"] if USE_CUDA else []))
+        header_time = max([os.path.getmtime(h) for h in _headers()] or [0.0])
+        c_flags = ["-std=c11", "-O3", "-fPIC", "-pthread", "-Wall", "-Wno-unused-parameter"]
+        if USE_CUDA:
+            c_flags.append("-DS4D_HAVE_CUDA=1")
+        objects = []
+        for src in _sources("c"):
+            obj = os.path.join(out_dir, "%s_%s%s" % (
+                os.path.basename(os.path.dirname(src)),
+                os.path.splitext(os.path.basename(src))[0], self.compiler.obj_extension))
+            if self._stale(obj, src, header_time):
+                self.compiler.compile([src], output_dir=out_dir, include_dirs=INCLUDE_DIRS,
+                                      extra_postargs=c_flags)
+                # distutils keeps the source's directory under output_dir.
+                built = self.compiler.object_filenames([src], output_dir=out_dir)[0]
+                if built != obj:
+                    os.replace(built, obj)
+            objects.append(obj)
         if USE_CUDA:
             nvcc = os.path.join(cpp_extension.CUDA_HOME, "bin", "nvcc")
             for src in _sources("cu"):
-                obj = os.path.join(out_dir, os.path.basename(src) + ".o")
-                if self.force or not os.path.exists(obj) or \
-                        os.path.getmtime(obj) < os.path.getmtime(src):
+                obj = os.path.join(out_dir, "%s_%s.o" % (os.path.basename(os.path.dirname(src)),
+                                                         os.path.basename(src)))
+                if self._stale(obj, src, header_time):
                     cmd = [nvcc, "-c", src, "-o", obj, "-O3", "-std=c++17",
                            "-Xcompiler", "-fPIC", "-DS4D_HAVE_CUDA=1"] + \
                         [f"-I{d}" for d in INCLUDE_DIRS] + _gencode_flags()
@@ -95,10 +114,17 @@ class BuildS4D(cpp_extension.BuildExtension):
             ext.extra_objects = [archive] + list(ext.extra_objects or [])
         super().build_extensions()
 
+    def _stale(self, obj, src, header_time):
+        if self.force or not os.path.exists(obj):
+            return True
+        return os.path.getmtime(obj) < max(os.path.getmtime(src), header_time)
+
 
 def _extension():
     binding = [os.path.join("s4d", "csrc", "deformable_aggregation.cpp")]
-    kwargs = dict(include_dirs=INCLUDE_DIRS,
+    # The op library's files, so that a change there relinks the extension.
+    depends = _headers() + _sources("c") + (_sources("cu") if USE_CUDA else [])
+    kwargs = dict(include_dirs=INCLUDE_DIRS, depends=depends,
                   extra_link_args=["-Wl,--exclude-libs,ALL", "-pthread"])
     cxx = ["-O2"]
     if USE_CUDA:
@@ -113,8 +139,7 @@ setup(
     name="s4d",
     version="0.1.0",
     description="Sparse4Dv3 ops for PyTorch: deformable aggregation from the s4d op library",
-    packages=["s4d", "s4d.ops", "s4d.sparse4d"] if os.path.isdir(os.path.join(HERE, "s4d", "sparse4d"))
-    else ["s4d", "s4d.ops"],
+    packages=find_packages(include=["s4d", "s4d.*"]),
     package_dir={"": "."},
     ext_modules=[_extension()],
     cmdclass={"build_ext": BuildS4D},

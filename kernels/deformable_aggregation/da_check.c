@@ -195,3 +195,15 @@ s4d_status s4d_da_check_indices(const s4d_da_sizes *s, const int32_t *spatial_sh
     }
     return S4D_OK;
 }
+
+s4d_status s4d_da_check_algo(s4d_da_algo algo, s4d_errbuf *err)
+{
+    switch (algo) {
+    case S4D_DA_ALGO_FAST:
+    case S4D_DA_ALGO_DETERMINISTIC: return S4D_OK;
+    }
+    return s4d_da_fail(err, S4D_ERR_INVALID_ARG,
+                       "deformable_aggregation: algo is %d, expected S4D_DA_ALGO_FAST (0) or "
+                       "S4D_DA_ALGO_DETERMINISTIC (1)",
+                       (int)algo);
+}

@@ -189,10 +189,10 @@ static void fwd_range(void *arg, int tid, int64_t begin, int64_t end)
                     int64_t wbase = (pair * L + l) * G;
                     for (int64_t gi = 0; gi < G; gi++) {
                         float wg = load_elem(a->weights, a->weights_dtype, wbase + gi);
-                        float *dst = acc + gi * cpg;
+                        float *restrict dst = acc + gi * cpg;
                         for (int k = 0; k < cr.count; k++) {
                             float coef = wg * cr.w[k];
-                            const float *f = feature_span(
+                            const float *restrict f = feature_span(
                                 a->features, a->features_dtype,
                                 (b * g->F + cr.row[k]) * C + gi * cpg, cpg, tmp);
                             for (int64_t c = 0; c < cpg; c++)
@@ -298,7 +298,7 @@ static void bwd_locw_range(void *arg, int tid, int64_t begin, int64_t end)
                         const float *gog = go + gi * cpg;
                         float sv = 0.0f, sx = 0.0f, sy = 0.0f;
                         for (int k = 0; k < cr.count; k++) {
-                            const float *f = feature_span(
+                            const float *restrict f = feature_span(
                                 a->features, a->features_dtype,
                                 (b * g->F + cr.row[k]) * C + gi * cpg, cpg, tmp);
                             float dot = 0.0f;
@@ -362,7 +362,7 @@ static void bwd_feat_range(void *arg, int tid, int64_t begin, int64_t end)
                                                       ba * C + c);
                                 loaded = 1;
                             }
-                            float *dst = j->gfeat + row * C;
+                            float *restrict dst = j->gfeat + row * C;
                             for (int64_t gi = 0; gi < G; gi++) {
                                 float coef =
                                     load_elem(a->weights, a->weights_dtype, wbase + gi) * cr.w[k];

@@ -24,11 +24,12 @@ size_t s4d_da_backward_workspace_size(const s4d_da_sizes *sizes)
 s4d_status s4d_da_forward_cuda(const s4d_da_forward_args *args, s4d_da_algo algo, void *workspace,
                                void *stream, s4d_errbuf *err)
 {
-    (void)algo;
     (void)workspace;
     (void)stream;
     s4d_status st = s4d_da_check_forward(args, err);
     if (st != S4D_OK)
+        return st;
+    if ((st = s4d_da_check_algo(algo, err)) != S4D_OK)
         return st;
     return s4d_da_fail(err, S4D_ERR_UNSUPPORTED,
                        "deformable_aggregation: this build of s4d has no CUDA kernels");

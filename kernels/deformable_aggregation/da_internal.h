@@ -24,6 +24,9 @@ s4d_status s4d_da_fail(s4d_errbuf *err, s4d_status status, const char *fmt, ...)
 #endif
     ;
 
+/* S4D_ERR_INVALID_ARG unless algo is one of s4d_da_algo. */
+s4d_status s4d_da_check_algo(s4d_da_algo algo, s4d_errbuf *err);
+
 /* IEEE binary16 <-> binary32, round to nearest even, inf/NaN preserved. */
 static inline float s4d_da_half_to_float(uint16_t h)
 {

@@ -146,7 +146,16 @@ def test_gradcheck_float32(ext):
         rtol=1e-2)
 
 
-def test_empty_anchor_dimension(ext):
-    f, ss, si, loc, w = random_inputs(MIXED, channels=8, groups=2, anchors=0)
+@pytest.mark.parametrize("sizes", [dict(bs=0), dict(anchors=0), dict(points=0),
+                                   dict(channels=0, groups=1)])
+def test_degenerate_sizes(ext, sizes):
+    args = {**dict(bs=2, channels=8, groups=2, anchors=4, points=3), **sizes}
+    f, ss, si, loc, w = random_inputs(MIXED, **args)
+    for t in (f, loc, w):
+        t.requires_grad_(True)
     out = deformable_aggregation(f, ss, si, loc, w)
-    assert out.shape == (2, 0, 8)
+    assert list(out.shape) == [args["bs"], args["anchors"], args["channels"]]
+    assert torch.all(out == 0)  # nothing to sum: zeros, never stale memory
+    out.sum().backward()
+    for t in (f, loc, w):
+        assert t.grad.shape == t.shape and torch.all(t.grad == 0)

@@ -16,6 +16,7 @@ Autograd: gradients for features, sampling_location and weights come from
 the library's backward (not differentiable twice). Export: one ONNX node
 s4d::DeformableAggregation with attribute plugin_version="1".
 """
+import warnings
 from typing import Optional, Tuple
 
 import torch
@@ -166,7 +167,12 @@ def _onnx_node(g, features, spatial_shape, scale_start_index, sampling_location,
 
 def _onnx_symbolic(g, features, spatial_shape, scale_start_index, sampling_location, weights,
                    deterministic=None):
-    return _onnx_node(g, features, spatial_shape, scale_start_index, sampling_location, weights)
+    with warnings.catch_warnings():
+        # torch 1.13 hands autograd.Function symbolics a raw Graph whose g.op
+        # it marks deprecated; it is the documented way on that release.
+        warnings.simplefilter("ignore", FutureWarning)
+        return _onnx_node(g, features, spatial_shape, scale_start_index, sampling_location,
+                          weights)
 
 
 # ----------------------------------------------------------------- autograd.Function (torch < 2.4)
@@ -246,7 +252,12 @@ def _register_library_op():
                 gw if need[4] else None, None)
 
     da_op.register_autograd(backward, setup_context=setup_context)
-    torch.onnx.register_custom_op_symbolic("s4d::deformable_aggregation", _onnx_symbolic, 16)
+    try:
+        # The TorchScript exporter (torch.onnx.export(..., dynamo=False)); newer
+        # torch releases may drop it, which must not break the op itself.
+        torch.onnx.register_custom_op_symbolic("s4d::deformable_aggregation", _onnx_symbolic, 16)
+    except Exception as exc:  # pylint: disable=broad-except
+        warnings.warn(f"{_NAME}: TorchScript ONNX symbolic not registered: {exc}")
     return da_op
 
 
@@ -274,7 +285,14 @@ def deformable_aggregation(features: torch.Tensor, spatial_shape: torch.Tensor,
     None follows torch.are_deterministic_algorithms_enabled(). The CPU kernel
     is always deterministic.
     """
-    _check_args(features, spatial_shape, scale_start_index, sampling_location, weights)
+    if torch.jit.is_tracing():
+        # Under tracing the checks read sizes as traced values; they are static
+        # facts of the export, not data-dependent control flow.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", torch.jit.TracerWarning)
+            _check_args(features, spatial_shape, scale_start_index, sampling_location, weights)
+    else:
+        _check_args(features, spatial_shape, scale_start_index, sampling_location, weights)
     if deterministic is None:
         deterministic = torch.are_deterministic_algorithms_enabled()
     if _LIBRARY_OP is not None:
@@ -286,10 +304,29 @@ def deformable_aggregation(features: torch.Tensor, spatial_shape: torch.Tensor,
 
 # ----------------------------------------------------------------- ONNX (dynamo exporter)
 
+def _onnx_schema():
+    """The node's OpSchema, which onnxscript needs to emit an op of a custom
+    domain (onnx >= 1.15 builds schemas from Python)."""
+    import onnx  # pylint: disable=import-outside-toplevel
+
+    param = onnx.defs.OpSchema.FormalParameter
+    return onnx.defs.OpSchema(
+        ONNX_OP_TYPE, ONNX_DOMAIN, 1,
+        doc="Sparse4D deformable feature aggregation (docs/ops/pytorch.md)",
+        inputs=[param("features", "T"), param("spatial_shape", "tensor(int32)"),
+                param("scale_start_index", "tensor(int32)"),
+                param("sampling_location", "tensor(float)"), param("weights", "W")],
+        outputs=[param("output", "T")],
+        type_constraints=[("T", ["tensor(float)", "tensor(float16)"], "features and output"),
+                          ("W", ["tensor(float)", "tensor(float16)"], "weights")],
+        attributes=[onnx.defs.OpSchema.Attribute(
+            "plugin_version", onnx.defs.OpSchema.AttrType.STRING, "plugin version")])
+
+
 def onnx_translation_table():
     """custom_translation_table for torch.onnx.export(..., dynamo=True) (torch >= 2.5,
-    needs onnxscript): maps s4d::deformable_aggregation to the same
-    s4d::DeformableAggregation node the TorchScript exporter emits."""
+    needs onnxscript and onnx >= 1.15): maps s4d::deformable_aggregation to the
+    same s4d::DeformableAggregation node the TorchScript exporter emits."""
     if _LIBRARY_OP is None:
         raise RuntimeError(f"{_NAME}: the dynamo ONNX exporter needs torch >= 2.4 "
                            f"(torch.library custom ops); this is torch {torch.__version__}")
@@ -297,12 +334,13 @@ def onnx_translation_table():
     from onnxscript import opset18 as op  # pylint: disable=import-outside-toplevel
 
     s4d_opset = onnxscript.values.Opset(ONNX_DOMAIN, 1)
+    da_node = onnxscript.values.Op(s4d_opset, ONNX_OP_TYPE, _onnx_schema())
 
     def translate(features, spatial_shape, scale_start_index, sampling_location, weights,
                   deterministic=False):
         ss = op.Cast(spatial_shape, to=_ONNX_INT32)
         si = op.Cast(scale_start_index, to=_ONNX_INT32)
-        return s4d_opset.DeformableAggregation(features, ss, si, sampling_location, weights,
-                                               plugin_version=ONNX_PLUGIN_VERSION)
+        return da_node(features, ss, si, sampling_location, weights,
+                       plugin_version=ONNX_PLUGIN_VERSION)
 
     return {torch.ops.s4d.deformable_aggregation.default: translate}

@@ -10,6 +10,7 @@ The map layout (spatial_shape, scale_start_index) is read to Python ints:
 under tracing it becomes constants of the graph, which is what keeps the
 exported shapes static.
 """
+import warnings
 from typing import List, Tuple
 
 import torch
@@ -53,10 +54,16 @@ def deformable_aggregation_reference(features: torch.Tensor, spatial_shape: torc
     bs, _, channels = features.shape
     _, anchors, points, cams, _ = sampling_location.shape
     levels, groups = weights.shape[4], weights.shape[5]
-    if channels % groups != 0:
-        raise ValueError(f"deformable_aggregation_reference: channels {channels} are not "
-                         f"divisible by groups {groups}")
-    shapes, starts = _layout(spatial_shape, scale_start_index)
+    # Under tracing, sizes and the map layout become constants of the graph on
+    # purpose (static shapes), so the tracer's warnings about it are noise.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        if channels % groups != 0:
+            raise ValueError(f"deformable_aggregation_reference: channels {channels} are not "
+                             f"divisible by groups {groups}")
+        shapes, starts = _layout(spatial_shape, scale_start_index)
+        bs, anchors, points, cams = int(bs), int(anchors), int(points), int(cams)
+        levels, groups, channels = int(levels), int(groups), int(channels)
 
     wide = torch.float64 in (features.dtype, sampling_location.dtype, weights.dtype)
     ctype = torch.float64 if wide else torch.float32

@@ -1,0 +1,605 @@
+/*
+ * CUDA deformable aggregation against the CPU oracle (s4d_da_*_cpu).
+ * Exits 77 (CTest skip) where no GPU is usable.
+ * Usage: test_da_cuda forward|backward|fp16|determinism|graph|unaligned|large|small
+ * ("small" runs a quick mix of all, for compute-sanitizer.)
+ */
+#include <cuda_runtime_api.h>
+
+#include "da_test_util.h"
+
+#define CUDA_OK(call)                                                                        \
+    do {                                                                                     \
+        cudaError_t e_ = (call);                                                             \
+        if (e_ != cudaSuccess) {                                                             \
+            fprintf(stderr, "FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #call,               \
+                    cudaGetErrorString(e_));                                                 \
+            exit(1);                                                                         \
+        }                                                                                    \
+    } while (0)
+
+/*
+ * The kernels run on a non-blocking stream (so that a launch on the legacy
+ * default stream would show), which does not order itself after cudaMemcpy or
+ * cudaMemset: every setup step therefore ends with a device synchronisation.
+ */
+static void dev_sync(void)
+{
+    CUDA_OK(cudaDeviceSynchronize());
+}
+
+static void *dev_copy(const void *h, size_t bytes)
+{
+    void *d = NULL;
+    CUDA_OK(cudaMalloc(&d, bytes ? bytes : 16));
+    if (bytes)
+        CUDA_OK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
+    dev_sync();
+    return d;
+}
+
+static void *dev_alloc(size_t bytes)
+{
+    void *d = NULL;
+    CUDA_OK(cudaMalloc(&d, bytes ? bytes : 16));
+    /* Garbage, so that a missed element shows. */
+    CUDA_OK(cudaMemset(d, 0x7f, bytes ? bytes : 16));
+    dev_sync();
+    return d;
+}
+
+static void to_host(void *h, const void *d, size_t bytes)
+{
+    CUDA_OK(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost));
+}
+
+/* The device copy of a problem; feat/w may be float16 (fh/wh given). */
+typedef struct dproblem {
+    void *feat, *w;
+    int32_t *shape, *start;
+    float *loc;
+} dproblem;
+
+static void dproblem_make(const problem *p, dproblem *d, const uint16_t *fh, const uint16_t *wh)
+{
+    d->feat = fh ? dev_copy(fh, 2 * (size_t)n_feat(p)) : dev_copy(p->feat, 4 * (size_t)n_feat(p));
+    d->w = wh ? dev_copy(wh, 2 * (size_t)n_w(p)) : dev_copy(p->w, 4 * (size_t)n_w(p));
+    d->shape = (int32_t *)dev_copy(p->shape, 8 * (size_t)(p->s.num_cams * p->s.num_levels));
+    d->start = (int32_t *)dev_copy(p->start, 4 * (size_t)(p->s.num_cams * p->s.num_levels));
+    d->loc = (float *)dev_copy(p->loc, 8 * (size_t)n_pairs(p));
+}
+
+static void dproblem_free(dproblem *d)
+{
+    cudaFree(d->feat);
+    cudaFree(d->w);
+    cudaFree(d->shape);
+    cudaFree(d->start);
+    cudaFree(d->loc);
+}
+
+static s4d_da_forward_args dfwd_args(const problem *p, const dproblem *d, void *out)
+{
+    s4d_da_forward_args a = fwd_args(p, out);
+    a.features = d->feat;
+    a.weights = d->w;
+    a.spatial_shape = d->shape;
+    a.scale_start_index = d->start;
+    a.sampling_location = d->loc;
+    return a;
+}
+
+static cudaStream_t g_stream;
+
+static void gpu_forward(s4d_da_forward_args *a, s4d_da_algo algo)
+{
+    s4d_errbuf e = {{0}};
+    s4d_status st = s4d_da_forward_cuda(a, algo, NULL, g_stream, &e);
+    CHECK(st == S4D_OK, "forward_cuda: %s", e.msg);
+    CUDA_OK(cudaStreamSynchronize(g_stream));
+}
+
+/* GPU forward (fp32) vs CPU forward on the same problem. */
+static double fwd_vs_cpu(problem *p, s4d_da_algo algo)
+{
+    int64_t no = n_out(p);
+    float *cpu = (float *)malloc(4 * (size_t)no), *gpu = (float *)malloc(4 * (size_t)no);
+    s4d_da_forward_args ca = fwd_args(p, cpu);
+    CHECK(s4d_da_forward_cpu(&ca, 0, NULL) == S4D_OK, "cpu forward");
+    dproblem d;
+    dproblem_make(p, &d, NULL, NULL);
+    void *dout = dev_alloc(4 * (size_t)no);
+    s4d_da_forward_args ga = dfwd_args(p, &d, dout);
+    gpu_forward(&ga, algo);
+    to_host(gpu, dout, 4 * (size_t)no);
+    double *cd = to_double(cpu, no);
+    double err = rel_l2_f(cd, gpu, no);
+    free(cd);
+    free(cpu);
+    free(gpu);
+    cudaFree(dout);
+    dproblem_free(&d);
+    return err;
+}
+
+static int test_forward(void)
+{
+    const int64_t groups[] = {1, 4, 8};
+    const int64_t chans[] = {32, 64, 128, 256, 512, 36, 200};
+    for (int it = 0; it < 14; it++) {
+        problem p;
+        int64_t C = chans[it % 7], G = groups[it % 3];
+        if (C % G)
+            G = 4;
+        problem_alloc(&p, 1 + it % 3, 1 + it % 6, 1 + it % 4, C, G, 5 + 7 * it, 1 + it % 13, 64,
+                      176);
+        problem_locations(&p, 0.4);
+        double err = fwd_vs_cpu(&p, it % 2 ? S4D_DA_ALGO_DETERMINISTIC : S4D_DA_ALGO_FAST);
+        CHECK(err <= 1e-6, "forward case %d (C %lld G %lld): rel L2 vs CPU %g", it, (long long)C,
+              (long long)G, err);
+        problem_free(&p);
+    }
+    return 0;
+}
+
+static double bwd_compare(problem *p, const uint16_t *fh, const uint16_t *wh, int half_gout)
+{
+    int64_t no = n_out(p), nf = n_feat(p), nw = n_w(p), nl = 2 * n_pairs(p);
+    float *gout = (float *)malloc(4 * (size_t)no);
+    uint16_t *gouth = (uint16_t *)malloc(2 * (size_t)no);
+    for (int64_t i = 0; i < no; i++) {
+        gout[i] = rng_nonzero();
+        gouth[i] = double_to_half_bits(gout[i]);
+        if (half_gout)
+            gout[i] = (float)half_bits_to_double(gouth[i]);
+    }
+    size_t fs = fh ? 2 : 4, ws = wh ? 2 : 4;
+    void *cf = malloc(fs * (size_t)nf), *cw = malloc(ws * (size_t)nw);
+    float *cl = (float *)malloc(4 * (size_t)nl);
+    s4d_da_backward_args ca = bwd_args(p, gout, NULL, cl, NULL);
+    ca.grad_features = cf;
+    ca.grad_weights = cw;
+    if (fh) {
+        ca.features = fh;
+        ca.features_dtype = S4D_DTYPE_FLOAT16;
+    }
+    if (wh) {
+        ca.weights = wh;
+        ca.weights_dtype = S4D_DTYPE_FLOAT16;
+    }
+    if (half_gout) {
+        ca.grad_output = gouth;
+        ca.grad_output_dtype = S4D_DTYPE_FLOAT16;
+    }
+    s4d_errbuf e = {{0}};
+    CHECK(s4d_da_backward_cpu(&ca, 0, &e) == S4D_OK, "cpu backward: %s", e.msg);
+    dproblem d;
+    dproblem_make(p, &d, fh, wh);
+    void *dgo = half_gout ? dev_copy(gouth, 2 * (size_t)no) : dev_copy(gout, 4 * (size_t)no);
+    void *df = dev_alloc(fs * (size_t)nf), *dw = dev_alloc(ws * (size_t)nw);
+    float *dl = (float *)dev_alloc(4 * (size_t)nl);
+    s4d_da_backward_args ga = ca;
+    ga.features = d.feat;
+    ga.weights = d.w;
+    ga.spatial_shape = d.shape;
+    ga.scale_start_index = d.start;
+    ga.sampling_location = d.loc;
+    ga.grad_output = dgo;
+    ga.grad_features = df;
+    ga.grad_weights = dw;
+    ga.grad_sampling_location = dl;
+    CHECK(s4d_da_backward_cuda(&ga, NULL, g_stream, &e) == S4D_OK, "backward_cuda: %s", e.msg);
+    CUDA_OK(cudaStreamSynchronize(g_stream));
+    void *hf = malloc(fs * (size_t)nf), *hw = malloc(ws * (size_t)nw);
+    float *hl = (float *)malloc(4 * (size_t)nl);
+    to_host(hf, df, fs * (size_t)nf);
+    to_host(hw, dw, ws * (size_t)nw);
+    to_host(hl, dl, 4 * (size_t)nl);
+    double worst = 0;
+    const void *pairs[2][2] = {{cf, hf}, {cw, hw}};
+    const int64_t counts[2] = {nf, nw};
+    const size_t sizes[2] = {fs, ws};
+    for (int t = 0; t < 2; t++) {
+        double *want = (double *)malloc(8 * (size_t)counts[t]);
+        double *got = (double *)malloc(8 * (size_t)counts[t]);
+        for (int64_t i = 0; i < counts[t]; i++) {
+            if (sizes[t] == 2) {
+                want[i] = half_bits_to_double(((const uint16_t *)pairs[t][0])[i]);
+                got[i] = half_bits_to_double(((const uint16_t *)pairs[t][1])[i]);
+            } else {
+                want[i] = ((const float *)pairs[t][0])[i];
+                got[i] = ((const float *)pairs[t][1])[i];
+            }
+        }
+        double err = rel_l2(want, got, counts[t]);
+        if (err > worst)
+            worst = err;
+        fprintf(stderr, "  %s rel L2 %.3g\n", t ? "grad_weights" : "grad_features", err);
+        free(want);
+        free(got);
+    }
+    double *cld = to_double(cl, nl);
+    double el = rel_l2_f(cld, hl, nl);
+    fprintf(stderr, "  grad_sampling_location rel L2 %.3g\n", el);
+    if (el > worst)
+        worst = el;
+    free(cld);
+    free(gout); free(gouth); free(cf); free(cw); free(cl); free(hf); free(hw); free(hl);
+    cudaFree(dgo); cudaFree(df); cudaFree(dw); cudaFree(dl);
+    dproblem_free(&d);
+    return worst;
+}
+
+static int test_backward(void)
+{
+    const int64_t chans[] = {32, 64, 256, 36};
+    for (int it = 0; it < 8; it++) {
+        problem p;
+        int64_t C = chans[it % 4], G = it % 2 ? 4 : 8;
+        if (C % G)
+            G = 4;
+        problem_alloc(&p, 1 + it % 2, 1 + it % 6, 1 + it % 4, C, G, 10 + 9 * it, 13, 64, 176);
+        problem_locations(&p, 0.5);
+        double err = bwd_compare(&p, NULL, NULL, 0);
+        CHECK(err <= 1e-5, "backward case %d: worst rel L2 vs CPU %g", it, err);
+        problem_free(&p);
+    }
+    return 0;
+}
+
+static void make_half(problem *p, uint16_t **fh, uint16_t **wh)
+{
+    *fh = (uint16_t *)malloc(2 * (size_t)n_feat(p));
+    *wh = (uint16_t *)malloc(2 * (size_t)n_w(p));
+    for (int64_t i = 0; i < n_feat(p); i++) {
+        (*fh)[i] = double_to_half_bits(p->feat[i]);
+        p->feat[i] = (float)half_bits_to_double((*fh)[i]);
+    }
+    for (int64_t i = 0; i < n_w(p); i++) {
+        (*wh)[i] = double_to_half_bits(p->w[i]);
+        p->w[i] = (float)half_bits_to_double((*wh)[i]);
+    }
+}
+
+static int test_fp16(void)
+{
+    for (int it = 0; it < 6; it++) {
+        problem p;
+        problem_alloc(&p, 1 + it % 2, 6, 4, it % 3 == 2 ? 40 : 256, 8, 60, 13, 64, 176);
+        problem_locations(&p, 0.3);
+        uint16_t *fh, *wh;
+        make_half(&p, &fh, &wh);
+        int64_t no = n_out(&p);
+        /* CPU oracle on float16 inputs with float32 output. */
+        float *cpu = (float *)malloc(4 * (size_t)no);
+        s4d_da_forward_args ca = fwd_args(&p, cpu);
+        CHECK(s4d_da_forward_cpu(&ca, 0, NULL) == S4D_OK, "cpu forward");
+        double *cd = to_double(cpu, no);
+        dproblem d;
+        dproblem_make(&p, &d, fh, wh);
+        for (int ohalf = 0; ohalf < 2; ohalf++) {
+            void *dout = dev_alloc((ohalf ? 2 : 4) * (size_t)no);
+            s4d_da_forward_args ga = dfwd_args(&p, &d, dout);
+            ga.features_dtype = S4D_DTYPE_FLOAT16;
+            ga.weights_dtype = S4D_DTYPE_FLOAT16;
+            ga.output_dtype = ohalf ? S4D_DTYPE_FLOAT16 : S4D_DTYPE_FLOAT32;
+            gpu_forward(&ga, S4D_DA_ALGO_FAST);
+            double *got = (double *)malloc(8 * (size_t)no);
+            if (ohalf) {
+                uint16_t *h = (uint16_t *)malloc(2 * (size_t)no);
+                to_host(h, dout, 2 * (size_t)no);
+                for (int64_t i = 0; i < no; i++)
+                    got[i] = half_bits_to_double(h[i]);
+                free(h);
+            } else {
+                float *h = (float *)malloc(4 * (size_t)no);
+                to_host(h, dout, 4 * (size_t)no);
+                for (int64_t i = 0; i < no; i++)
+                    got[i] = h[i];
+                free(h);
+            }
+            double err = rel_l2(cd, got, no);
+            double tol = ohalf ? 2e-3 : 1e-6;
+            CHECK(err <= tol, "fp16 forward case %d (output %s): rel L2 %g > %g", it,
+                  ohalf ? "fp16" : "fp32", err, tol);
+            free(got);
+            cudaFree(dout);
+        }
+        dproblem_free(&d);
+        double eb = bwd_compare(&p, fh, wh, it % 2);
+        CHECK(eb <= 2e-3, "fp16 backward case %d: worst rel L2 %g", it, eb);
+        free(cd);
+        free(cpu);
+        free(fh);
+        free(wh);
+        problem_free(&p);
+    }
+    return 0;
+}
+
+static int test_determinism(void)
+{
+    problem p;
+    problem_alloc(&p, 1, 6, 4, 256, 8, 900, 13, 64, 176);
+    problem_locations(&p, 0.2);
+    int64_t no = n_out(&p);
+    dproblem d;
+    dproblem_make(&p, &d, NULL, NULL);
+    void *dout = dev_alloc(4 * (size_t)no);
+    float *first = (float *)malloc(4 * (size_t)no), *now = (float *)malloc(4 * (size_t)no);
+    for (int algo = 0; algo < 2; algo++) {
+        for (int run = 0; run < 10; run++) {
+            CUDA_OK(cudaMemset(dout, 0xff, 4 * (size_t)no));
+            dev_sync();
+            s4d_da_forward_args ga = dfwd_args(&p, &d, dout);
+            gpu_forward(&ga, (s4d_da_algo)algo);
+            to_host(run ? now : first, dout, 4 * (size_t)no);
+            if (run)
+                CHECK(!memcmp(first, now, 4 * (size_t)no), "algo %d run %d differs from run 0",
+                      algo, run);
+        }
+    }
+    free(first);
+    free(now);
+    cudaFree(dout);
+    dproblem_free(&d);
+    problem_free(&p);
+    return 0;
+}
+
+/* A forward and a backward captured into one CUDA graph replay to the eager results. */
+static int test_graph(void)
+{
+    problem p;
+    problem_alloc(&p, 1, 6, 4, 256, 8, 300, 13, 64, 176);
+    problem_locations(&p, 0.3);
+    int64_t no = n_out(&p), nf = n_feat(&p), nl = 2 * n_pairs(&p), nw = n_w(&p);
+    dproblem d;
+    dproblem_make(&p, &d, NULL, NULL);
+    float *gout = (float *)malloc(4 * (size_t)no);
+    for (int64_t i = 0; i < no; i++)
+        gout[i] = rng_nonzero();
+    void *dgo = dev_copy(gout, 4 * (size_t)no);
+    void *out = dev_alloc(4 * (size_t)no);
+    void *gf = dev_alloc(4 * (size_t)nf), *gl = dev_alloc(4 * (size_t)nl),
+         *gw = dev_alloc(4 * (size_t)nw);
+    s4d_da_forward_args fa = dfwd_args(&p, &d, out);
+    s4d_da_backward_args ba = bwd_args(&p, dgo, gf, gl, gw);
+    ba.features = d.feat;
+    ba.weights = d.w;
+    ba.spatial_shape = d.shape;
+    ba.scale_start_index = d.start;
+    ba.sampling_location = d.loc;
+    /* Eager. */
+    gpu_forward(&fa, S4D_DA_ALGO_FAST);
+    CHECK(s4d_da_backward_cuda(&ba, NULL, g_stream, NULL) == S4D_OK, "eager backward");
+    CUDA_OK(cudaStreamSynchronize(g_stream));
+    float *e_out = (float *)malloc(4 * (size_t)no), *e_gl = (float *)malloc(4 * (size_t)nl),
+          *e_gw = (float *)malloc(4 * (size_t)nw), *e_gf = (float *)malloc(4 * (size_t)nf);
+    to_host(e_out, out, 4 * (size_t)no);
+    to_host(e_gl, gl, 4 * (size_t)nl);
+    to_host(e_gw, gw, 4 * (size_t)nw);
+    to_host(e_gf, gf, 4 * (size_t)nf);
+    /* Captured, then the buffers cleared, then replayed twice. */
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_OK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeGlobal));
+    s4d_errbuf e = {{0}};
+    s4d_status s1 = s4d_da_forward_cuda(&fa, S4D_DA_ALGO_FAST, NULL, g_stream, &e);
+    s4d_status s2 = s4d_da_backward_cuda(&ba, NULL, g_stream, &e);
+    CUDA_OK(cudaStreamEndCapture(g_stream, &graph));
+    CHECK(s1 == S4D_OK && s2 == S4D_OK, "calls under capture failed: %s", e.msg);
+    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+    float *r = (float *)malloc(4 * (size_t)(nf > no ? nf : no));
+    for (int rep = 0; rep < 2; rep++) {
+        CUDA_OK(cudaMemset(out, 0, 4 * (size_t)no));
+        CUDA_OK(cudaMemset(gl, 0x7f, 4 * (size_t)nl));
+        CUDA_OK(cudaMemset(gw, 0x7f, 4 * (size_t)nw));
+        CUDA_OK(cudaMemset(gf, 0x7f, 4 * (size_t)nf));
+        dev_sync();
+        CUDA_OK(cudaGraphLaunch(exec, g_stream));
+        CUDA_OK(cudaStreamSynchronize(g_stream));
+        to_host(r, out, 4 * (size_t)no);
+        CHECK(!memcmp(r, e_out, 4 * (size_t)no), "graph replay %d: forward differs from eager", rep);
+        int nz = 0;
+        for (int64_t i = 0; i < no; i++)
+            nz += r[i] != 0.0f;
+        CHECK(nz > no / 2, "graph replay %d: output mostly zeros (%d of %lld non-zero)", rep, nz,
+              (long long)no);
+        to_host(r, gl, 4 * (size_t)nl);
+        CHECK(!memcmp(r, e_gl, 4 * (size_t)nl), "graph replay %d: grad_loc differs", rep);
+        to_host(r, gw, 4 * (size_t)nw);
+        CHECK(!memcmp(r, e_gw, 4 * (size_t)nw), "graph replay %d: grad_w differs", rep);
+        /* grad_features uses atomics: equal up to float reassociation. */
+        to_host(r, gf, 4 * (size_t)nf);
+        double *ed = to_double(e_gf, nf);
+        double err = rel_l2_f(ed, r, nf);
+        free(ed);
+        CHECK(err <= 1e-6, "graph replay %d: grad_features rel L2 %g", rep, err);
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    free(r); free(e_out); free(e_gl); free(e_gw); free(e_gf); free(gout);
+    cudaFree(dgo); cudaFree(out); cudaFree(gf); cudaFree(gl); cudaFree(gw);
+    dproblem_free(&d);
+    problem_free(&p);
+    return 0;
+}
+
+/* Features not 16-byte aligned take the scalar path and still match. */
+static int test_unaligned(void)
+{
+    problem p;
+    problem_alloc(&p, 2, 3, 2, 64, 8, 40, 5, 20, 30);
+    problem_locations(&p, 0.5);
+    int64_t no = n_out(&p), nf = n_feat(&p);
+    float *cpu = (float *)malloc(4 * (size_t)no), *gpu = (float *)malloc(4 * (size_t)no);
+    s4d_da_forward_args ca = fwd_args(&p, cpu);
+    CHECK(s4d_da_forward_cpu(&ca, 0, NULL) == S4D_OK, "cpu forward");
+    dproblem d;
+    dproblem_make(&p, &d, NULL, NULL);
+    float *shifted = NULL;
+    CUDA_OK(cudaMalloc((void **)&shifted, 4 * (size_t)(nf + 1)));
+    CUDA_OK(cudaMemcpy(shifted + 1, p.feat, 4 * (size_t)nf, cudaMemcpyHostToDevice));
+    dev_sync();
+    void *dout = dev_alloc(4 * (size_t)no);
+    s4d_da_forward_args ga = dfwd_args(&p, &d, dout);
+    ga.features = shifted + 1;
+    gpu_forward(&ga, S4D_DA_ALGO_FAST);
+    to_host(gpu, dout, 4 * (size_t)no);
+    double *cd = to_double(cpu, no);
+    double err = rel_l2_f(cd, gpu, no);
+    CHECK(err <= 1e-6, "unaligned features: rel L2 %g", err);
+    free(cd); free(cpu); free(gpu);
+    cudaFree(shifted); cudaFree(dout);
+    dproblem_free(&d);
+    problem_free(&p);
+    return 0;
+}
+
+/*
+ * Offsets past 2^31 elements: batch 2 of a 1 x 4096 x 2048 map with 128 float16
+ * channels starts at element 2.1e9. Only the rows near the sampled region are
+ * non-zero on the host (calloc'd pages stay untouched) and copied to the device.
+ */
+static int test_large(void)
+{
+    problem p;
+    problem_alloc(&p, 3, 1, 1, 128, 8, 64, 4, 1, 1);
+    const int64_t H = 4096, W = 2048, F = H * W, C = 128;
+    p.shape[0] = (int32_t)H;
+    p.shape[1] = (int32_t)W;
+    p.s.num_rows = F;
+    /* Points in the bottom 8 rows of the map. */
+    for (int64_t i = 0; i < n_pairs(&p); i++) {
+        p.loc[2 * i] = (float)rng_uniform(0.01, 0.99);
+        p.loc[2 * i + 1] = (float)rng_uniform(1.0 - 7.0 / (double)H, 1.0 - 1.0 / (double)H);
+    }
+    size_t total = (size_t)(p.s.batch * F * C);
+    uint16_t *fh = (uint16_t *)calloc(total, 2);
+    size_t dev_free = 0, dev_total = 0;
+    CUDA_OK(cudaMemGetInfo(&dev_free, &dev_total));
+    if (!fh || dev_free < total * 2 + ((size_t)1 << 30)) {
+        fprintf(stderr, "skip: needs %.1f GB on host and device\n", (double)total * 2 / 1e9);
+        free(fh);
+        problem_free(&p);
+        return 77;
+    }
+    const int64_t row0 = F - 10 * W; /* first non-zero row in each batch item */
+    for (int64_t b = 0; b < p.s.batch; b++)
+        for (int64_t r = row0; r < F; r++)
+            for (int64_t c = 0; c < C; c++)
+                fh[(size_t)((b * F + r) * C + c)] = double_to_half_bits(rng_nonzero());
+    uint16_t *wh = (uint16_t *)malloc(2 * (size_t)n_w(&p));
+    for (int64_t i = 0; i < n_w(&p); i++) {
+        wh[i] = double_to_half_bits(p.w[i]);
+    }
+    int64_t no = n_out(&p);
+    float *cpu = (float *)malloc(4 * (size_t)no), *gpu = (float *)malloc(4 * (size_t)no);
+    s4d_da_forward_args ca = fwd_args(&p, cpu);
+    ca.features = fh;
+    ca.features_dtype = S4D_DTYPE_FLOAT16;
+    ca.weights = wh;
+    ca.weights_dtype = S4D_DTYPE_FLOAT16;
+    CHECK(s4d_da_forward_cpu(&ca, 0, NULL) == S4D_OK, "cpu forward");
+    uint16_t *dfeat = NULL;
+    CUDA_OK(cudaMalloc((void **)&dfeat, total * 2));
+    CUDA_OK(cudaMemset(dfeat, 0, total * 2));
+    for (int64_t b = 0; b < p.s.batch; b++) {
+        size_t off = (size_t)((b * F + row0) * C);
+        CUDA_OK(cudaMemcpy(dfeat + off, fh + off, (size_t)((F - row0) * C) * 2,
+                           cudaMemcpyHostToDevice));
+    }
+    dev_sync();
+    dproblem d;
+    d.feat = dfeat;
+    d.w = dev_copy(wh, 2 * (size_t)n_w(&p));
+    d.shape = (int32_t *)dev_copy(p.shape, 8);
+    d.start = (int32_t *)dev_copy(p.start, 4);
+    d.loc = (float *)dev_copy(p.loc, 8 * (size_t)n_pairs(&p));
+    void *dout = dev_alloc(4 * (size_t)no);
+    s4d_da_forward_args ga = dfwd_args(&p, &d, dout);
+    ga.features_dtype = S4D_DTYPE_FLOAT16;
+    ga.weights_dtype = S4D_DTYPE_FLOAT16;
+    gpu_forward(&ga, S4D_DA_ALGO_FAST);
+    to_host(gpu, dout, 4 * (size_t)no);
+    double *cd = to_double(cpu, no);
+    double err = rel_l2_f(cd, gpu, no);
+    double norm = 0;
+    for (int64_t i = (p.s.batch - 1) * p.s.num_anchors * C; i < no; i++)
+        norm += cd[i] * cd[i];
+    CHECK(norm > 0, "last batch item reads nothing: the test would not see an overflow");
+    CHECK(err <= 1e-6, "offsets past 2^31: rel L2 %g", err);
+    free(cd); free(cpu); free(gpu); free(fh); free(wh);
+    cudaFree(dout);
+    dproblem_free(&d);
+    problem_free(&p);
+    return 0;
+}
+
+/* A quick mix for compute-sanitizer (which slows kernels a lot). */
+static int test_small(void)
+{
+    problem p;
+    problem_alloc(&p, 2, 3, 2, 64, 8, 12, 5, 16, 24);
+    problem_locations(&p, 0.5);
+    double e1 = fwd_vs_cpu(&p, S4D_DA_ALGO_FAST);
+    CHECK(e1 <= 1e-6, "small forward rel L2 %g", e1);
+    double e2 = bwd_compare(&p, NULL, NULL, 0);
+    CHECK(e2 <= 1e-5, "small backward rel L2 %g", e2);
+    uint16_t *fh, *wh;
+    make_half(&p, &fh, &wh);
+    double e3 = bwd_compare(&p, fh, wh, 1);
+    CHECK(e3 <= 2e-3, "small fp16 backward rel L2 %g", e3);
+    free(fh);
+    free(wh);
+    problem_free(&p);
+    problem_alloc(&p, 1, 2, 3, 36, 4, 9, 3, 8, 8); /* scalar path */
+    problem_locations(&p, 0.6);
+    double e4 = fwd_vs_cpu(&p, S4D_DA_ALGO_DETERMINISTIC);
+    CHECK(e4 <= 1e-6, "small scalar forward rel L2 %g", e4);
+    double e5 = bwd_compare(&p, NULL, NULL, 0);
+    CHECK(e5 <= 1e-5, "small scalar backward rel L2 %g", e5);
+    problem_free(&p);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *which = argc > 1 ? argv[1] : "forward";
+    if (!s4d_cuda_available()) {
+        printf("%s: skipped, no usable CUDA device\n", which);
+        return 77;
+    }
+    CUDA_OK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
+    int rc = 0;
+    if (!strcmp(which, "forward"))
+        rc = test_forward();
+    else if (!strcmp(which, "backward"))
+        rc = test_backward();
+    else if (!strcmp(which, "fp16"))
+        rc = test_fp16();
+    else if (!strcmp(which, "determinism"))
+        rc = test_determinism();
+    else if (!strcmp(which, "graph"))
+        rc = test_graph();
+    else if (!strcmp(which, "unaligned"))
+        rc = test_unaligned();
+    else if (!strcmp(which, "large"))
+        rc = test_large();
+    else if (!strcmp(which, "small"))
+        rc = test_small();
+    else {
+        fprintf(stderr, "unknown test '%s'\n", which);
+        return 2;
+    }
+    cudaStreamDestroy(g_stream);
+    if (rc == 77)
+        return 77;
+    if (g_failures) {
+        fprintf(stderr, "%s: %d failure(s)\n", which, g_failures);
+        return 1;
+    }
+    printf("%s: ok\n", which);
+    return 0;
+}
