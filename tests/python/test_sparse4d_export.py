@@ -1,7 +1,6 @@
 """Sparse4Dv3 export: checked static ONNX graphs, the golden sequence, and the
 exported graphs run (by an independent NumPy interpreter of the files) on the
 golden frames, agreeing with eager PyTorch."""
-import json
 import os
 import subprocess
 import sys

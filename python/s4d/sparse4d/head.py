@@ -16,7 +16,6 @@ from collections import OrderedDict
 from typing import Dict, NamedTuple
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from .aggregation import get_aggregation
