@@ -16,7 +16,6 @@ from collections import OrderedDict
 from typing import Dict, NamedTuple
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from .aggregation import get_aggregation
@@ -170,7 +169,7 @@ class Sparse4DHead(nn.Module):
         cfg = self.cfg
         b = int(features.shape[0]) if features.dim() else 0
         t, c, n = cfg.num_temp_instances, cfg.embed_dims, cfg.num_cams
-        f32, i64 = torch.float32, torch.int64
+        f32, i64 = self.instance_bank.anchor.dtype, torch.int64  # float32 unless .double()
         want = [("features", features, (b, cfg.num_feature_rows, c), f32),
                 ("projection", projection, (b, n, 4, 4), f32),
                 ("image_wh", image_wh, (b, n, 2), f32), ("timestamp", timestamp, (b,), f32),
