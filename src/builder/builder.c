@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "engine/plugin_bridge.h"
+#include "runtime/backend.h"
 #include "util/util.h"
 
 /* Appends to a fixed message buffer, truncating with "..." when full. */
@@ -103,13 +104,18 @@ static s4d_status resolve(s4d_ir_graph *g, const s4d_build_config *cfg, char *er
     miss *misses = calloc((size_t)g->num_nodes + 1, sizeof *misses);
     if (!misses)
         return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
+    const s4d_backend *backend = s4d_backend_for(cfg->device);
+    if (!backend) {
+        free(misses);
+        return s4d_fmt_err(err, errsz, S4D_ERR_NO_DEVICE, "no backend for the requested device");
+    }
     int count = 0;
     for (int i = 0; i < g->num_nodes; i++) {
         s4d_ir_node *n = &g->nodes[i];
         n->device = cfg->device;
         const s4d_op_def *def = NULL;
         if (s4d_ir_is_onnx_domain(n->domain))
-            def = s4d_cpu_find_op("", n->op_type, n->opset);
+            def = backend->find_op("", n->op_type, n->opset);
         if (def) {
             n->kind = S4D_LAYER_OP;
             n->def = def;

@@ -9,10 +9,10 @@
 #include <unistd.h>
 
 #include "builder/builder.h"
-#include "core/threadpool.h"
 #include "engine/plan.h"
 #include "engine/plugin_bridge.h"
 #include "onnx/onnx_import.h"
+#include "runtime/backend.h"
 #include "s4d/engine.h"
 #include "util/util.h"
 
@@ -33,7 +33,8 @@ struct s4d_context {
     s4d_tensor *scratch_in;
     s4d_tensor *scratch_out;
     double *times;
-    s4d_threadpool *pool;  /* NULL when the context runs on one thread */
+    const s4d_backend *backend;
+    void *backend_state;   /* per-context backend state (the CPU thread pool) */
     int profile;
     int num_threads;
     char errmsg[2048];
@@ -95,8 +96,10 @@ static s4d_status engine_finish(s4d_engine *e, char *err, size_t errsz)
         s4d_plan_layer *l = &p->layers[i];
         switch (l->kind) {
         case S4D_LAYER_OP:
-            if (!l->def)
-                l->def = s4d_cpu_find_op(l->domain, l->op_type, l->opset);
+            if (!l->def) {
+                const s4d_backend *be = s4d_backend_for(l->device);
+                l->def = be ? be->find_op(l->domain, l->op_type, l->opset) : NULL;
+            }
             if (!l->def)
                 return s4d_fmt_err(err, errsz, S4D_ERR_NOT_FOUND,
                                    "layer '%s': op (domain '%s', op_type '%s', opset %d) is not "
@@ -418,18 +421,20 @@ void s4d_context_destroy(s4d_context *c)
 {
     if (!c)
         return;
+    const s4d_backend *be = c->backend;
     if (c->own_outputs)
         for (int i = 0; i < c->engine->plan->num_outputs; i++)
-            s4d_aligned_free(c->own_outputs[i]);
+            be->free(c->own_outputs[i]);
     free(c->own_outputs);
-    s4d_aligned_free(c->arena);
-    s4d_aligned_free(c->workspace);
+    be->free(c->arena);
+    be->free(c->workspace);
     free(c->bound);
     free(c->views);
     free(c->scratch_in);
     free(c->scratch_out);
     free(c->times);
-    s4d_threadpool_destroy(c->pool);
+    if (c->backend_state)
+        be->context_fini(c->backend_state);
     free(c);
 }
 
@@ -453,6 +458,12 @@ s4d_status s4d_context_create(const s4d_engine *e, const s4d_context_options *op
     if (!c)
         return s4d_fmt_err(ERRBUF(err), S4D_ERR_NO_MEMORY, "out of memory");
     c->engine = e;
+    c->backend = s4d_backend_for(p->device);
+    if (!c->backend) {
+        free(c);
+        return s4d_fmt_err(ERRBUF(err), S4D_ERR_NO_DEVICE, "no backend for the engine's device");
+    }
+    const s4d_backend *be = c->backend;
     c->profile = o.profile;
     c->num_threads = o.num_threads;
     if (c->num_threads <= 0) {
@@ -466,8 +477,8 @@ s4d_status s4d_context_create(const s4d_engine *e, const s4d_context_options *op
         if (p->layers[i].num_outputs > max_out)
             max_out = p->layers[i].num_outputs;
     }
-    c->arena = s4d_aligned_alloc((size_t)p->arena_size);
-    c->workspace = s4d_aligned_alloc((size_t)p->workspace_size);
+    c->arena = be->alloc((size_t)p->arena_size);
+    c->workspace = be->alloc((size_t)p->workspace_size);
     c->bound = calloc((size_t)p->num_tensors + 1, sizeof(void *));
     c->own_outputs = calloc((size_t)p->num_outputs + 1, sizeof(void *));
     c->views = calloc((size_t)p->num_tensors + 1, sizeof(s4d_tensor));
@@ -477,16 +488,11 @@ s4d_status s4d_context_create(const s4d_engine *e, const s4d_context_options *op
     int ok = c->arena && c->workspace && c->bound && c->own_outputs && c->views &&
              c->scratch_in && c->scratch_out && c->times;
     for (int i = 0; ok && i < p->num_outputs; i++) {
-        c->own_outputs[i] = s4d_aligned_alloc((size_t)p->tensors[p->outputs[i]].bytes);
+        c->own_outputs[i] = be->alloc((size_t)p->tensors[p->outputs[i]].bytes);
         ok = c->own_outputs[i] != NULL;
     }
-    if (ok && o.num_threads != 1) {
-        ok = s4d_threadpool_create(o.num_threads, &c->pool) == S4D_OK;
-        if (ok && s4d_threadpool_size(c->pool) <= 1) {
-            s4d_threadpool_destroy(c->pool);
-            c->pool = NULL;
-        }
-    }
+    if (ok)
+        ok = be->context_init(o.num_threads, &c->backend_state) == S4D_OK;
     if (!ok) {
         s4d_context_destroy(c);
         return s4d_fmt_err(ERRBUF(err), S4D_ERR_NO_MEMORY,
@@ -611,7 +617,7 @@ static s4d_status run_layer(s4d_context *c, int index, void *stream)
         ctx.inputs = c->scratch_in;
         ctx.num_outputs = l->num_outputs;
         ctx.outputs = c->scratch_out;
-        ctx.pool = c->pool;
+        ctx.pool = c->backend->context_pool(c->backend_state);
         ctx.workspace = c->workspace;
         ctx.workspace_size = (size_t)l->workspace;
         ctx.err = msg;

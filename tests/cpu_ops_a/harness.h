@@ -71,5 +71,6 @@ void group_expand_tile(void);
 void group_shape_ops(void);
 void group_where_cast(void);
 void group_errors(void);
+void group_extra(void);
 
 #endif

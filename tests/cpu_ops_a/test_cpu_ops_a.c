@@ -740,7 +740,7 @@ static const struct {
     {"softmax", group_softmax},       {"reduce", group_reduce},       {"concat_split", group_concat_split},
     {"slice", group_slice},           {"gather", group_gather},       {"scatter", group_scatter},
     {"expand_tile", group_expand_tile}, {"shape_ops", group_shape_ops}, {"where_cast", group_where_cast},
-    {"errors", group_errors},
+    {"errors", group_errors},         {"extra", group_extra},
 };
 
 int main(int argc, char **argv)

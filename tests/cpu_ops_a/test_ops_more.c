@@ -911,3 +911,110 @@ void group_errors(void)
     for (int i = 0; i < 6; i++)
         tensor_free(&x[i]);
 }
+
+/* ---- Mod, PRelu, IsNaN/IsInf, GatherND, ScatterElements ---------------------------------------------------------------- */
+
+void group_extra(void)
+{
+    char err[512];
+    s4d_tensor out[1];
+    /* Mod: divisor's sign with fmod=0, dividend's with fmod=1; a zero divisor gives 0, not a trap. */
+    int64_t av[] = {7, -7, 7, -7, 5, INT64_MIN}, bv[] = {3, 3, -3, -3, 0, -1};
+    s4d_tensor mi[2] = {i64_vec(6, av), i64_vec(6, bv)};
+    for (int f = 0; f <= 1; f++) {
+        s4d_attr fm = attr_int("fmod", f);
+        s4d_status st = run_op("Mod", 13, 2, mi, 0, 1, out, 1, &fm, NULL, err);
+        CHECK(st == S4D_OK, "Mod int64 fmod=%d: %s", f, err);
+        for (int i = 0; st == S4D_OK && i < 6; i++) {
+            int64_t a = av[i], b = bv[i], r = (b == 0 || b == -1) ? 0 : a % b;
+            if (!f && r != 0 && ((r < 0) != (b < 0)))
+                r += b;
+            CHECK(((int64_t *)out->data)[i] == r, "Mod fmod=%d element %d: %lld, expected %lld", f, i,
+                  (long long)((int64_t *)out->data)[i], (long long)r);
+        }
+        tensor_free(out);
+    }
+    tensor_free(&mi[0]);
+    tensor_free(&mi[1]);
+
+    /* PRelu with a per-channel slope. */
+    int64_t dx[] = {2, 3, 4}, ds[] = {3, 1};
+    s4d_tensor pin[2] = {f32(3, dx, -2, 2), f32(2, ds, 0.1, 0.9)};
+    s4d_status st = run_op("PRelu", 16, 2, pin, 0, 1, out, 0, NULL, g_pool, err);
+    CHECK(st == S4D_OK && same_dims(out, 3, dx), "PRelu: %s", err);
+    for (int64_t i = 0; st == S4D_OK && i < 24; i++) {
+        double x = ((float *)pin[0].data)[i], sl = ((float *)pin[1].data)[(i / 4) % 3];
+        double want = x < 0 ? sl * x : x;
+        CHECK(fabs(((float *)out->data)[i] - want) < 1e-6, "PRelu element %lld", (long long)i);
+    }
+    tensor_free(out);
+    s4d_tensor pbad[2] = {pin[1], pin[0]}; /* slope larger than X: not unidirectional */
+    CHECK(run_op("PRelu", 16, 2, pbad, 0, 1, out, 0, NULL, NULL, err) == S4D_ERR_SHAPE, "PRelu slope > X: %s", err);
+    tensor_free(&pin[0]);
+    tensor_free(&pin[1]);
+
+    /* IsNaN / IsInf with detect_negative=0. */
+    int64_t four = 4;
+    s4d_tensor sp = tensor_new(S4D_DTYPE_FLOAT32, 1, &four);
+    float spv[] = {NAN, INFINITY, -INFINITY, 1.5f};
+    memcpy(sp.data, spv, sizeof(spv));
+    CHECK(run_op("IsNaN", 13, 1, &sp, 0, 1, out, 0, NULL, NULL, err) == S4D_OK && out->dtype == S4D_DTYPE_BOOL &&
+              !memcmp(out->data, "\1\0\0\0", 4), "IsNaN: %s", err);
+    tensor_free(out);
+    s4d_attr dn = attr_int("detect_negative", 0);
+    CHECK(run_op("IsInf", 13, 1, &sp, 0, 1, out, 1, &dn, NULL, err) == S4D_OK && !memcmp(out->data, "\0\1\0\0", 4),
+          "IsInf positive only: %s", err);
+    tensor_free(out);
+    tensor_free(&sp);
+
+    /* GatherND with batch_dims = 1. */
+    int64_t dd[] = {2, 3, 4}, di[] = {2, 2, 1};
+    s4d_tensor gd = f32(3, dd, -1, 1), gi = tensor_new(S4D_DTYPE_INT64, 3, di);
+    int64_t giv[] = {2, -3, 1, 0};
+    memcpy(gi.data, giv, sizeof(giv));
+    s4d_tensor gin[2] = {gd, gi};
+    s4d_attr bd = attr_int("batch_dims", 1);
+    st = run_op("GatherND", 13, 2, gin, 0, 1, out, 1, &bd, NULL, err);
+    int64_t god[] = {2, 2, 4};
+    CHECK(st == S4D_OK && same_dims(out, 3, god), "GatherND: %s", err);
+    for (int64_t i = 0; st == S4D_OK && i < 16; i++) {
+        int64_t b = i / 8, t = (i / 4) % 2, c = i % 4, row = giv[b * 2 + t];
+        row = row < 0 ? row + 3 : row;
+        CHECK(((float *)out->data)[i] == ((float *)gd.data)[(b * 3 + row) * 4 + c], "GatherND element %lld",
+              (long long)i);
+    }
+    tensor_free(out);
+    giv[0] = 3;
+    memcpy(gi.data, giv, sizeof(giv));
+    CHECK(run_op("GatherND", 13, 2, gin, 0, 1, out, 1, &bd, NULL, err) == S4D_ERR_INVALID_ARG, "GatherND index 3 of 3: %s",
+          err);
+    tensor_free(out);
+    tensor_free(&gi);
+
+    /* ScatterElements along axis 1 with add and duplicates. */
+    int64_t id2[] = {2, 2};
+    s4d_tensor si = tensor_new(S4D_DTYPE_INT64, 2, id2), su = f32(2, id2, -1, 1);
+    int64_t siv[] = {1, 1, -1, 0};
+    memcpy(si.data, siv, sizeof(siv));
+    s4d_tensor sin3[3] = {gd, si, su};
+    sin3[0].rank = 2;
+    sin3[0].dims[0] = 6;
+    sin3[0].dims[1] = 4;
+    s4d_attr sat[2] = {attr_int("axis", 1), attr_string("reduction", "add")};
+    st = run_op("ScatterElements", 18, 3, sin3, 0, 1, out, 2, sat, NULL, err);
+    CHECK(st == S4D_OK, "ScatterElements: %s", err);
+    if (st == S4D_OK) {
+        double ref[24];
+        for (int i = 0; i < 24; i++)
+            ref[i] = ((float *)gd.data)[i];
+        for (int u = 0; u < 4; u++) {
+            int64_t r = u / 2, c = siv[u] < 0 ? siv[u] + 4 : siv[u];
+            ref[r * 4 + c] += ((float *)su.data)[u];
+        }
+        close_f32(out->data, ref, 24, 1e-6, 1e-7, "ScatterElements add");
+    }
+    tensor_free(out);
+    tensor_free(&si);
+    tensor_free(&su);
+    tensor_free(&gd);
+}

@@ -127,6 +127,8 @@ static inline s4d_attr t_attr_string(const char *name, const char *s)
 }
 
 static char t_err[512];
+/* Domain t_run_op looks ops up in ("" = ONNX; "s4d" for the fused kernels). */
+static const char *t_domain = "";
 /* Bit i set: input i is a constant whose data infer may read. */
 static unsigned t_const_mask;
 
@@ -139,7 +141,7 @@ static inline s4d_status t_run_op(const char *op_type, int opset, s4d_tensor *in
                            const s4d_attr *attrs, int num_attrs, s4d_tensor *outputs, int num_outputs)
 {
     t_err[0] = '\0';
-    const s4d_op_def *def = s4d_cpu_find_op("", op_type, opset);
+    const s4d_op_def *def = s4d_cpu_find_op(t_domain, op_type, opset);
     if (!def) {
         snprintf(t_err, sizeof t_err, "no CPU op %s at opset %d", op_type, opset);
         return S4D_ERR_NOT_FOUND;

@@ -228,8 +228,40 @@ static void test_gemm(void)
     }
 }
 
+/* FusedMatMul: MatMul + bias + Relu in one kernel, and its bad inputs. */
+static void test_fused_matmul(void)
+{
+    int64_t da[3] = {2, 3, 5}, db[2] = {5, 4}, dbias[2] = {1, 4}, bad[1] = {3};
+    float *a = t_rand_buf(30, -1, 1), *b = t_rand_buf(20, -1, 1), *bias = t_rand_buf(4, -1, 1);
+    double ref[24];
+    for (int r = 0; r < 6; r++)
+        for (int j = 0; j < 4; j++) {
+            double s = bias[j];
+            for (int q = 0; q < 5; q++)
+                s += (double)a[r * 5 + q] * b[q * 4 + j];
+            ref[r * 4 + j] = s > 0 ? s : 0;
+        }
+    s4d_attr at[1] = {t_attr_string("activation", "Relu")};
+    s4d_tensor in[3] = {t_tensor(S4D_DTYPE_FLOAT32, a, 3, da), t_tensor(S4D_DTYPE_FLOAT32, b, 2, db),
+                        t_tensor(S4D_DTYPE_FLOAT32, bias, 2, dbias)}, o[1];
+    t_domain = "s4d";
+    T_CHECK(t_run_op("FusedMatMul", 1, in, 3, at, 1, o, 1) == S4D_OK, "fused matmul: %s", t_err);
+    T_CLOSE(o[0].data, ref, 24, 1e-5, 1e-4, "fused matmul values");
+    t_free_outputs(o, 1);
+    in[2] = t_tensor(S4D_DTYPE_FLOAT32, bias, 1, bad);
+    T_EXPECT_FAIL(t_run_op("FusedMatMul", 1, in, 3, at, 1, o, 1), S4D_ERR_SHAPE, "bias length");
+    in[2] = t_tensor(S4D_DTYPE_FLOAT32, bias, 2, dbias);
+    s4d_attr gelu[1] = {t_attr_string("activation", "Gelu")};
+    T_EXPECT_FAIL(t_run_op("FusedMatMul", 1, in, 3, gelu, 1, o, 1), S4D_ERR_UNSUPPORTED, "activation Gelu");
+    t_domain = "";
+    free(a);
+    free(b);
+    free(bias);
+}
+
 int main(void)
 {
+    test_fused_matmul();
     test_matmul_shapes();
     test_matmul_errors();
     test_matmul_f64();

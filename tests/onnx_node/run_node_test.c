@@ -59,7 +59,7 @@ static int io_index(const s4d_engine *e, int is_output, const char *name, int po
 
 static int run_set(s4d_engine *e, s4d_context *ctx, const char *set, double rtol, double atol)
 {
-    char path[4096];
+    char path[4096 + 64];
     int rc = 0;
     s4d_tensor inputs[64];
     int num_in = 0;
@@ -174,7 +174,7 @@ int main(int argc, char **argv)
     }
     int rc = 0, sets = 0;
     for (int s = 0; s < 100; s++) {
-        snprintf(path, sizeof path, "%s/test_data_set_%d", dir, s);
+        snprintf(path, 4096, "%s/test_data_set_%d", dir, s);
         if (!exists(path))
             break;
         sets++;

@@ -451,9 +451,10 @@ def _random_upstream_state(cfg, seed=0):
     return state
 
 
-@pytest.mark.parametrize("preset", ["tiny", "v3"])
-def test_upstream_state_dict_loads_fully(preset):
-    model = build_model(preset, aggregation="reference", seed=0)
+@pytest.mark.parametrize("preset,overrides", [("tiny", {}), ("tiny", {"depth": 34}),
+                                              ("v3", {})])
+def test_upstream_state_dict_loads_fully(preset, overrides):
+    model = build_model(preset, aggregation="reference", seed=0, **overrides)
     state = _random_upstream_state(model.cfg)
     dropped = load_upstream_state_dict(model, state)
     assert dropped == ["depth_branch.depth_layers.0.weight"]
@@ -531,6 +532,17 @@ def test_head_rejects_inputs_that_do_not_fit_the_preset(tiny, frames):
         args[pos] = bad
         with pytest.raises(ValueError, match=msg):
             tiny.head(*args[:5], HeadState(*args[5:]))
+
+
+def test_random_weights_follow_the_seed():
+    a = build_model("tiny", aggregation="reference", seed=11).state_dict()
+    b = build_model("tiny", aggregation="reference", seed=11).state_dict()
+    c = build_model("tiny", aggregation="reference", seed=12).state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not torch.equal(a["head.instance_bank.anchor"], c["head.instance_bank.anchor"])
+    assert not torch.equal(a["head.layers.0.weights_fc.weight"], c["head.layers.0.weights_fc.weight"])
+    anchor = a["head.instance_bank.anchor"]
+    assert anchor[:, :2].norm(dim=1).max() <= 55.0 and anchor[:, 6:8].norm(dim=1).sub(1).abs().max() < 1e-5
 
 
 def test_model_rejects_inconsistent_configs():

@@ -1,7 +1,6 @@
 """Sparse4Dv3 export: checked static ONNX graphs, the golden sequence, and the
 exported graphs run (by an independent NumPy interpreter of the files) on the
 golden frames, agreeing with eager PyTorch."""
-import json
 import os
 import subprocess
 import sys
@@ -155,6 +154,41 @@ def test_exported_graphs_match_eager_on_every_golden_frame(golden):
         np.testing.assert_allclose(bb, bb_exp, rtol=1e-4, atol=1e-4 * np.abs(bb_exp).max())
         got = onnx_eval.run(head, _tensors(golden, i, "head", "input"))
         _assert_outputs_match(got, _tensors(golden, i, "head", "output"), i)
+
+
+def test_exported_graphs_equal_eager_in_float64(golden):
+    """The same comparison at float64 (the graph interpreted in float64 and
+    the model in float64 from the same weights): only the float32 rounding of
+    the stored weights remains, so any graph that computes something else
+    (an op, an attribute, an order) shows at 1e-6."""
+    import torch
+    from s4d.sparse4d import HeadState, build_model
+    from s4d.sparse4d.head import DETECTION_NAMES
+    from s4d.sparse4d.export import RAW_OUTPUT_NAMES
+    model = build_model("tiny", aggregation="reference", seed=golden[1]["seed"]).double()
+    backbone, head = _graph_file(golden, "backbone"), _graph_file(golden, "head")
+    for i in (0, 1, 3, 4):
+        ins = _tensors(golden, i, "head", "input")
+        t = [torch.from_numpy(ins[n]) for n in HEAD_INPUT_NAMES]
+        t = [x.double() if x.dtype == torch.float32 else x for x in t]
+        with torch.no_grad():
+            out = model.head(*t[:5], HeadState(*t[5:]))
+            images = _tensors(golden, i, "backbone", "input")["images"]
+            feats = model.backbone(torch.from_numpy(images).double()).numpy()
+        exp = [out[n] for n in DETECTION_NAMES + RAW_OUTPUT_NAMES] + list(out["state"])
+        ref_head = os.path.join(golden[0], "reference", "sparse4d_tiny_head_reference.onnx")
+        heads = [head] + ([ref_head] if os.path.exists(ref_head) and i in (0, 1) else [])
+        for path in heads:
+            got = onnx_eval.run(path, ins, float64=True)
+            for name, e in zip(HEAD_OUTPUT_NAMES, exp):
+                e = e.numpy()
+                if np.issubdtype(e.dtype, np.integer):
+                    assert np.array_equal(got[name], e), (path, i, name)
+                else:
+                    np.testing.assert_allclose(got[name], e, rtol=1e-6, atol=1e-6,
+                                               err_msg=f"{path} frame {i} {name}")
+        bb = onnx_eval.run(backbone, {"images": images}, float64=True)["features"]
+        np.testing.assert_allclose(bb, feats, rtol=1e-6, atol=1e-6)
 
 
 def test_reference_head_matches_eager(golden):

@@ -110,8 +110,8 @@ def upsample_nearest(x, size):
     oh, ow = int(size[0]), int(size[1])
     if (oh, ow) == (2 * h, 2 * w):
         return F.interpolate(x, scale_factor=2.0, mode="nearest")
-    rows = torch.div(torch.arange(oh) * h, oh, rounding_mode="floor")
-    cols = torch.div(torch.arange(ow) * w, ow, rounding_mode="floor")
+    rows = torch.div(torch.arange(oh, device=x.device) * h, oh, rounding_mode="floor")
+    cols = torch.div(torch.arange(ow, device=x.device) * w, ow, rounding_mode="floor")
     return x.index_select(2, rows).index_select(3, cols)
 
 

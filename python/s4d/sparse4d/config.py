@@ -5,7 +5,7 @@ anchors, 600 temporal instances, 6 decoder layers). `tiny` keeps the same
 structure at a size that runs a frame in well under a second on two CPU cores,
 so CI can export it, run it through several frames and compare.
 """
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import List, Tuple
 
 # Anchor layout, shared by every part of the model.

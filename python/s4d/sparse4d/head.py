@@ -16,7 +16,6 @@ from collections import OrderedDict
 from typing import Dict, NamedTuple
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from .aggregation import get_aggregation
@@ -44,20 +43,22 @@ FRAME_INPUT_NAMES = ("features", "projection", "image_wh", "timestamp", "ego_pos
 DETECTION_NAMES = ("boxes", "scores", "labels", "track_ids")
 
 
-def zeros_state(cfg: Sparse4DConfig, batch: int = 1) -> HeadState:
+def zeros_state(cfg: Sparse4DConfig, batch: int = 1, device=None) -> HeadState:
     t = cfg.num_temp_instances
+    kw = {"device": device}
     return HeadState(
-        feature=torch.zeros(batch, t, cfg.embed_dims), anchor=torch.zeros(batch, t, ANCHOR_DIM),
-        confidence=torch.zeros(batch, t), track_id=torch.full((batch, t), -1, dtype=torch.long),
-        timestamp=torch.zeros(batch), ego_pose=torch.eye(4).repeat(batch, 1, 1),
-        valid=torch.zeros(batch), next_id=torch.zeros(batch, dtype=torch.long))
+        feature=torch.zeros(batch, t, cfg.embed_dims, **kw),
+        anchor=torch.zeros(batch, t, ANCHOR_DIM, **kw), confidence=torch.zeros(batch, t, **kw),
+        track_id=torch.full((batch, t), -1, dtype=torch.long, **kw),
+        timestamp=torch.zeros(batch, **kw), ego_pose=torch.eye(4, **kw).repeat(batch, 1, 1),
+        valid=torch.zeros(batch, **kw), next_id=torch.zeros(batch, dtype=torch.long, **kw))
 
 
 def batched_gather(x, idx, b: int, n: int, k: int):
     """x [B, N] or [B, N, D], idx [B, K] int64 -> [B, K] or [B, K, D]: a flat
     Gather on axis 0 (which every engine has) instead of GatherElements with
     an Expand. Sizes are passed, not read from shapes (see MultiheadAttention)."""
-    offs = (torch.arange(b, dtype=torch.long) * n)[:, None]
+    offs = (torch.arange(b, dtype=torch.long, device=idx.device) * n)[:, None]
     flat_idx = (idx + offs).reshape(b * k)
     if x.dim() == 2:
         return x.reshape(b * n).index_select(0, flat_idx).reshape(b, k)
@@ -90,11 +91,12 @@ def project_anchor(anchor, rot, trans, dt, yaw_swap: bool):
 def atan2(y, x):
     """atan2 from Atan and Where (opset 17 has no Atan2, and torch 1.13 does
     not export aten::atan2)."""
-    zero = torch.tensor(0.0)
-    safe_x = torch.where(x == 0, torch.tensor(1.0), x)
+    dev = x.device
+    zero = torch.tensor(0.0, device=dev)
+    safe_x = torch.where(x == 0, torch.tensor(1.0, device=dev), x)
     base = torch.atan(y / safe_x)
-    pi = torch.tensor(math.pi)
-    half = torch.tensor(math.pi / 2)
+    pi = torch.tensor(math.pi, device=dev)
+    half = torch.tensor(math.pi / 2, device=dev)
     left = torch.where(y >= 0, base + pi, base - pi)
     on_axis = torch.where(y > 0, half, torch.where(y < 0, -half, zero))
     return torch.where(x > 0, base, torch.where(x < 0, left, on_axis))
@@ -167,7 +169,7 @@ class Sparse4DHead(nn.Module):
         cfg = self.cfg
         b = int(features.shape[0]) if features.dim() else 0
         t, c, n = cfg.num_temp_instances, cfg.embed_dims, cfg.num_cams
-        f32, i64 = torch.float32, torch.int64
+        f32, i64 = self.instance_bank.anchor.dtype, torch.int64  # float32 unless .double()
         want = [("features", features, (b, cfg.num_feature_rows, c), f32),
                 ("projection", projection, (b, n, 4, 4), f32),
                 ("image_wh", image_wh, (b, n, 2), f32), ("timestamp", timestamp, (b,), f32),
@@ -188,6 +190,7 @@ class Sparse4DHead(nn.Module):
         if not torch.jit.is_tracing():
             self.check_inputs(features, projection, image_wh, timestamp, ego_pose, state)
         b = int(features.shape[0])  # a graph input: static in the export
+        dev = features.device
         t, a = cfg.num_temp_instances, cfg.num_anchor
         new = a - t
 
@@ -195,7 +198,7 @@ class Sparse4DHead(nn.Module):
         dt = timestamp - state.timestamp
         history = (state.valid > 0.5) & (dt.abs() <= cfg.max_time_interval)  # [B]
         time_interval = torch.where(history & (dt.abs() > 0), dt,
-                                    torch.tensor(cfg.default_time_interval))
+                                    torch.tensor(cfg.default_time_interval, device=dev))
         rot, trans = rigid_inverse_times(ego_pose, state.ego_pose)
         temp_anchor = project_anchor(state.anchor, rot, trans, dt, cfg.yaw_swap_quirk)
         temp_feature = state.feature
@@ -208,8 +211,8 @@ class Sparse4DHead(nn.Module):
         temp_anchor_embed = self.anchor_encoder(temp_anchor)
         # temp_gnn keys: the cached instances when there is history, else the
         # current ones (self-attention), selected by a mask over their concat
-        yes = torch.ones(b, t + a, dtype=torch.bool)
-        no = torch.zeros(b, t + a, dtype=torch.bool)
+        yes = torch.ones(b, t + a, dtype=torch.bool, device=dev)
+        no = torch.zeros(b, t + a, dtype=torch.bool, device=dev)
         key_mask = torch.where(history[:, None], torch.cat([yes[:, :t], no[:, t:]], 1),
                                torch.cat([no[:, :t], yes[:, t:]], 1))
 
@@ -271,12 +274,13 @@ class Sparse4DHead(nn.Module):
         next_anchor = batched_gather(anchor.detach(), cache_idx, b, a, t)
 
         # ---- track ids: cached instances keep theirs, new ones get fresh ids
-        none = torch.full((b, a), -1, dtype=torch.long)
-        pad = torch.full((b, a - t), -1, dtype=torch.long)
+        dev = anchor.device
+        none = torch.full((b, a), -1, dtype=torch.long, device=dev)
+        pad = torch.full((b, a - t), -1, dtype=torch.long, device=dev)
         ids = torch.where(history[:, None], torch.cat([state.track_id, pad], dim=1), none)
         fresh = (ids < 0) & (confidence.detach() >= cfg.track_threshold)
         # running count of fresh instances by a triangular MatMul (no CumSum)
-        tri = torch.triu(torch.ones(a, a))
+        tri = torch.triu(torch.ones(a, a, device=dev))
         rank = torch.matmul(fresh.float(), tri).long() - 1
         ids = torch.where(fresh, state.next_id[:, None] + rank, ids)
         next_id = state.next_id + rank[:, a - 1] + 1

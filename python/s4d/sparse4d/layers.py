@@ -80,7 +80,7 @@ class MultiheadAttention(nn.Module):
         scores = torch.matmul(qh * (1.0 / math.sqrt(d)), kh)  # [B, h, Q, K]
         if key_mask is not None:
             scores = torch.where(key_mask[:, None, None, :], scores,
-                                 torch.tensor(float("-inf")))
+                                 torch.tensor(float("-inf"), device=scores.device))
         out = torch.matmul(scores.softmax(dim=-1), vh)  # [B, h, Q, d]
         out = self.attn.out_proj(out.transpose(1, 2).reshape(b, -1, e))
         return query + out
@@ -129,7 +129,7 @@ class KeyPointsGenerator(nn.Module):
 def project_points(key_points, projection, image_wh, b: int, a: int, p: int, n: int):
     """key_points [B, A, P, 3], projection [B, N, 4, 4], image_wh [B, N, 2]
     -> normalised locations [B, A, P, N, 2]."""
-    pts = torch.cat([key_points, torch.ones(b, a, p, 1)], dim=-1)
+    pts = torch.cat([key_points, torch.ones(b, a, p, 1, device=key_points.device)], dim=-1)
     pts = pts.reshape(b, 1, a * p, 4)
     proj = torch.matmul(pts, projection[:, :, :3].transpose(-1, -2))  # [B, N, AP, 3]
     xy = proj[..., 0:2] / torch.clamp(proj[..., 2:3], min=1e-5)

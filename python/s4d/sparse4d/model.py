@@ -37,7 +37,7 @@ class Sparse4D(nn.Module):
         self.head = Sparse4DHead(cfg, aggregation)
 
     def initial_state(self, batch: int = 1) -> HeadState:
-        return zeros_state(self.cfg, batch)
+        return zeros_state(self.cfg, batch, device=self.head.instance_bank.anchor.device)
 
     def forward(self, images, projection, image_wh, timestamp, ego_pose, state: HeadState):
         features = self.backbone(images)

@@ -1,7 +1,7 @@
 /*
  * Element-wise binary ops with ONNX multidirectional broadcasting: Add, Sub,
- * Mul, Div, Pow, the comparisons (Equal, Greater, Less, GreaterOrEqual,
- * LessOrEqual), the logic ops (And, Or, Xor), and the variadic Min, Max, Sum
+ * Mul, Div, Pow, Mod, PRelu, the comparisons (Equal, Greater, Less,
+ * GreaterOrEqual, LessOrEqual), the logic ops (And, Or, Xor), and the variadic Min, Max, Sum
  * and Mean, which fold their inputs pairwise through the same row kernels.
  *
  * Integer arithmetic wraps (two's complement) instead of invoking undefined
@@ -14,7 +14,7 @@
 
 typedef enum binop {
     OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_POW, OP_MIN, OP_MAX,
-    OP_EQ, OP_GT, OP_LT, OP_GE, OP_LE, OP_AND, OP_OR, OP_XOR
+    OP_EQ, OP_GT, OP_LT, OP_GE, OP_LE, OP_AND, OP_OR, OP_XOR, OP_PRELU, OP_MOD, OP_FMOD
 } binop;
 
 /* One contiguous run of the output; sa/sb are 1 (walk) or 0 (broadcast). */
@@ -86,6 +86,16 @@ FLOATS(TOBOOL, ge, x >= y)
 INTS(TOBOOL, ge, x >= y)
 FLOATS(TOBOOL, le, x <= y)
 INTS(TOBOOL, le, x <= y)
+FLOATS(SAME, prelu, x < 0 ? y * x : x)
+SINTS(SAME, prelu, x < 0 ? (ta_t)((uint64_t)y * (uint64_t)x) : x)
+UINTS(SAME, prelu, ((void)y, x)) /* no negative values to scale */
+/* Mod with fmod=0: the result takes the divisor's sign (Python's %); fmod=1: the dividend's (C). */
+SINTS(SAME, mod, y == 0 || y == -1 ? (ta_t)0 : (ta_t)(x % y != 0 && ((x % y < 0) != (y < 0)) ? x % y + y : x % y))
+UINTS(SAME, mod, y == 0 ? (ta_t)0 : (ta_t)(x % y))
+SINTS(SAME, fmod, y == 0 || y == -1 ? (ta_t)0 : (ta_t)(x % y))
+UINTS(SAME, fmod, y == 0 ? (ta_t)0 : (ta_t)(x % y))
+FLOATS(SAME, fmod, fmod(x, y))
+FLOATS(SAME, mod, fmod(x, y) != 0 && ((fmod(x, y) < 0) != (y < 0)) ? fmod(x, y) + y : fmod(x, y))
 ROW(eq_bool, uint8_t, uint8_t, (x != 0) == (y != 0))
 ROW(and_bool, uint8_t, uint8_t, (x != 0) & (y != 0))
 ROW(or_bool, uint8_t, uint8_t, (x != 0) | (y != 0))
@@ -146,6 +156,9 @@ static row_fn pick_row(binop op, s4d_dtype dt)
     case OP_AND: return dt == S4D_DTYPE_BOOL ? and_bool : NULL;
     case OP_OR: return dt == S4D_DTYPE_BOOL ? or_bool : NULL;
     case OP_XOR: return dt == S4D_DTYPE_BOOL ? xor_bool : NULL;
+    case OP_PRELU: PICK_NUM(prelu);
+    case OP_FMOD: PICK_NUM(fmod);
+    case OP_MOD: PICK_NUM(mod);
     case OP_POW: return dt == S4D_DTYPE_FLOAT32 || dt == S4D_DTYPE_FLOAT16 ? pow_f32 : NULL;
     }
     return NULL;
@@ -200,6 +213,7 @@ static void generic_row(const bin_job *j, char *o, const char *a, int64_t sa, co
         case OP_POW: v = pow(x, y); break;
         case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_MIN: case OP_MAX: case OP_EQ:
         case OP_GT: case OP_LT: case OP_GE: case OP_LE: case OP_AND: case OP_OR: case OP_XOR:
+        case OP_PRELU: case OP_MOD: case OP_FMOD:
         default: v = 0; break;
         }
         s4d_store_f64(j->to, o, i, v);
@@ -334,6 +348,34 @@ BINARY_OP(less_equal, "LessOrEqual", 12, OP_LE)
 BINARY_OP(and, "And", 7, OP_AND)
 BINARY_OP(or, "Or", 7, OP_OR)
 BINARY_OP(xor, "Xor", 7, OP_XOR)
+
+/* Mod: the fmod attribute picks the sign convention. */
+static s4d_status infer_mod(s4d_op_ctx *ctx)
+{
+    return infer_n(ctx, s4d_op_attr_int(ctx, "fmod", 0) ? OP_FMOD : OP_MOD, 2, 2);
+}
+static s4d_status run_mod(s4d_op_ctx *ctx)
+{
+    return run_n(ctx, s4d_op_attr_int(ctx, "fmod", 0) ? OP_FMOD : OP_MOD);
+}
+const s4d_op_def s4d_cpu_op_mod = {"", "Mod", 10, infer_mod, NULL, run_mod};
+
+/* PRelu: slope broadcasts to X (unidirectionally), so the output has X's shape. */
+static s4d_status infer_prelu(s4d_op_ctx *ctx)
+{
+    s4d_status st = infer_n(ctx, OP_PRELU, 2, 2);
+    if (st != S4D_OK)
+        return st;
+    const s4d_tensor *x = &ctx->inputs[0], *o = &ctx->outputs[0];
+    int same = o->rank == x->rank;
+    for (int d = 0; same && d < x->rank; d++)
+        same = o->dims[d] == x->dims[d];
+    if (!same)
+        return s4d_op_error(ctx, S4D_ERR_SHAPE, "input 1 (slope) must broadcast to the shape of input 0 (X)");
+    return S4D_OK;
+}
+static s4d_status run_prelu(s4d_op_ctx *ctx) { return run_n(ctx, OP_PRELU); }
+const s4d_op_def s4d_cpu_op_prelu = {"", "PRelu", 9, infer_prelu, NULL, run_prelu};
 
 /* Variadic: Min, Max, Sum, Mean take 1 or more inputs (broadcast since opset 8). */
 static s4d_status infer_min(s4d_op_ctx *ctx) { return infer_n(ctx, OP_MIN, 1, 64); }

@@ -174,3 +174,80 @@ static s4d_status run_gather_elements(s4d_op_ctx *ctx)
 
 const s4d_op_def s4d_cpu_op_gather_elements = {"", "GatherElements", 11, infer_gather_elements, NULL,
                                                run_gather_elements};
+
+/* ---- GatherND ----------------------------------------------------------------------- */
+
+static s4d_status infer_gather_nd(s4d_op_ctx *ctx)
+{
+    s4d_status st = s4d_check_arity(ctx, 2, 2, 1);
+    if (st != S4D_OK)
+        return st;
+    const s4d_tensor *x = &ctx->inputs[0], *idx = &ctx->inputs[1];
+    if (idx->dtype != S4D_DTYPE_INT64)
+        return s4d_op_error(ctx, S4D_ERR_DTYPE, "input 1 (indices) has dtype %s, expected int64",
+                            s4d_dtype_name(idx->dtype));
+    if (s4d_dtype_size(x->dtype) == 0)
+        return s4d_op_error(ctx, S4D_ERR_DTYPE, "input 0 (data) has unsupported dtype %s", s4d_dtype_name(x->dtype));
+    int64_t b = s4d_op_attr_int(ctx, "batch_dims", 0);
+    if (idx->rank < 1 || b < 0 || b >= idx->rank || b >= x->rank)
+        return s4d_op_error(ctx, S4D_ERR_SHAPE, "batch_dims %lld does not fit indices of rank %d and data of rank %d",
+                            (long long)b, idx->rank, x->rank);
+    int64_t k = idx->dims[idx->rank - 1];
+    if (k < 1 || b + k > x->rank)
+        return s4d_op_error(ctx, S4D_ERR_SHAPE, "indices' last dim %lld exceeds data rank %d minus batch_dims",
+                            (long long)k, x->rank);
+    for (int d = 0; d < b; d++)
+        if (idx->dims[d] != x->dims[d])
+            return s4d_op_error(ctx, S4D_ERR_SHAPE, "batch dim %d differs: indices %lld, data %lld", d,
+                                (long long)idx->dims[d], (long long)x->dims[d]);
+    int r = idx->rank - 1 + x->rank - (int)(b + k);
+    if (r > S4D_MAX_RANK)
+        return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "output rank %d exceeds %d", r, S4D_MAX_RANK);
+    int64_t dims[S4D_MAX_RANK];
+    int n = 0;
+    for (int d = 0; d < idx->rank - 1; d++)
+        dims[n++] = idx->dims[d];
+    for (int d = (int)(b + k); d < x->rank; d++)
+        dims[n++] = x->dims[d];
+    s4d_set_out(ctx, 0, x->dtype, r, dims);
+    return S4D_OK;
+}
+
+static s4d_status run_gather_nd(s4d_op_ctx *ctx)
+{
+    const s4d_tensor *x = &ctx->inputs[0], *idx = &ctx->inputs[1];
+    int64_t b = s4d_op_attr_int(ctx, "batch_dims", 0), k = idx->dims[idx->rank - 1];
+    size_t es = s4d_dtype_size(x->dtype);
+    int64_t xst[S4D_MAX_RANK], s = 1, slice = 1, nb = 1, per_batch = 1;
+    for (int d = x->rank - 1; d >= 0; d--) {
+        xst[d] = s;
+        s *= x->dims[d];
+    }
+    for (int d = (int)(b + k); d < x->rank; d++)
+        slice *= x->dims[d];
+    for (int d = 0; d < b; d++)
+        nb *= x->dims[d];
+    for (int d = (int)b; d < idx->rank - 1; d++)
+        per_batch *= idx->dims[d];
+    const int64_t *iv = idx->data;
+    int64_t batch_elems = b > 0 ? xst[b - 1] : s;
+    char *out = ctx->outputs[0].data;
+    for (int64_t bi = 0; bi < nb; bi++) {
+        for (int64_t t = 0; t < per_batch; t++) {
+            const int64_t *tuple = iv + (bi * per_batch + t) * k;
+            int64_t off = bi * batch_elems;
+            for (int64_t c = 0; c < k; c++) {
+                int64_t v = tuple[c], dim = x->dims[b + c];
+                if (v < -dim || v >= dim)
+                    return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "index tuple %lld, element %lld = %lld is out of range for dim %lld",
+                                        (long long)(bi * per_batch + t), (long long)c, (long long)v, (long long)dim);
+                off += (v < 0 ? v + dim : v) * xst[b + c];
+            }
+            memcpy(out + (size_t)((bi * per_batch + t) * slice) * es, (const char *)x->data + (size_t)off * es,
+                   (size_t)slice * es);
+        }
+    }
+    return S4D_OK;
+}
+
+const s4d_op_def s4d_cpu_op_gather_nd = {"", "GatherND", 11, infer_gather_nd, NULL, run_gather_nd};

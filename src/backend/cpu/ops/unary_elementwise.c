@@ -16,7 +16,7 @@ typedef enum unop {
     U_RELU, U_LEAKY_RELU, U_SIGMOID, U_TANH, U_GELU, U_GELU_TANH, U_ERF, U_SQRT, U_RECIPROCAL, U_EXP,
     U_LOG, U_NEG, U_ABS, U_SIN, U_COS, U_TAN, U_ASIN, U_ACOS, U_ATAN, U_SINH, U_COSH, U_ASINH, U_ACOSH,
     U_ATANH, U_FLOOR, U_CEIL, U_ROUND, U_SIGN, U_CLIP, U_NOT, U_ELU, U_SELU, U_HARD_SIGMOID, U_HARD_SWISH,
-    U_SOFTPLUS, U_SOFTSIGN
+    U_SOFTPLUS, U_SOFTSIGN, U_CELU, U_THRESHOLDED_RELU, U_MISH
 } unop;
 
 typedef struct un_job {
@@ -115,6 +115,22 @@ typedef struct un_job {
         }                                                                                         \
         break;                                                                                    \
     case U_SOFTSIGN: for (int64_t i = 0; i < n; i++) y[i] = x[i] / ((T)1 + fabs(x[i])); break;    \
+    case U_CELU: {                                                                                \
+        T a = (T)j->alpha;                                                                        \
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] < 0 ? a * expm1(x[i] / a) : x[i];             \
+        break;                                                                                    \
+    }                                                                                             \
+    case U_THRESHOLDED_RELU: {                                                                    \
+        T a = (T)j->alpha;                                                                        \
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] > a ? x[i] : (T)0;                            \
+        break;                                                                                    \
+    }                                                                                             \
+    case U_MISH:                                                                                  \
+        for (int64_t i = 0; i < n; i++) {                                                         \
+            T v = x[i], sp = v > 0 ? v + log1p(exp(-v)) : log1p(exp(v));                          \
+            y[i] = v * tanh(sp);                                                                  \
+        }                                                                                         \
+        break;                                                                                    \
     case U_NOT: break;                                                                            \
     }
 
@@ -125,18 +141,18 @@ static void un_f64(const un_job *j, const double *x, double *y, int64_t n) { UN_
 #define UN_INT(T, UT)                                                                               \
     static void un_##T(const un_job *j, const T *x, T *y, int64_t n)                              \
     {                                                                                               \
-        switch (j->op) {                                                                            \
-        case U_RELU: for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0; break;             \
-        case U_NEG: for (int64_t i = 0; i < n; i++) y[i] = (T)(0 - (UT)x[i]); break;                \
-        case U_ABS: for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : (T)(0 - (UT)x[i]); break; \
-        case U_SIGN: for (int64_t i = 0; i < n; i++) y[i] = (T)(x[i] > 0 ? 1 : x[i] == 0 ? 0 : -1); break; \
-        case U_CLIP: {                                                                              \
+        if (j->op == U_RELU) {                                                                      \
+            for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0;                             \
+        } else if (j->op == U_NEG) {                                                                \
+            for (int64_t i = 0; i < n; i++) y[i] = (T)(0 - (UT)x[i]);                               \
+        } else if (j->op == U_ABS) {                                                                \
+            for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : (T)(0 - (UT)x[i]);             \
+        } else if (j->op == U_SIGN) {                                                               \
+            for (int64_t i = 0; i < n; i++) y[i] = (T)(x[i] > 0 ? 1 : x[i] == 0 ? 0 : -1);          \
+        } else if (j->op == U_CLIP) {                                                               \
             /* Bounds were clamped to T's range when read. */                                       \
             T lo = (T)j->alpha, hi = (T)j->beta;                                                    \
             for (int64_t i = 0; i < n; i++) y[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i];          \
-            break;                                                                                  \
-        }                                                                                           \
-        default: break;                                                                             \
         }                                                                                           \
     }
 UN_INT(int8_t, uint8_t)
@@ -255,6 +271,7 @@ UNARY_OP(not, "Not", 1, U_NOT)
 UNARY_OP(hard_swish, "HardSwish", 14, U_HARD_SWISH)
 UNARY_OP(softplus, "Softplus", 1, U_SOFTPLUS)
 UNARY_OP(softsign, "Softsign", 1, U_SOFTSIGN)
+UNARY_OP(mish, "Mish", 18, U_MISH)
 
 /* Ops with attributes. */
 static s4d_status infer_float_act(s4d_op_ctx *ctx) { return check_unary(ctx, U_SIGMOID, 1, 1); }
@@ -296,6 +313,19 @@ static s4d_status run_gelu(s4d_op_ctx *ctx)
     return run_unary_job(ctx, &(un_job){.op = t ? U_GELU_TANH : U_GELU});
 }
 
+static s4d_status run_celu(s4d_op_ctx *ctx)
+{
+    return run_unary_job(ctx, &(un_job){.op = U_CELU, .alpha = s4d_op_attr_float(ctx, "alpha", 1.0f)});
+}
+
+static s4d_status run_thresholded_relu(s4d_op_ctx *ctx)
+{
+    return run_unary_job(ctx, &(un_job){.op = U_THRESHOLDED_RELU, .alpha = s4d_op_attr_float(ctx, "alpha", 1.0f)});
+}
+
+const s4d_op_def s4d_cpu_op_celu = {"", "Celu", 12, infer_float_act, NULL, run_celu};
+const s4d_op_def s4d_cpu_op_thresholded_relu = {"", "ThresholdedRelu", 10, infer_float_act, NULL,
+                                                run_thresholded_relu};
 const s4d_op_def s4d_cpu_op_leaky_relu = {"", "LeakyRelu", 6, infer_float_act, NULL, run_leaky_relu};
 const s4d_op_def s4d_cpu_op_elu = {"", "Elu", 6, infer_float_act, NULL, run_elu};
 const s4d_op_def s4d_cpu_op_selu = {"", "Selu", 6, infer_float_act, NULL, run_selu};
@@ -400,3 +430,35 @@ static s4d_status run_clip(s4d_op_ctx *ctx)
 }
 
 const s4d_op_def s4d_cpu_op_clip = {"", "Clip", 6, infer_clip, NULL, run_clip};
+
+/* IsNaN / IsInf: float in, bool out. */
+static s4d_status infer_is_class(s4d_op_ctx *ctx)
+{
+    s4d_status st = s4d_check_arity(ctx, 1, 1, 1);
+    if (st != S4D_OK)
+        return st;
+    s4d_dtype dt = ctx->inputs[0].dtype;
+    if (!s4d_dtype_is_float(dt))
+        return s4d_op_error(ctx, S4D_ERR_DTYPE, "input 0 (X) has dtype %s, expected a float type", s4d_dtype_name(dt));
+    s4d_set_out(ctx, 0, S4D_DTYPE_BOOL, ctx->inputs[0].rank, ctx->inputs[0].dims);
+    return S4D_OK;
+}
+
+static s4d_status run_is_class(s4d_op_ctx *ctx, int inf)
+{
+    const s4d_tensor *x = &ctx->inputs[0];
+    uint8_t *y = ctx->outputs[0].data;
+    int neg = s4d_op_attr_int(ctx, "detect_negative", 1) != 0, pos = s4d_op_attr_int(ctx, "detect_positive", 1) != 0;
+    int64_t n = s4d_tensor_numel(x);
+    for (int64_t i = 0; i < n; i++) {
+        double v = s4d_load_f64(x->dtype, x->data, i);
+        y[i] = inf ? (isinf(v) && ((v > 0 && pos) || (v < 0 && neg))) : isnan(v) != 0;
+    }
+    return S4D_OK;
+}
+
+static s4d_status run_isnan(s4d_op_ctx *ctx) { return run_is_class(ctx, 0); }
+static s4d_status run_isinf(s4d_op_ctx *ctx) { return run_is_class(ctx, 1); }
+
+const s4d_op_def s4d_cpu_op_isnan = {"", "IsNaN", 9, infer_is_class, NULL, run_isnan};
+const s4d_op_def s4d_cpu_op_isinf = {"", "IsInf", 10, infer_is_class, NULL, run_isinf};

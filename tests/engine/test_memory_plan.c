@@ -1,0 +1,126 @@
+/*
+ * Memory plan invariants on random layer graphs: every activation lies in the
+ * arena, two activations whose lifetimes overlap never share a byte, the
+ * arena is at least the peak of simultaneously live bytes (a lower bound any
+ * plan must meet) and at most the sum without reuse.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/plan.h"
+#include "util/util.h"
+
+static uint32_t rng = 2463534242u;
+
+static uint32_t next(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 17;
+    rng ^= rng << 5;
+    return rng;
+}
+
+static int check_plan(int num_layers, int num_tensors)
+{
+    s4d_plan p;
+    memset(&p, 0, sizeof p);
+    p.num_tensors = num_tensors;
+    p.tensors = calloc((size_t)num_tensors, sizeof *p.tensors);
+    p.num_layers = num_layers;
+    p.layers = calloc((size_t)num_layers, sizeof *p.layers);
+    int *producer = malloc((size_t)num_tensors * sizeof(int));
+    /* Tensor t is produced by layer t % num_layers (ordered), read by 0-3 later layers. */
+    for (int t = 0; t < num_tensors; t++) {
+        p.tensors[t].place = (next() % 8 == 0) ? S4D_PLACE_OUTPUT : S4D_PLACE_ARENA;
+        p.tensors[t].bytes = 1 + next() % 5000;
+        producer[t] = (int)(next() % (uint32_t)num_layers);
+    }
+    for (int l = 0; l < num_layers; l++) {
+        p.layers[l].inputs = calloc((size_t)num_tensors, sizeof(int));
+        p.layers[l].outputs = calloc((size_t)num_tensors, sizeof(int));
+    }
+    for (int t = 0; t < num_tensors; t++) {
+        s4d_plan_layer *pl = &p.layers[producer[t]];
+        pl->outputs[pl->num_outputs++] = t;
+        int readers = (int)(next() % 4);
+        for (int r = 0; r < readers; r++) {
+            int span = num_layers - producer[t] - 1;
+            if (span <= 0)
+                break;
+            s4d_plan_layer *rl = &p.layers[producer[t] + 1 + (int)(next() % (uint32_t)span)];
+            rl->inputs[rl->num_inputs++] = t;
+        }
+    }
+    char err[256];
+    int bad = s4d_plan_memory(&p, err, sizeof err) != S4D_OK;
+    /* Lifetimes, recomputed here independently of the planner. */
+    int *first = malloc((size_t)num_tensors * sizeof(int)), *last = malloc((size_t)num_tensors * sizeof(int));
+    for (int t = 0; t < num_tensors; t++)
+        first[t] = last[t] = producer[t];
+    for (int l = 0; l < num_layers; l++)
+        for (int j = 0; j < p.layers[l].num_inputs; j++)
+            if (l > last[p.layers[l].inputs[j]])
+                last[p.layers[l].inputs[j]] = l;
+    uint64_t unplanned = 0, peak = 0;
+    for (int t = 0; t < num_tensors; t++) {
+        const s4d_plan_tensor *a = &p.tensors[t];
+        if (a->place != S4D_PLACE_ARENA)
+            continue;
+        unplanned += s4d_align_up(a->bytes, S4D_PLAN_ALIGN);
+        if (a->offset % S4D_PLAN_ALIGN || a->offset + a->bytes > p.arena_size) {
+            fprintf(stderr, "tensor %d at %llu+%llu outside the %llu-byte arena\n", t,
+                    (unsigned long long)a->offset, (unsigned long long)a->bytes,
+                    (unsigned long long)p.arena_size);
+            bad = 1;
+        }
+        for (int u = t + 1; u < num_tensors; u++) {
+            const s4d_plan_tensor *b = &p.tensors[u];
+            if (b->place != S4D_PLACE_ARENA)
+                continue;
+            int live_together = first[t] <= last[u] && first[u] <= last[t];
+            int share = a->offset < b->offset + b->bytes && b->offset < a->offset + a->bytes;
+            if (live_together && share) {
+                fprintf(stderr, "tensors %d and %d are live together and overlap\n", t, u);
+                bad = 1;
+            }
+        }
+    }
+    for (int l = 0; l < num_layers; l++) {
+        uint64_t live = 0;
+        for (int t = 0; t < num_tensors; t++)
+            if (p.tensors[t].place == S4D_PLACE_ARENA && first[t] <= l && l <= last[t])
+                live += p.tensors[t].bytes;
+        peak = live > peak ? live : peak;
+    }
+    if (p.arena_size < peak || p.arena_size > unplanned || p.arena_size_unplanned != unplanned) {
+        fprintf(stderr, "arena %llu outside [peak %llu, unplanned %llu] (reported %llu)\n",
+                (unsigned long long)p.arena_size, (unsigned long long)peak,
+                (unsigned long long)unplanned, (unsigned long long)p.arena_size_unplanned);
+        bad = 1;
+    }
+    printf("  %4d layers %5d tensors: arena %8llu, live peak %8llu, no reuse %9llu\n", num_layers,
+           num_tensors, (unsigned long long)p.arena_size, (unsigned long long)peak,
+           (unsigned long long)unplanned);
+    for (int l = 0; l < num_layers; l++) {
+        free(p.layers[l].inputs);
+        free(p.layers[l].outputs);
+    }
+    free(p.layers);
+    free(p.tensors);
+    free(producer);
+    free(first);
+    free(last);
+    return bad;
+}
+
+int main(void)
+{
+    int bad = 0;
+    const int sizes[][2] = {{1, 1}, {2, 5}, {10, 30}, {50, 120}, {200, 500}, {400, 1200}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        for (int rep = 0; rep < 3; rep++)
+            bad |= check_plan(sizes[i][0], sizes[i][1]);
+    printf("memory plan: %s\n", bad ? "FAILED" : "passed");
+    return bad;
+}
