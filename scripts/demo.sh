@@ -69,9 +69,16 @@ say "preset $PRESET, output under $OUT/"
 
 step "exporting the $PRESET preset to ONNX" "$OUT/logs/export.log" \
   "$PYTHON" -m s4d.sparse4d.export --preset "$PRESET" --out "$OUT/onnx"
-step "running PyTorch over $FRAMES frames (golden sequence)" "$OUT/logs/golden.log" \
+# PyTorch on the GPU when it has one and torch can use it (full fp32 there)
+golden_device=cpu
+if [ -n "$gpu" ] && "$PYTHON" -c "import sys, torch; sys.exit(not torch.cuda.is_available())" \
+     2>/dev/null; then
+  golden_device=cuda
+fi
+step "running PyTorch over $FRAMES frames (golden sequence, $golden_device)" \
+  "$OUT/logs/golden.log" \
   "$PYTHON" -m s4d.sparse4d.golden --preset "$PRESET" --frames "$FRAMES" --no-export \
-  --out "$OUT/golden"
+  --device "$golden_device" --out "$OUT/golden"
 "$PYTHON" examples/demo/frames_from_manifest.py "$OUT/golden" >"$OUT/logs/frames.log" 2>&1 \
   || { cat "$OUT/logs/frames.log" >&2; die "reading $OUT/golden/manifest.json failed"; }
 if [ -n "$gpu" ]; then

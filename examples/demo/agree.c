@@ -118,10 +118,10 @@ static int pair_agrees(const demo_box *g, const demo_box *w, const demo_box_tol 
     for (int k = 0; k < 6; k++) {
         double d = fabs((double)gv[k] - wv[k]);
         dm = worse(dm, d);
-        /* float32 holds a 300 m box (untrained weights make such) only to
-         * ~3e-5 m, and each frame carried amplifies that: beyond 100 m the
-         * tolerance is relative */
-        within = within && d <= fmax(tol->metres, tol->relative * fabs((double)wv[k]));
+        /* sizes are exp(predicted log size): their float32 error is relative
+         * to the size, so a size may also differ by tol->relative of itself */
+        double lim = k < 3 ? tol->metres : fmax(tol->metres, tol->relative * fabs((double)wv[k]));
+        within = within && d <= lim;
     }
     double dv = worse(fabs((double)g->vx - w->vx), fabs((double)g->vy - w->vy));
     double dr = yaw_diff(g->yaw, w->yaw);
@@ -141,16 +141,23 @@ static void note(demo_box_report *rep, const char *what, int pos, const demo_box
         return;
     double dr = yaw_diff(g->yaw, w->yaw);
     double dv = worse(fabs((double)g->vx - w->vx), fabs((double)g->vy - w->vy));
+    static const char *dim_name[6] = {"x", "y", "z", "w", "l", "h"};
     double dm = 0;
+    int worst_dim = 0;
     const float gv[6] = {g->x, g->y, g->z, g->w, g->l, g->h};
     const float wv[6] = {w->x, w->y, w->z, w->w, w->l, w->h};
-    for (int k = 0; k < 6; k++)
-        dm = worse(dm, fabs((double)gv[k] - wv[k]));
+    for (int k = 0; k < 6; k++) {
+        double d = fabs((double)gv[k] - wv[k]);
+        if (!(d <= dm)) {
+            dm = d;
+            worst_dim = k;
+        }
+    }
     snprintf(rep->first_problem, sizeof rep->first_problem,
              "%s at rank %d: got class %d track %lld, want class %d track %lld; "
-             "differences: %.2e m, %.2e rad, %.2e m/s, score %.2e", what, pos, g->cls,
-             (long long)g->track_id, w->cls, (long long)w->track_id, dm, dr, dv,
-             fabs((double)g->score - w->score));
+             "differences: %.2e m (%s = %.3f m), %.2e rad, %.2e m/s, score %.2e", what, pos,
+             g->cls, (long long)g->track_id, w->cls, (long long)w->track_id, dm,
+             dim_name[worst_dim], wv[worst_dim], dr, dv, fabs((double)g->score - w->score));
 }
 
 int demo_compare_boxes(const demo_box *got, const demo_box *want, int n, int n_ext,

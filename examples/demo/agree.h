@@ -35,7 +35,7 @@ int64_t demo_align_rows(const int64_t *got_ids, const int64_t *want_ids, int64_t
 
 typedef struct demo_box_tol {
     double metres;     /* centre and size */
-    double relative;   /* ... or this fraction of the reference value, if larger */
+    double relative;   /* sizes: or this fraction of the reference size, if larger */
     double radians;    /* yaw, compared modulo 2 pi */
     double velocity;   /* m/s */
     double score;      /* |score difference| */

@@ -109,7 +109,7 @@ static int parse_args(int argc, char **argv, options *o)
     o->bev_size = 800;
     o->range = 60;
     o->max_dt = 2.0;
-    o->tol = (demo_box_tol){.metres = 1e-3, .relative = 1e-5, .radians = 1e-3, .velocity = 1e-3,
+    o->tol = (demo_box_tol){.metres = 1e-3, .relative = 1e-4, .radians = 1e-3, .velocity = 1e-3,
                             .score = 1e-4, .tie = 1e-5};
     o->drift_rel_l2 = 1e-3;
     o->drift_tol = (demo_box_tol){.metres = 5e-2, .relative = 1e-3, .radians = 5e-2,

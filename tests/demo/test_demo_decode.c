@@ -163,7 +163,7 @@ static void test_compare_ties_and_mismatches(void)
                              0.9f - 0.1f * i, i % 3, i};
     /* ranks 2 and 3 tie within 1e-5 */
     want[3].score = want[2].score - 5e-6f;
-    demo_box_tol tol = {.metres = 1e-3, .relative = 1e-5, .radians = 1e-3, .velocity = 1e-3,
+    demo_box_tol tol = {.metres = 1e-3, .relative = 1e-4, .radians = 1e-3, .velocity = 1e-3,
                         .score = 1e-4, .tie = 1e-5};
     demo_box_report r;
     memcpy(got, want, sizeof got);
@@ -192,6 +192,19 @@ static void test_compare_ties_and_mismatches(void)
     got[1].x += 5e-4f;
     got[2].yaw += 5e-4f;
     CHECK(demo_compare_boxes(got, want, N, N, &tol, &r) == 0, "0.5 mm offset rejected");
+    /* sizes may differ relatively (1e-4 of 300 m = 3 cm), centres may not */
+    want[1].l = 300.0f;
+    want[1].x = 300.0f;
+    memcpy(got, want, sizeof got);
+    got[1].l += 0.02f;
+    CHECK(demo_compare_boxes(got, want, N, N, &tol, &r) == 0, "2 cm on a 300 m size rejected: %s",
+          r.first_problem);
+    got[1].l += 0.02f;
+    CHECK(demo_compare_boxes(got, want, N, N, &tol, &r) == 1, "4 cm on a 300 m size accepted");
+    memcpy(got, want, sizeof got);
+    got[1].x += 0.002f;
+    CHECK(demo_compare_boxes(got, want, N, N, &tol, &r) == 1 && strstr(r.first_problem, "x = "),
+          "2 mm on a centre 300 m away accepted or not named: '%s'", r.first_problem);
     memcpy(got, want, sizeof got);
     got[2].yaw = want[2].yaw + 2 * 3.14159265358979f; /* the same heading */
     CHECK(demo_compare_boxes(got, want, N, N, &tol, &r) == 0, "yaw + 2 pi rejected: %s",
