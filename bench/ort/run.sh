@@ -35,10 +35,10 @@ if [ ! -d bench/ort/node_modules/onnxruntime-node ]; then
   # build from GitHub; the CPU library ships inside the npm package.
   (cd bench/ort && npm install --no-audit --no-fund --ignore-scripts >/dev/null)
 fi
-# Debian's OpenBLAS 0.3.21 picks its Haswell (AVX2) kernels on AVX-512 AMD
-# CPUs (Zen 4); its SkylakeX kernels run there and are faster.
-if [ -z "${OPENBLAS_CORETYPE:-}" ] && grep -q avx512f /proc/cpuinfo && grep -q AuthenticAMD /proc/cpuinfo; then
-  export OPENBLAS_CORETYPE=SkylakeX
+# OPENBLAS_CORETYPE pins OpenBLAS's kernels (Haswell = AVX2 only); left
+# unset, OpenBLAS picks the best for the CPU. The results record it.
+if [ -n "${OPENBLAS_CORETYPE:-}" ]; then
+  echo "run.sh: note: OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE pins OpenBLAS's kernels" >&2
 fi
 mkdir -p "$OUT" bench/ort/results
 need_export=
