@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "engine/plugin_bridge.h"
+#include "passes/fuse_passes.h"
 #include "runtime/backend.h"
 #include "util/util.h"
 
@@ -168,6 +169,9 @@ s4d_status s4d_build_plan(s4d_ir_graph *g, const s4d_build_config *cfg, s4d_plan
     }
     if (st == S4D_OK)
         st = s4d_pass_infer_and_fold(g, cfg->fold_constants, err, errsz);
+    /* Fusions need final shapes and folded constants; the fused kernels are CPU ops. */
+    if (st == S4D_OK && cfg->device == S4D_DEVICE_KIND_CPU)
+        st = s4d_pass_fuse(g, err, errsz);
     if (st == S4D_OK)
         st = s4d_pass_remove_dead(g, err, errsz);
     if (st == S4D_OK)

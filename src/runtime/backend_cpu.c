@@ -1,6 +1,7 @@
 /* The CPU backend's entry in the backend table: see backend.h. */
 #include <stdlib.h>
 
+#include "backend/cpu/ops/dense_util.h"
 #include "core/threadpool.h"
 #include "runtime/backend.h"
 #include "util/util.h"
@@ -8,8 +9,12 @@
 static s4d_status cpu_context_init(int num_threads, void **state)
 {
     *state = NULL;
-    if (num_threads == 1)
+    /* OpenBLAS's thread count is process-wide: the most recent context sets it
+       to its own width, so one context per process gets exactly its budget. */
+    if (num_threads == 1) {
+        s4d_cpu_blas_set_threads(1);
         return S4D_OK;
+    }
     s4d_threadpool *pool = NULL;
     s4d_status st = s4d_threadpool_create(num_threads, &pool);
     if (st != S4D_OK)
@@ -20,6 +25,7 @@ static s4d_status cpu_context_init(int num_threads, void **state)
         pool = NULL;
     }
     *state = pool;
+    s4d_cpu_blas_set_threads(pool ? s4d_threadpool_size(pool) : 1);
     return S4D_OK;
 }
 

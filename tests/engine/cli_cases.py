@@ -114,7 +114,8 @@ def case_export():
 def case_dump():
     p = run(f"--onnx={m('da.onnx')}", f"--plugins={PLUGINS}", "--dumpLayerInfo",
             "--dumpProfile", "--iterations=2")
-    expect(p.stdout, "[layers] 9 layers", "MatMul", "Softmax", "float32[1,5,8]",
+    # the weight projection's MatMul + bias Add is fused into one FusedMatMul layer
+    expect(p.stdout, "[layers] 8 layers", "FusedMatMul", "Softmax", "float32[1,5,8]",
            "activations:", "planned", "[profile]", "total")
 
 
