@@ -176,7 +176,6 @@ __device__ __forceinline__ void make_corners(const MapInfo &m, float x, float y,
 /* Shared memory: the map table, the compacted valid pairs, then per-kernel scratch. */
 struct Smem {
     MapInfo *maps;
-    float2 *xy;  /* location of each compacted pair, so items need no global read for it */
     int *pairs;
     int *count;
     float *scratch;
@@ -184,8 +183,7 @@ struct Smem {
 
 __host__ __device__ inline size_t smem_head_bytes(int64_t N, int64_t L, int64_t P)
 {
-    size_t b = sizeof(MapInfo) * (size_t)(N * L) + sizeof(float2) * (size_t)(P * N) +
-               sizeof(int) * (size_t)(P * N + kWarps + 1);
+    size_t b = sizeof(MapInfo) * (size_t)(N * L) + sizeof(int) * (size_t)(P * N + kWarps + 1);
     return (b + 15) / 16 * 16;
 }
 
@@ -193,8 +191,7 @@ __device__ inline Smem smem_layout(char *base, const Params &p)
 {
     Smem s;
     s.maps = reinterpret_cast<MapInfo *>(base);
-    s.xy = reinterpret_cast<float2 *>(s.maps + p.N * p.L);
-    s.pairs = reinterpret_cast<int *>(s.xy + p.P * p.N);
+    s.pairs = reinterpret_cast<int *>(s.maps + p.N * p.L);
     s.count = s.pairs + p.P * p.N; /* kWarps per-warp counts, then the total */
     s.scratch = reinterpret_cast<float *>(base + smem_head_bytes(p.N, p.L, p.P));
     return s;
@@ -223,12 +220,9 @@ __device__ inline int compact_pairs(const Params &p, const Smem &s, int64_t ba)
     for (int64_t base = 0; base < PN; base += kThreads) {
         int64_t i = base + threadIdx.x;
         bool v = false;
-        float x = 0.0f, y = 0.0f;
         if (i < PN) {
             const float *xy = p.loc + 2 * (ba * PN + i);
-            x = __ldg(xy);
-            y = __ldg(xy + 1);
-            v = loc_valid(x, y);
+            v = loc_valid(__ldg(xy), __ldg(xy + 1));
         }
         unsigned mask = __ballot_sync(0xffffffffu, v);
         if (lane == 0)
@@ -237,11 +231,8 @@ __device__ inline int compact_pairs(const Params &p, const Smem &s, int64_t ba)
         int off = total;
         for (int w = 0; w < warp; w++)
             off += s.count[w];
-        if (v) {
-            const int slot = off + __popc(mask & ((1u << lane) - 1u));
-            s.pairs[slot] = (int)i;
-            s.xy[slot] = make_float2(x, y);
-        }
+        if (v)
+            s.pairs[off + __popc(mask & ((1u << lane) - 1u))] = (int)i;
         int chunk = 0;
         for (int w = 0; w < kWarps; w++)
             chunk += s.count[w];
@@ -277,16 +268,12 @@ template <int VEC> struct Chunks {
 /* ------------------------------------------------------------------ forward */
 
 /*
- * BATCH: keep two items per warp in flight, issuing all their loads (2 x 4 corners x
- * chunks) before the arithmetic, for
+ * BATCH: issue all of an item's loads (4 corners x chunks) before its arithmetic, for
  * more loads in flight at the cost of registers; otherwise load and add corner by
  * corner. Both are deterministic; the benchmark times both (FAST and DETERMINISTIC).
  */
-#ifndef S4D_DA_FWD_MIN_BLOCKS
-#define S4D_DA_FWD_MIN_BLOCKS 1
-#endif
 template <typename TF, int VEC, bool BATCH>
-__global__ void __launch_bounds__(kThreads, S4D_DA_FWD_MIN_BLOCKS) fwd_kernel(Params p, bool vec, bool w_half, bool o_half)
+__global__ void __launch_bounds__(kThreads) fwd_kernel(Params p, bool vec, bool w_half, bool o_half)
 {
     constexpr int K = Chunks<VEC>::value;
     extern __shared__ __align__(16) char smem_raw[];
@@ -317,67 +304,39 @@ __global__ void __launch_bounds__(kThreads, S4D_DA_FWD_MIN_BLOCKS) fwd_kernel(Pa
             for (int v = 0; v < VEC; v++)
                 acc[k][v] = 0.0f;
         const int items = nvalid * L32;
-        if (BATCH) {
-            /* Two items per warp in flight: all their feature loads are issued before any
-               arithmetic, which hides more of the memory latency that bounds this kernel. */
-            constexpr int U = 2;
-            for (int it0 = warp; it0 < items; it0 += kWarps * U) {
-                Corners cr[U];
-                int64_t wbase[U];
+        for (int it = warp; it < items; it += kWarps) {
+            const int pi = s.pairs[it / L32];
+            const int l = it % L32;
+            const int n = pi % N32;
+            const int64_t pair = ba * p.P * p.N + pi;
+            const float x = __ldg(p.loc + 2 * pair), y = __ldg(p.loc + 2 * pair + 1);
+            Corners cr;
+            make_corners(s.maps[n * L32 + l], x, y, cr);
+            const int64_t wbase = (pair * p.L + l) * p.G;
+            if (BATCH) {
+                float f[K][4][VEC];
 #pragma unroll
-                for (int u = 0; u < U; u++) {
-                    const int it = it0 + u * kWarps;
-                    if (it >= items) {
+                for (int k = 0; k < K; k++)
 #pragma unroll
-                        for (int q = 0; q < 4; q++)
-                            cr[u].row[q] = -1;
-                        wbase[u] = -1;
+                    for (int q = 0; q < 4; q++)
+                        if (cst[k] < p.C && cr.row[q] >= 0)
+                            load_n<VEC>(feat + (b * p.F + cr.row[q]) * p.C + cst[k], f[k][q], vec);
+#pragma unroll
+                for (int k = 0; k < K; k++) {
+                    if (cst[k] >= p.C)
                         continue;
-                    }
-                    const int slot = it / L32, l = it % L32;
-                    const int pi = s.pairs[slot];
-                    const float2 xy = s.xy[slot];
-                    make_corners(s.maps[(pi % N32) * L32 + l], xy.x, xy.y, cr[u]);
-                    wbase[u] = ((ba * p.P * p.N + pi) * p.L + l) * p.G;
-                }
-                float f[U][K][4][VEC];
+                    const float wg = load_w(p.weights, w_half, wbase + grp[k]);
 #pragma unroll
-                for (int u = 0; u < U; u++)
-#pragma unroll
-                    for (int k = 0; k < K; k++)
-#pragma unroll
-                        for (int q = 0; q < 4; q++)
-                            if (cst[k] < p.C && cr[u].row[q] >= 0)
-                                load_n<VEC>(feat + (b * p.F + cr[u].row[q]) * p.C + cst[k], f[u][k][q], vec);
-#pragma unroll
-                for (int u = 0; u < U; u++) {
-                    if (wbase[u] < 0)
-                        continue;
-#pragma unroll
-                    for (int k = 0; k < K; k++) {
-                        if (cst[k] >= p.C)
+                    for (int q = 0; q < 4; q++) {
+                        if (cr.row[q] < 0)
                             continue;
-                        const float wg = load_w(p.weights, w_half, wbase[u] + grp[k]);
+                        const float coef = wg * cr.w[q];
 #pragma unroll
-                        for (int q = 0; q < 4; q++) {
-                            if (cr[u].row[q] < 0)
-                                continue;
-                            const float coef = wg * cr[u].w[q];
-#pragma unroll
-                            for (int v = 0; v < VEC; v++)
-                                acc[k][v] += coef * f[u][k][q][v];
-                        }
+                        for (int v = 0; v < VEC; v++)
+                            acc[k][v] += coef * f[k][q][v];
                     }
                 }
-            }
-        } else {
-            for (int it = warp; it < items; it += kWarps) {
-                const int slot = it / L32, l = it % L32;
-                const int pi = s.pairs[slot];
-                const float2 xy = s.xy[slot];
-                Corners cr;
-                make_corners(s.maps[(pi % N32) * L32 + l], xy.x, xy.y, cr);
-                const int64_t wbase = ((ba * p.P * p.N + pi) * p.L + l) * p.G;
+            } else {
 #pragma unroll
                 for (int k = 0; k < K; k++) {
                     if (cst[k] >= p.C)
