@@ -272,8 +272,12 @@ template <int VEC> struct Chunks {
  * more loads in flight at the cost of registers; otherwise load and add corner by
  * corner. Both are deterministic; the benchmark times both (FAST and DETERMINISTIC).
  */
+/* Blocks per SM the forward is compiled for (register cap); a build-time knob for tuning. */
+#ifndef S4D_DA_FWD_MIN_BLOCKS
+#define S4D_DA_FWD_MIN_BLOCKS 1
+#endif
 template <typename TF, int VEC, bool BATCH>
-__global__ void __launch_bounds__(kThreads) fwd_kernel(Params p, bool vec, bool w_half, bool o_half)
+__global__ void __launch_bounds__(kThreads, S4D_DA_FWD_MIN_BLOCKS) fwd_kernel(Params p, bool vec, bool w_half, bool o_half)
 {
     constexpr int K = Chunks<VEC>::value;
     extern __shared__ __align__(16) char smem_raw[];
