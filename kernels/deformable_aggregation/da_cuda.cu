@@ -272,9 +272,11 @@ template <int VEC> struct Chunks {
  * more loads in flight at the cost of registers; otherwise load and add corner by
  * corner. Both are deterministic; the benchmark times both (FAST and DETERMINISTIC).
  */
-/* Blocks per SM the forward is compiled for (register cap); a build-time knob for tuning. */
+/* Blocks per SM the forward is compiled for: 3 caps registers at 85, which keeps three
+   blocks resident per SM without spills and measured fastest on the H200 (1, 3 and 4 tried:
+   bench/results/h200-20261202/). A build-time knob for other chips. */
 #ifndef S4D_DA_FWD_MIN_BLOCKS
-#define S4D_DA_FWD_MIN_BLOCKS 1
+#define S4D_DA_FWD_MIN_BLOCKS 3
 #endif
 template <typename TF, int VEC, bool BATCH>
 __global__ void __launch_bounds__(kThreads, S4D_DA_FWD_MIN_BLOCKS) fwd_kernel(Params p, bool vec, bool w_half, bool o_half)
