@@ -148,7 +148,8 @@ class UpstreamStyleBank:
     """Upstream's stateful instance bank, written independently: Python
     branches on the state, in-place slice writes, boolean-mask id assignment,
     float64 4x4 ego-motion. Differs from upstream only where s4d does on
-    purpose (a gap above 2 s is a full reset)."""
+    purpose (a gap above 2 s is a full reset; the selected current instances
+    are kept in anchor order)."""
 
     def __init__(self, cfg):
         self.cfg = cfg
@@ -206,6 +207,7 @@ class UpstreamStyleBank:
                 n_ref += 1
                 if n_ref == 1 and temp_f is not None:
                     _, idx = cls.max(-1).values.topk(a - t, dim=1)
+                    idx = idx.sort(dim=1).values  # s4d: in anchor order
                     inst = torch.cat([temp_f, inst[:, idx[0]]], 1)
                     anchor = torch.cat([temp_a, anchor[:, idx[0]]], 1)
                 if not last:

@@ -266,6 +266,12 @@ class Sparse4DHead(nn.Module):
                 if n_refine == 1:
                     # update: the cached instances first, then the best current ones
                     _, idx = torch.topk(cls.max(dim=-1).values, new, dim=1)
+                    # the selected instances in anchor order, not by logit:
+                    # fresh track ids are numbered in row order, and the order
+                    # of near-equal logits is decided by float rounding (an
+                    # ascending sort written as TopK of the negated indices)
+                    neg, _ = torch.topk(-idx.float(), new, dim=1)
+                    idx = (-neg).long()
                     sel_f = torch.cat([temp_feature,
                                        batched_gather(instance_feature, idx, b, a, new)], 1)
                     sel_a = torch.cat([temp_anchor, batched_gather(anchor, idx, b, a, new)], 1)
