@@ -148,7 +148,8 @@ class UpstreamStyleBank:
     """Upstream's stateful instance bank, written independently: Python
     branches on the state, in-place slice writes, boolean-mask id assignment,
     float64 4x4 ego-motion. Differs from upstream only where s4d does on
-    purpose (a gap above 2 s is a full reset)."""
+    purpose (a gap above 2 s is a full reset; the selected current instances
+    are kept in anchor order)."""
 
     def __init__(self, cfg):
         self.cfg = cfg
@@ -206,6 +207,7 @@ class UpstreamStyleBank:
                 n_ref += 1
                 if n_ref == 1 and temp_f is not None:
                     _, idx = cls.max(-1).values.topk(a - t, dim=1)
+                    idx = idx.sort(dim=1).values  # s4d: in anchor order
                     inst = torch.cat([temp_f, inst[:, idx[0]]], 1)
                     anchor = torch.cat([temp_a, anchor[:, idx[0]]], 1)
                 if not last:
@@ -543,6 +545,78 @@ def test_random_weights_follow_the_seed():
     assert not torch.equal(a["head.layers.0.weights_fc.weight"], c["head.layers.0.weights_fc.weight"])
     anchor = a["head.instance_bank.anchor"]
     assert anchor[:, :2].norm(dim=1).max() <= 55.0 and anchor[:, 6:8].norm(dim=1).sub(1).abs().max() < 1e-5
+
+
+def _xavier_bound(w):
+    return math.sqrt(6.0 / (w.shape[0] + w[0].numel()))
+
+
+def test_initialisation_is_shaped_like_upstreams():
+    model = build_model("tiny", aggregation="reference", seed=0)
+    cfg = model.cfg
+    c = cfg.embed_dims
+    fixed = torch.tensor([[0, 0, 0], [1, 0, 0], [-1, 0, 0], [0, 1, 0], [0, -1, 0], [0, 0, 1],
+                          [0, 0, -1]], dtype=torch.float32) * cfg.fix_scale
+    counts = {}
+    for op, layer in zip(cfg.operation_order, model.head.layers):
+        counts[op] = counts.get(op, 0) + 1
+        if op in ("temp_gnn", "gnn"):
+            w = layer.attn.in_proj_weight
+            assert w.abs().max() <= _xavier_bound(w)
+            assert abs(float(w.std()) * math.sqrt(3) / _xavier_bound(w) - 1) < 0.05
+        elif op == "deformable":
+            assert torch.equal(layer.kps_generator.fix_scale, fixed)  # a constant, not re-drawn
+            for lin in (layer.kps_generator.learnable_fc, layer.output_proj):
+                assert lin.weight.abs().max() <= _xavier_bound(lin.weight)
+                assert not lin.bias.any()
+            # upstream zeroes it; here small: softmax logits of about 0.3
+            wfc = layer.weights_fc
+            assert not wfc.bias.any()
+            assert abs(float(wfc.weight.std()) * math.sqrt(c) / 0.3 - 1) < 0.1
+        elif op == "refine":
+            reg = layer.layers[-2]
+            assert not reg.bias.any() and torch.equal(layer.layers[-1].scale, torch.ones(11))
+            assert abs(float(reg.weight.std()) * math.sqrt(c) / 0.05 - 1) < 0.1
+            prior = torch.sigmoid(layer.cls_layers[-1].bias.double())
+            assert torch.allclose(prior, torch.full_like(prior, 0.01), rtol=1e-6)
+    assert counts["refine"] == cfg.num_decoder_layers
+    for m in model.head.modules():
+        if isinstance(m, torch.nn.LayerNorm):
+            assert torch.equal(m.weight, torch.ones_like(m.weight)) and not m.bias.any()
+
+
+def test_untrained_head_stays_in_range_and_is_not_chaotic(tiny, frames):
+    """Like a trained head, the seeded one refines anchors by small steps and
+    passes small input differences on as small output differences: features
+    perturbed by 1e-6 (relative) move the outputs by about as much, on the
+    same state and with the perturbed run's own state carried over frames."""
+    cfg = tiny.cfg
+    g = torch.Generator().manual_seed(9)
+    state = carried = zeros_state(cfg)
+
+    def rel(a, b):
+        return float((a.double() - b.double()).norm() / b.double().norm())
+
+    for fr in frames:
+        out = _run_head(tiny, fr, state)
+        noisy = dict(fr, features=fr["features"] * (1 + 1e-6 * torch.randn(
+            fr["features"].shape, generator=g)))
+        same = _run_head(tiny, noisy, state)
+        mine = _run_head(tiny, noisy, carried)
+        p = out["prediction"][0]
+        assert p[:, :2].norm(dim=1).max() < 65.0       # anchors within 55 m + ego motion
+        size = p[:, 3:6].exp()
+        assert 0.2 < size.min() and size.max() < 20.0  # pedestrians to buses
+        assert p[:, 8:10].norm(dim=1).max() < 3.0
+        yaw_norm = p[:, 6:8].norm(dim=1)
+        assert 0.3 < yaw_norm.min() and yaw_norm.max() < 2.0
+        logit = out["classification"]
+        assert -9.0 < logit.min() and logit.max() < -1.0  # around the 1% prior
+        for name in ("classification", "prediction", "quality"):
+            assert rel(same[name], out[name]) < 3e-6, name
+            assert rel(mine[name], out[name]) < 3e-6, name
+        assert torch.equal(mine["track_ids"], out["track_ids"])
+        state, carried = out["state"], mine["state"]
 
 
 def test_model_rejects_inconsistent_configs():

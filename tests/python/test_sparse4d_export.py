@@ -131,7 +131,9 @@ def _assert_outputs_match(got, exp, frame):
         close(key, got[key], exp[key])
         k = exp[key][0]
         gap = np.minimum(np.abs(np.diff(k, prepend=np.inf)), np.abs(np.diff(k, append=-np.inf)))
-        stable = gap > 2e-4
+        # the two float32 orders differ by ~1e-7 in these keys (scores of the
+        # untrained head are around the 1% class prior, so gaps are small)
+        stable = gap > 1e-5
         assert stable.mean() > 0.5, f"frame {frame}: too many near-ties in {key}"
         for name in names:
             a, b = got[name][0][stable], exp[name][0][stable]

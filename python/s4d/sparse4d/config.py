@@ -92,7 +92,7 @@ PRESETS = {
     "tiny": Sparse4DConfig(
         name="tiny", image_hw=(64, 192), depth=18, base_width=16, fpn_channels=64,
         embed_dims=64, num_anchor=128, num_temp_instances=96, num_decoder_layers=3,
-        ffn_dims=256, anchor_embed_dims=(32, 8, 8, 16), num_output=64),
+        ffn_dims=256, anchor_embed_dims=(32, 8, 8, 16), num_output=100),
 }
 
 

@@ -21,7 +21,7 @@ from torch import nn
 from .aggregation import get_aggregation
 from .config import ANCHOR_DIM, COS_YAW, SIN_YAW, VX, Sparse4DConfig
 from .layers import (AnchorEncoder, AsymmetricFFN, DeformableFeatureAggregation,
-                     MultiheadAttention, Refinement)
+                     MultiheadAttention, Refinement, xavier_uniform)
 
 
 class HeadState(NamedTuple):
@@ -151,6 +151,29 @@ class Sparse4DHead(nn.Module):
         self.register_buffer("spatial_shape", spatial.contiguous(), persistent=False)
         self.register_buffer("scale_start_index", start.to(torch.int32), persistent=False)
 
+    def init_weights(self, generator: torch.Generator):
+        """Seeded initialisation shaped like upstream's: xavier for every
+        matrix of the layers other than refine, then the modules' own
+        init_weight (zero/small weights where a trained head has small
+        outputs, the classification prior), LayerNorm at identity. Untrained
+        outputs stay in the range of a trained model's, so the head is not
+        chaotic: small input differences give small output differences."""
+        for op, layer in zip(self.cfg.operation_order, self.layers):
+            if op == "refine":
+                continue
+            for p in layer.parameters():
+                # fix_scale is a constant stored as a Parameter: leave it
+                if p.dim() > 1 and p.requires_grad:
+                    xavier_uniform(p, generator)
+        with torch.no_grad():
+            for m in self.modules():
+                if isinstance(m, nn.LayerNorm):
+                    m.weight.fill_(1.0)
+                    m.bias.zero_()
+        for m in self.modules():
+            if hasattr(m, "init_weight"):
+                m.init_weight(generator)
+
     def set_aggregation(self, mode: str):
         aggregate = get_aggregation(mode)
         self.aggregation = mode
@@ -243,6 +266,12 @@ class Sparse4DHead(nn.Module):
                 if n_refine == 1:
                     # update: the cached instances first, then the best current ones
                     _, idx = torch.topk(cls.max(dim=-1).values, new, dim=1)
+                    # the selected instances in anchor order, not by logit:
+                    # fresh track ids are numbered in row order, and the order
+                    # of near-equal logits is decided by float rounding (an
+                    # ascending sort written as TopK of the negated indices)
+                    neg, _ = torch.topk(-idx.float(), new, dim=1)
+                    idx = (-neg).long()
                     sel_f = torch.cat([temp_feature,
                                        batched_gather(instance_feature, idx, b, a, new)], 1)
                     sel_a = torch.cat([temp_anchor, batched_gather(anchor, idx, b, a, new)], 1)

@@ -14,6 +14,23 @@ from torch import nn
 from .config import COS_YAW, SIN_YAW, VX, Sparse4DConfig
 
 
+# Seeded initialisation shaped like upstream's (see Sparse4DHead.init_weights).
+# torch.nn.init takes no generator in torch 1.13, so these draw from one.
+def xavier_uniform(weight: torch.Tensor, generator: torch.Generator, gain: float = 1.0):
+    fan_out, fan_in = weight.shape[0], weight[0].numel()
+    bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
+    with torch.no_grad():
+        weight.uniform_(-bound, bound, generator=generator)
+
+
+def small_normal(linear: nn.Linear, out_std: float, generator: torch.Generator):
+    """Weights such that an input of unit variance per element gives outputs
+    of about out_std; zero bias."""
+    with torch.no_grad():
+        linear.weight.normal_(0.0, out_std / math.sqrt(linear.in_features), generator=generator)
+        linear.bias.zero_()
+
+
 def linear_relu_ln(embed_dims: int, in_loops: int, out_loops: int,
                    input_dims: Optional[int] = None) -> List[nn.Module]:
     input_dims = embed_dims if input_dims is None else input_dims
@@ -113,6 +130,13 @@ class KeyPointsGenerator(nn.Module):
                                       requires_grad=False)
         self.learnable_fc = nn.Linear(embed_dims, num_learnable_pts * 3)
 
+    def init_weight(self, generator: torch.Generator):
+        # as upstream: xavier, zero bias, so the learnable points start at the
+        # box centre (sigmoid(0) - 0.5 = 0) for the zero initial features
+        xavier_uniform(self.learnable_fc.weight, generator)
+        with torch.no_grad():
+            self.learnable_fc.bias.zero_()
+
     def forward(self, anchor, instance_feature, b: int, a: int):
         size = anchor[..., None, 3:6].exp()  # [B, A, 1, 3]: (w, l, h)
         learn = (self.learnable_fc(instance_feature).reshape(b, a, self.num_learnable_pts, 3)
@@ -149,6 +173,16 @@ class DeformableFeatureAggregation(nn.Module):
         self.weights_fc = nn.Linear(c, self.num_groups * self.num_levels * self.num_pts)
         self.output_proj = nn.Linear(c, c)
 
+    def init_weight(self, generator: torch.Generator):
+        # Upstream zeroes weights_fc (uniform weights over cameras, levels and
+        # points). Small non-zero weights keep the softmax close to uniform
+        # (logits of about 0.3) while its inputs still shape the weights, so
+        # the path from features to weights is exercised by the tests.
+        small_normal(self.weights_fc, 0.3, generator)
+        xavier_uniform(self.output_proj.weight, generator)
+        with torch.no_grad():
+            self.output_proj.bias.zero_()
+
     def forward(self, instance_feature, anchor, anchor_embed, features, spatial_shape,
                 scale_start_index, projection, image_wh, b: int, a: int):
         n, lv, p, g = self.num_cams, self.num_levels, self.num_pts, self.num_groups
@@ -184,6 +218,21 @@ class Refinement(nn.Module):
                                         nn.Linear(embed_dims, num_classes))
         self.quality_layers = nn.Sequential(*linear_relu_ln(embed_dims, 1, 2),
                                             nn.Linear(embed_dims, 2))
+
+    # prior probability of a class before any training (upstream's choice)
+    CLS_PRIOR = 0.01
+    # output scale of the box regression at initialisation, in anchor units
+    # per refinement (m, log size, sin/cos; velocity this times 1/time_interval)
+    REG_INIT_STD = 0.05
+
+    def init_weight(self, generator: torch.Generator):
+        """A trained head refines the anchors by small steps; the regression
+        output starts small (zero bias) so the boxes stay near the anchors,
+        and the classification bias encodes a 1% prior as upstream's."""
+        small_normal(self.layers[-2], self.REG_INIT_STD, generator)
+        with torch.no_grad():
+            self.layers[-1].scale.fill_(1.0)
+            self.cls_layers[-1].bias.fill_(-math.log((1 - self.CLS_PRIOR) / self.CLS_PRIOR))
 
     def forward(self, instance_feature, anchor, anchor_embed, time_interval,
                 return_cls: bool = True):

@@ -60,7 +60,9 @@ def random_anchors(num: int, generator: torch.Generator) -> torch.Tensor:
 
 def build_model(preset="tiny", aggregation: str = "ext", seed: int = 0, **overrides) -> Sparse4D:
     """A model in eval mode with reproducible random weights (a fixed seed
-    gives the same parameters on every machine)."""
+    gives the same parameters on every machine). The head is initialised
+    like upstream's (Sparse4DHead.init_weights), so its untrained outputs
+    stay near the anchors and in a trained model's range."""
     cfg = get_preset(preset, **overrides) if isinstance(preset, str) else preset
     state = torch.random.get_rng_state()
     torch.manual_seed(seed)
@@ -76,6 +78,7 @@ def build_model(preset="tiny", aggregation: str = "ext", seed: int = 0, **overri
                     m.running_var.uniform_(0.5, 1.5, generator=g)
                     m.weight.uniform_(0.5, 1.0, generator=g)
                     m.bias.uniform_(-0.1, 0.1, generator=g)
+            model.head.init_weights(g)
     finally:
         torch.random.set_rng_state(state)
     return model.eval()

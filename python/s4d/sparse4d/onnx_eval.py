@@ -152,7 +152,8 @@ def _run_node(node, ins, at):
     if op == "Div":
         a, b = ins
         return [a // b if np.issubdtype(a.dtype, np.integer) else (a / b).astype(a.dtype)]
-    unary = {"Abs": np.abs, "Atan": np.arctan, "Exp": np.exp, "Not": np.logical_not,
+    unary = {"Abs": np.abs, "Atan": np.arctan, "Exp": np.exp, "Neg": np.negative,
+             "Not": np.logical_not,
              "Relu": lambda v: np.maximum(v, 0).astype(v.dtype), "Identity": lambda v: v,
              "Sigmoid": lambda v: (1 / (1 + np.exp(-v))).astype(v.dtype)}
     if op in unary:
