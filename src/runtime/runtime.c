@@ -195,8 +195,13 @@ s4d_status s4d_engine_build_onnx_memory(const void *data, size_t size,
     return S4D_OK;
 }
 
-s4d_status s4d_engine_build_onnx_file(const char *path, const s4d_build_options *opts,
-                                      s4d_engine **out, s4d_errbuf *err)
+/* Reads a whole file and hands its bytes to one of the *_memory entry points;
+   a failure message is prefixed with the path. */
+typedef s4d_status (*from_memory_fn)(const void *data, size_t size, const void *opts,
+                                     s4d_engine **out, s4d_errbuf *err);
+
+static s4d_status engine_from_file(const char *path, const void *opts, s4d_engine **out,
+                                   s4d_errbuf *err, from_memory_fn from_memory)
 {
     if (out)
         *out = NULL;
@@ -207,7 +212,7 @@ s4d_status s4d_engine_build_onnx_file(const char *path, const s4d_build_options 
     s4d_status st = s4d_read_file(path, &data, &size, ERRBUF(err));
     if (st != S4D_OK)
         return st;
-    st = s4d_engine_build_onnx_memory(data, size, opts, out, err);
+    st = from_memory(data, size, opts, out, err);
     if (st != S4D_OK && err) {
         char tmp[sizeof err->msg];
         memcpy(tmp, err->msg, sizeof tmp);
@@ -215,6 +220,24 @@ s4d_status s4d_engine_build_onnx_file(const char *path, const s4d_build_options 
     }
     free(data);
     return st;
+}
+
+static s4d_status build_from_memory(const void *data, size_t size, const void *opts,
+                                    s4d_engine **out, s4d_errbuf *err)
+{
+    return s4d_engine_build_onnx_memory(data, size, opts, out, err);
+}
+
+static s4d_status load_from_memory(const void *data, size_t size, const void *opts,
+                                   s4d_engine **out, s4d_errbuf *err)
+{
+    return s4d_engine_load_memory(data, size, opts, out, err);
+}
+
+s4d_status s4d_engine_build_onnx_file(const char *path, const s4d_build_options *opts,
+                                      s4d_engine **out, s4d_errbuf *err)
+{
+    return engine_from_file(path, opts, out, err, build_from_memory);
 }
 
 s4d_status s4d_engine_load_memory(const void *data, size_t size, const s4d_load_options *opts,
@@ -254,23 +277,7 @@ s4d_status s4d_engine_load_memory(const void *data, size_t size, const s4d_load_
 s4d_status s4d_engine_load_file(const char *path, const s4d_load_options *opts, s4d_engine **out,
                                 s4d_errbuf *err)
 {
-    if (out)
-        *out = NULL;
-    if (!path || !out)
-        return s4d_fmt_err(ERRBUF(err), S4D_ERR_INVALID_ARG, "path or out is NULL");
-    uint8_t *data;
-    size_t size;
-    s4d_status st = s4d_read_file(path, &data, &size, ERRBUF(err));
-    if (st != S4D_OK)
-        return st;
-    st = s4d_engine_load_memory(data, size, opts, out, err);
-    if (st != S4D_OK && err) {
-        char tmp[sizeof err->msg];
-        memcpy(tmp, err->msg, sizeof tmp);
-        s4d_fmt_err(err->msg, sizeof err->msg, st, "%s: %s", path, tmp);
-    }
-    free(data);
-    return st;
+    return engine_from_file(path, opts, out, err, load_from_memory);
 }
 
 s4d_status s4d_engine_serialize(s4d_engine *e, void **data, size_t *size)
