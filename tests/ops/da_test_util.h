@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "da_workload.h"
 #include "s4d/deformable_aggregation.h"
 
 static int g_failures = 0;
@@ -285,42 +286,14 @@ static inline double rel_l2_f(const double *want, const float *got, int64_t n)
 
 static inline s4d_da_forward_args fwd_args(const problem *p, void *out)
 {
-    s4d_da_forward_args a;
-    memset(&a, 0, sizeof a);
-    a.struct_size = sizeof a;
-    a.sizes = p->s;
-    a.features_dtype = S4D_DTYPE_FLOAT32;
-    a.weights_dtype = S4D_DTYPE_FLOAT32;
-    a.output_dtype = S4D_DTYPE_FLOAT32;
-    a.features = p->feat;
-    a.spatial_shape = p->shape;
-    a.scale_start_index = p->start;
-    a.sampling_location = p->loc;
-    a.weights = p->w;
-    a.output = out;
-    return a;
+    return da_forward_args_f32(&p->s, p->shape, p->start, p->feat, p->loc, p->w, out);
 }
 
 static inline s4d_da_backward_args bwd_args(const problem *p, const float *gout, float *gfeat,
                                      float *gloc, float *gw)
 {
-    s4d_da_backward_args a;
-    memset(&a, 0, sizeof a);
-    a.struct_size = sizeof a;
-    a.sizes = p->s;
-    a.features_dtype = S4D_DTYPE_FLOAT32;
-    a.weights_dtype = S4D_DTYPE_FLOAT32;
-    a.grad_output_dtype = S4D_DTYPE_FLOAT32;
-    a.features = p->feat;
-    a.spatial_shape = p->shape;
-    a.scale_start_index = p->start;
-    a.sampling_location = p->loc;
-    a.weights = p->w;
-    a.grad_output = gout;
-    a.grad_features = gfeat;
-    a.grad_sampling_location = gloc;
-    a.grad_weights = gw;
-    return a;
+    return da_backward_args_f32(&p->s, p->shape, p->start, p->feat, p->loc, p->w, gout, gfeat,
+                                gloc, gw);
 }
 
 #endif /* S4D_DA_TEST_UTIL_H */
