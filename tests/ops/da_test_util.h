@@ -102,6 +102,15 @@ static inline uint16_t double_to_half_bits(double v)
     return (uint16_t)(sign | best);
 }
 
+/* Rounds x[0..n) to half precision in place and stores the half bit patterns in bits. */
+static inline void quantise_half(float *x, int64_t n, uint16_t *bits)
+{
+    for (int64_t i = 0; i < n; i++) {
+        bits[i] = double_to_half_bits(x[i]);
+        x[i] = (float)half_bits_to_double(bits[i]);
+    }
+}
+
 /* ---------------------------------------------------------------- problems */
 
 typedef struct problem {

@@ -194,14 +194,6 @@ static int test_threads(void)
     return 0;
 }
 
-static void quantise_half(float *x, int64_t n, uint16_t *bits)
-{
-    for (int64_t i = 0; i < n; i++) {
-        bits[i] = double_to_half_bits(x[i]);
-        x[i] = (float)half_bits_to_double(bits[i]);
-    }
-}
-
 static int test_fp16(void)
 {
     for (int it = 0; it < 6; it++) {
