@@ -27,6 +27,20 @@ static int g_failures = 0;
         }                                                                                    \
     } while (0)
 
+/* The exit status of test `which` that returned rc: 77 (skipped) passes through, else 1 on any
+   failed CHECK, else 0. */
+static inline int test_exit(const char *which, int rc)
+{
+    if (rc == 77)
+        return 77;
+    if (g_failures) {
+        fprintf(stderr, "%s: %d failure(s)\n", which, g_failures);
+        return 1;
+    }
+    printf("%s: ok\n", which);
+    return 0;
+}
+
 /* ---------------------------------------------------------------- random */
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;

@@ -649,12 +649,5 @@ int main(int argc, char **argv)
         return 2;
     }
     cudaStreamDestroy(g_stream);
-    if (rc == 77)
-        return 77;
-    if (g_failures) {
-        fprintf(stderr, "%s: %d failure(s)\n", which, g_failures);
-        return 1;
-    }
-    printf("%s: ok\n", which);
-    return 0;
+    return test_exit(which, rc);
 }

@@ -335,12 +335,5 @@ int main(int argc, char **argv)
         fprintf(stderr, "unknown test '%s'\n", which);
         return 2;
     }
-    if (rc == 77)
-        return 77;
-    if (g_failures) {
-        fprintf(stderr, "%s: %d failure(s)\n", which, g_failures);
-        return 1;
-    }
-    printf("%s: ok\n", which);
-    return 0;
+    return test_exit(which, rc);
 }
