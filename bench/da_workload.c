@@ -197,3 +197,43 @@ void da_workload_free(da_workload *w)
     free(w->weights);
     memset(w, 0, sizeof *w);
 }
+
+s4d_da_forward_args da_forward_args_f32(const s4d_da_sizes *s, const int32_t *shape,
+                                        const int32_t *start, const float *feat, const float *loc,
+                                        const float *w, void *out)
+{
+    s4d_da_forward_args a;
+    memset(&a, 0, sizeof a);
+    a.struct_size = sizeof a;
+    a.sizes = *s;
+    a.features_dtype = a.weights_dtype = a.output_dtype = S4D_DTYPE_FLOAT32;
+    a.features = feat;
+    a.spatial_shape = shape;
+    a.scale_start_index = start;
+    a.sampling_location = loc;
+    a.weights = w;
+    a.output = out;
+    return a;
+}
+
+s4d_da_backward_args da_backward_args_f32(const s4d_da_sizes *s, const int32_t *shape,
+                                          const int32_t *start, const float *feat,
+                                          const float *loc, const float *w, const void *gout,
+                                          void *gfeat, float *gloc, void *gw)
+{
+    s4d_da_backward_args a;
+    memset(&a, 0, sizeof a);
+    a.struct_size = sizeof a;
+    a.sizes = *s;
+    a.features_dtype = a.weights_dtype = a.grad_output_dtype = S4D_DTYPE_FLOAT32;
+    a.features = feat;
+    a.spatial_shape = shape;
+    a.scale_start_index = start;
+    a.sampling_location = loc;
+    a.weights = w;
+    a.grad_output = gout;
+    a.grad_features = gfeat;
+    a.grad_sampling_location = gloc;
+    a.grad_weights = gw;
+    return a;
+}

@@ -1,7 +1,8 @@
 /*
  * The realistic workload of deformable aggregation: Sparse4Dv3's sizes and
  * sampling locations made by projecting anchor keypoints through a
- * nuScenes-like 6-camera rig (docs/ops/deformable_aggregation.md).
+ * nuScenes-like 6-camera rig (docs/ops/deformable_aggregation.md), and the
+ * float32 argument structs that the bench and the op tests both build.
  */
 #ifndef S4D_DA_WORKLOAD_H
 #define S4D_DA_WORKLOAD_H
@@ -27,5 +28,14 @@ typedef struct da_workload {
 /* bs 1..n, 6 cameras, 4 levels (64x176 .. 8x22), C 256, G 8, 13 points. 0 on success. */
 int da_workload_make(da_workload *w, int64_t batch, int64_t anchors, uint64_t seed);
 void da_workload_free(da_workload *w);
+
+/* Float32 arguments of the forward and backward over the given arrays (borrowed); the rest is zero. */
+s4d_da_forward_args da_forward_args_f32(const s4d_da_sizes *s, const int32_t *shape,
+                                        const int32_t *start, const float *feat, const float *loc,
+                                        const float *w, void *out);
+s4d_da_backward_args da_backward_args_f32(const s4d_da_sizes *s, const int32_t *shape,
+                                          const int32_t *start, const float *feat,
+                                          const float *loc, const float *w, const void *gout,
+                                          void *gfeat, float *gloc, void *gw);
 
 #endif /* S4D_DA_WORKLOAD_H */

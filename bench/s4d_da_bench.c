@@ -104,38 +104,15 @@ static double bwd_bytes(const da_workload *w)
 
 static s4d_da_forward_args make_fwd(const da_workload *w, void *out)
 {
-    s4d_da_forward_args a;
-    memset(&a, 0, sizeof a);
-    a.struct_size = sizeof a;
-    a.sizes = w->sizes;
-    a.features_dtype = a.weights_dtype = a.output_dtype = S4D_DTYPE_FLOAT32;
-    a.features = w->features;
-    a.spatial_shape = w->spatial_shape;
-    a.scale_start_index = w->scale_start_index;
-    a.sampling_location = w->sampling_location;
-    a.weights = w->weights;
-    a.output = out;
-    return a;
+    return da_forward_args_f32(&w->sizes, w->spatial_shape, w->scale_start_index, w->features,
+                               w->sampling_location, w->weights, out);
 }
 
 static s4d_da_backward_args make_bwd(const da_workload *w, const void *gout, void *gf, float *gl,
                                      void *gw)
 {
-    s4d_da_backward_args a;
-    memset(&a, 0, sizeof a);
-    a.struct_size = sizeof a;
-    a.sizes = w->sizes;
-    a.features_dtype = a.weights_dtype = a.grad_output_dtype = S4D_DTYPE_FLOAT32;
-    a.features = w->features;
-    a.spatial_shape = w->spatial_shape;
-    a.scale_start_index = w->scale_start_index;
-    a.sampling_location = w->sampling_location;
-    a.weights = w->weights;
-    a.grad_output = gout;
-    a.grad_features = gf;
-    a.grad_sampling_location = gl;
-    a.grad_weights = gw;
-    return a;
+    return da_backward_args_f32(&w->sizes, w->spatial_shape, w->scale_start_index, w->features,
+                                w->sampling_location, w->weights, gout, gf, gl, gw);
 }
 
 static int bench_cpu(const da_workload *w, int iters, int threads, double *checksum)

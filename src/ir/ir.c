@@ -184,3 +184,21 @@ size_t s4d_ir_tensor_bytes(const s4d_tensor *t)
         return 0;
     return (size_t)n * s4d_dtype_size(t->dtype);
 }
+
+void s4d_ir_node_ctx(const s4d_ir_node *n, const s4d_tensor *in, s4d_tensor *out, char *msg,
+                     size_t msg_size, s4d_op_ctx *ctx)
+{
+    memset(ctx, 0, sizeof *ctx);
+    ctx->node_name = n->name;
+    ctx->op_type = n->op_type;
+    ctx->opset = n->opset;
+    ctx->num_attrs = n->num_attrs;
+    ctx->attrs = n->attrs;
+    ctx->num_inputs = n->num_inputs;
+    ctx->inputs = in;
+    ctx->num_outputs = n->num_outputs;
+    ctx->outputs = out;
+    msg[0] = 0;
+    ctx->err = msg;
+    ctx->err_size = msg_size;
+}

@@ -105,6 +105,14 @@ size_t s4d_ir_tensor_bytes(const s4d_tensor *t);
 int s4d_ir_is_onnx_domain(const char *domain);
 
 /*
+ * Fills ctx for a build-time call of node n's infer() or workspace_size():
+ * the node's op and attributes, in and out as its tensors (borrowed for the
+ * life of ctx), msg[msg_size] for the error message; the run-time fields are zero.
+ */
+void s4d_ir_node_ctx(const s4d_ir_node *n, const s4d_tensor *in, s4d_tensor *out, char *msg,
+                     size_t msg_size, s4d_op_ctx *ctx);
+
+/*
  * The passes (src/passes/). Each returns S4D_OK or a status with a message
  * in err naming the node or value at fault.
  *

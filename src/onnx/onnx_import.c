@@ -206,6 +206,28 @@ static int attr_type_of(const Onnx__AttributeProto *a)
     return S4D_ATTR_UNDEFINED;
 }
 
+/* A NUL-terminated copy of a protobuf string; NULL when out of memory. */
+static char *copy_bytes(const ProtobufCBinaryData *b)
+{
+    char *s = malloc(b->len + 1);
+    if (!s)
+        return NULL;
+    if (b->len)
+        memcpy(s, b->data, b->len);
+    s[b->len] = 0;
+    return s;
+}
+
+/* A copy of n elements of elsize bytes, with one spare byte so that an empty array is not NULL;
+   NULL when out of memory. */
+static void *copy_array(const void *src, size_t n, size_t elsize)
+{
+    void *p = malloc(n * elsize + 1);
+    if (p && n)
+        memcpy(p, src, n * elsize);
+    return p;
+}
+
 static s4d_status convert_attr(const Onnx__AttributeProto *a, const char *node, s4d_attr *out,
                                char *err, size_t errsz)
 {
@@ -219,12 +241,9 @@ static s4d_status convert_attr(const Onnx__AttributeProto *a, const char *node, 
     case S4D_ATTR_FLOAT: out->f = a->f; break;
     case S4D_ATTR_INT: out->i = a->i; break;
     case S4D_ATTR_STRING:
-        out->s = malloc(a->s.len + 1);
+        out->s = copy_bytes(&a->s);
         if (!out->s)
             return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
-        if (a->s.len)
-            memcpy(out->s, a->s.data, a->s.len);
-        out->s[a->s.len] = 0;
         out->s_len = a->s.len;
         break;
     case S4D_ATTR_TENSOR: {
@@ -239,19 +258,15 @@ static s4d_status convert_attr(const Onnx__AttributeProto *a, const char *node, 
     }
     case S4D_ATTR_FLOATS:
         out->count = a->n_floats;
-        out->floats = malloc(a->n_floats * sizeof(float) + 1);
+        out->floats = copy_array(a->floats, a->n_floats, sizeof(float));
         if (!out->floats)
             return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
-        if (a->n_floats)
-            memcpy(out->floats, a->floats, a->n_floats * sizeof(float));
         break;
     case S4D_ATTR_INTS:
         out->count = a->n_ints;
-        out->ints = malloc(a->n_ints * sizeof(int64_t) + 1);
+        out->ints = copy_array(a->ints, a->n_ints, sizeof(int64_t));
         if (!out->ints)
             return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
-        if (a->n_ints)
-            memcpy(out->ints, a->ints, a->n_ints * sizeof(int64_t));
         break;
     case S4D_ATTR_STRINGS:
         out->count = a->n_strings;
@@ -259,12 +274,9 @@ static s4d_status convert_attr(const Onnx__AttributeProto *a, const char *node, 
         if (!out->strings)
             return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
         for (size_t i = 0; i < a->n_strings; i++) {
-            out->strings[i] = malloc(a->strings[i].len + 1);
+            out->strings[i] = copy_bytes(&a->strings[i]);
             if (!out->strings[i])
                 return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
-            if (a->strings[i].len)
-                memcpy(out->strings[i], a->strings[i].data, a->strings[i].len);
-            out->strings[i][a->strings[i].len] = 0;
         }
         break;
     case S4D_ATTR_UNDEFINED:

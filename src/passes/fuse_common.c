@@ -128,19 +128,7 @@ s4d_status s4d_fuse_reinfer(s4d_ir_graph *g, int ni, char *err, size_t errsz)
     }
     memset(out, 0, sizeof out);
     s4d_op_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.node_name = n->name;
-    ctx.op_type = n->op_type;
-    ctx.opset = n->opset;
-    ctx.num_attrs = n->num_attrs;
-    ctx.attrs = n->attrs;
-    ctx.num_inputs = n->num_inputs;
-    ctx.inputs = in;
-    ctx.num_outputs = n->num_outputs;
-    ctx.outputs = out;
-    msg[0] = 0;
-    ctx.err = msg;
-    ctx.err_size = sizeof msg;
+    s4d_ir_node_ctx(n, in, out, msg, sizeof msg, &ctx);
     s4d_status st = n->def->infer(&ctx);
     if (st != S4D_OK)
         return s4d_fmt_err(err, errsz, st, "fusion produced a node that does not infer: %s", msg);

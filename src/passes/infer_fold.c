@@ -124,19 +124,7 @@ static s4d_status infer_node(s4d_ir_graph *g, s4d_ir_node *n, int fold, char *er
         }
     }
     s4d_op_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.node_name = n->name;
-    ctx.op_type = n->op_type;
-    ctx.opset = n->opset;
-    ctx.num_attrs = n->num_attrs;
-    ctx.attrs = n->attrs;
-    ctx.num_inputs = n->num_inputs;
-    ctx.inputs = in;
-    ctx.num_outputs = n->num_outputs;
-    ctx.outputs = out;
-    msg[0] = 0;
-    ctx.err = msg;
-    ctx.err_size = sizeof msg;
+    s4d_ir_node_ctx(n, in, out, msg, sizeof msg, &ctx);
 
     size_t ws = 0;
     switch (n->kind) {

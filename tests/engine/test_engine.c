@@ -15,19 +15,10 @@
 #include "s4d/npy.h"
 #include "s4d/plugin.h"
 
+#include "check.h"
+
 static const char *g_models;
 static const char *g_plugin_lib;
-static int g_failures;
-
-#define CHECK(cond, ...)                                                                     \
-    do {                                                                                     \
-        if (!(cond)) {                                                                       \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);          \
-            fprintf(stderr, __VA_ARGS__);                                                    \
-            fputc('\n', stderr);                                                             \
-            g_failures++;                                                                    \
-        }                                                                                    \
-    } while (0)
 
 static char *model_path(const char *name)
 {

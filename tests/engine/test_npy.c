@@ -9,17 +9,7 @@
 
 #include "s4d/npy.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                          \
-    do {                                                                          \
-        if (!(cond)) {                                                            \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                         \
-            fputc('\n', stderr);                                                  \
-            failures++;                                                           \
-        }                                                                         \
-    } while (0)
+#include "check.h"
 
 static void roundtrip(const char *dir)
 {
@@ -140,6 +130,6 @@ int main(int argc, char **argv)
     }
     roundtrip(argv[1]);
     malformed(argv[1]);
-    printf("npy: %s\n", failures ? "FAILED" : "passed");
-    return failures ? 1 : 0;
+    printf("npy: %s\n", g_failures ? "FAILED" : "passed");
+    return g_failures ? 1 : 0;
 }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "da_workload.h"
 #include "s4d/deformable_aggregation.h"
 
 static int g_failures = 0;
@@ -25,6 +26,20 @@ static int g_failures = 0;
             fprintf(stderr, "\n");                                                           \
         }                                                                                    \
     } while (0)
+
+/* The exit status of test `which` that returned rc: 77 (skipped) passes through, else 1 on any
+   failed CHECK, else 0. */
+static inline int test_exit(const char *which, int rc)
+{
+    if (rc == 77)
+        return 77;
+    if (g_failures) {
+        fprintf(stderr, "%s: %d failure(s)\n", which, g_failures);
+        return 1;
+    }
+    printf("%s: ok\n", which);
+    return 0;
+}
 
 /* ---------------------------------------------------------------- random */
 
@@ -99,6 +114,15 @@ static inline uint16_t double_to_half_bits(double v)
         best = 0x7bff; /* between max half and 65520 rounds down */
     }
     return (uint16_t)(sign | best);
+}
+
+/* Rounds x[0..n) to half precision in place and stores the half bit patterns in bits. */
+static inline void quantise_half(float *x, int64_t n, uint16_t *bits)
+{
+    for (int64_t i = 0; i < n; i++) {
+        bits[i] = double_to_half_bits(x[i]);
+        x[i] = (float)half_bits_to_double(bits[i]);
+    }
 }
 
 /* ---------------------------------------------------------------- problems */
@@ -285,42 +309,14 @@ static inline double rel_l2_f(const double *want, const float *got, int64_t n)
 
 static inline s4d_da_forward_args fwd_args(const problem *p, void *out)
 {
-    s4d_da_forward_args a;
-    memset(&a, 0, sizeof a);
-    a.struct_size = sizeof a;
-    a.sizes = p->s;
-    a.features_dtype = S4D_DTYPE_FLOAT32;
-    a.weights_dtype = S4D_DTYPE_FLOAT32;
-    a.output_dtype = S4D_DTYPE_FLOAT32;
-    a.features = p->feat;
-    a.spatial_shape = p->shape;
-    a.scale_start_index = p->start;
-    a.sampling_location = p->loc;
-    a.weights = p->w;
-    a.output = out;
-    return a;
+    return da_forward_args_f32(&p->s, p->shape, p->start, p->feat, p->loc, p->w, out);
 }
 
 static inline s4d_da_backward_args bwd_args(const problem *p, const float *gout, float *gfeat,
                                      float *gloc, float *gw)
 {
-    s4d_da_backward_args a;
-    memset(&a, 0, sizeof a);
-    a.struct_size = sizeof a;
-    a.sizes = p->s;
-    a.features_dtype = S4D_DTYPE_FLOAT32;
-    a.weights_dtype = S4D_DTYPE_FLOAT32;
-    a.grad_output_dtype = S4D_DTYPE_FLOAT32;
-    a.features = p->feat;
-    a.spatial_shape = p->shape;
-    a.scale_start_index = p->start;
-    a.sampling_location = p->loc;
-    a.weights = p->w;
-    a.grad_output = gout;
-    a.grad_features = gfeat;
-    a.grad_sampling_location = gloc;
-    a.grad_weights = gw;
-    return a;
+    return da_backward_args_f32(&p->s, p->shape, p->start, p->feat, p->loc, p->w, gout, gfeat,
+                                gloc, gw);
 }
 
 #endif /* S4D_DA_TEST_UTIL_H */

@@ -151,10 +151,5 @@ int main(void)
     free(gl);
     free(gw);
     problem_free(&p);
-    if (g_failures) {
-        fprintf(stderr, "args: %d failure(s)\n", g_failures);
-        return 1;
-    }
-    printf("args: ok\n");
-    return 0;
+    return test_exit("args", 0);
 }

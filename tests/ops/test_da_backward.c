@@ -231,14 +231,8 @@ static int test_fp16(void)
     uint16_t *fh = (uint16_t *)malloc(2 * (size_t)nf), *wh = (uint16_t *)malloc(2 * (size_t)nw),
              *goh = (uint16_t *)malloc(2 * (size_t)no);
     float *gout = (float *)malloc(sizeof(float) * (size_t)no);
-    for (int64_t i = 0; i < nf; i++) {
-        fh[i] = double_to_half_bits(p.feat[i]);
-        p.feat[i] = (float)half_bits_to_double(fh[i]);
-    }
-    for (int64_t i = 0; i < nw; i++) {
-        wh[i] = double_to_half_bits(p.w[i]);
-        p.w[i] = (float)half_bits_to_double(wh[i]);
-    }
+    quantise_half(p.feat, nf, fh);
+    quantise_half(p.w, nw, wh);
     for (int64_t i = 0; i < no; i++) {
         goh[i] = double_to_half_bits(rng_nonzero());
         gout[i] = (float)half_bits_to_double(goh[i]);
@@ -339,10 +333,5 @@ int main(int argc, char **argv)
         fprintf(stderr, "unknown test '%s'\n", which);
         return 2;
     }
-    if (g_failures) {
-        fprintf(stderr, "%s: %d failure(s)\n", which, g_failures);
-        return 1;
-    }
-    printf("%s: ok\n", which);
-    return 0;
+    return test_exit(which, 0);
 }

@@ -266,14 +266,8 @@ static void make_half(problem *p, uint16_t **fh, uint16_t **wh)
 {
     *fh = (uint16_t *)malloc(2 * (size_t)n_feat(p));
     *wh = (uint16_t *)malloc(2 * (size_t)n_w(p));
-    for (int64_t i = 0; i < n_feat(p); i++) {
-        (*fh)[i] = double_to_half_bits(p->feat[i]);
-        p->feat[i] = (float)half_bits_to_double((*fh)[i]);
-    }
-    for (int64_t i = 0; i < n_w(p); i++) {
-        (*wh)[i] = double_to_half_bits(p->w[i]);
-        p->w[i] = (float)half_bits_to_double((*wh)[i]);
-    }
+    quantise_half(p->feat, n_feat(p), *fh);
+    quantise_half(p->w, n_w(p), *wh);
 }
 
 static int test_fp16(void)
@@ -655,12 +649,5 @@ int main(int argc, char **argv)
         return 2;
     }
     cudaStreamDestroy(g_stream);
-    if (rc == 77)
-        return 77;
-    if (g_failures) {
-        fprintf(stderr, "%s: %d failure(s)\n", which, g_failures);
-        return 1;
-    }
-    printf("%s: ok\n", which);
-    return 0;
+    return test_exit(which, rc);
 }

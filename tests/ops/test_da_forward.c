@@ -194,14 +194,6 @@ static int test_threads(void)
     return 0;
 }
 
-static void quantise_half(float *x, int64_t n, uint16_t *bits)
-{
-    for (int64_t i = 0; i < n; i++) {
-        bits[i] = double_to_half_bits(x[i]);
-        x[i] = (float)half_bits_to_double(bits[i]);
-    }
-}
-
 static int test_fp16(void)
 {
     for (int it = 0; it < 6; it++) {
@@ -343,12 +335,5 @@ int main(int argc, char **argv)
         fprintf(stderr, "unknown test '%s'\n", which);
         return 2;
     }
-    if (rc == 77)
-        return 77;
-    if (g_failures) {
-        fprintf(stderr, "%s: %d failure(s)\n", which, g_failures);
-        return 1;
-    }
-    printf("%s: ok\n", which);
-    return 0;
+    return test_exit(which, rc);
 }

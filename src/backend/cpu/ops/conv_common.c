@@ -72,6 +72,17 @@ s4d_status s4d_cpu_conv_attrs(s4d_op_ctx *ctx, int nsp, const int64_t *kernel_di
     return S4D_OK;
 }
 
+void s4d_cpu_conv_same_pad(s4d_conv_geom *g, int j, int64_t ext, s4d_auto_pad ap)
+{
+    int64_t in = g->img[j];
+    g->grid[j] = (in + g->stride[j] - 1) / g->stride[j];
+    int64_t total = (g->grid[j] - 1) * g->stride[j] + ext - in;
+    if (total < 0)
+        total = 0;
+    g->pad_b[j] = ap == S4D_AUTO_PAD_SAME_UPPER ? total / 2 : total - total / 2;
+    g->pad_e[j] = total - g->pad_b[j];
+}
+
 int64_t s4d_cpu_conv_prod3(const int64_t *v)
 {
     return v[0] * v[1] * v[2];

@@ -36,6 +36,13 @@ typedef enum s4d_auto_pad {
 s4d_status s4d_cpu_conv_attrs(s4d_op_ctx *ctx, int nsp, const int64_t *kernel_dims, s4d_conv_geom *g,
                               s4d_auto_pad *ap);
 
+/*
+ * auto_pad SAME_UPPER / SAME_LOWER for spatial slot j of g (img and stride set,
+ * ext the dilated window): grid[j] = ceil(img / stride) and the padding that
+ * reaches it, the odd pixel after (UPPER) or before (LOWER).
+ */
+void s4d_cpu_conv_same_pad(s4d_conv_geom *g, int j, int64_t ext, s4d_auto_pad ap);
+
 /* Product of the three entries. */
 int64_t s4d_cpu_conv_prod3(const int64_t *v);
 

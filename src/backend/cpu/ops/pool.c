@@ -67,15 +67,9 @@ static s4d_status pool_plan_make(s4d_op_ctx *ctx, pool_kind kind, pool_plan *p)
             break;
         }
         case S4D_AUTO_PAD_SAME_UPPER:
-        case S4D_AUTO_PAD_SAME_LOWER: {
-            g->grid[j] = (in + g->stride[j] - 1) / g->stride[j];
-            int64_t total = (g->grid[j] - 1) * g->stride[j] + ext - in;
-            if (total < 0)
-                total = 0;
-            g->pad_b[j] = ap == S4D_AUTO_PAD_SAME_UPPER ? total / 2 : total - total / 2;
-            g->pad_e[j] = total - g->pad_b[j];
+        case S4D_AUTO_PAD_SAME_LOWER:
+            s4d_cpu_conv_same_pad(g, j, ext, ap);
             break;
-        }
         }
     }
     return S4D_OK;

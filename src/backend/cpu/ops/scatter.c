@@ -27,17 +27,28 @@ static s4d_status read_reduction(s4d_op_ctx *ctx, scat_red *r)
     return S4D_OK;
 }
 
-static s4d_status infer_scatter_nd(s4d_op_ctx *ctx)
+/* The checks ScatterND and ScatterElements share: three inputs, the reduction attribute, and a
+   data dtype the reduction can combine. */
+static s4d_status check_data_and_reduction(s4d_op_ctx *ctx, scat_red *red)
 {
     s4d_status st = s4d_check_arity(ctx, 3, 3, 1);
     if (st != S4D_OK)
         return st;
-    const s4d_tensor *x = &ctx->inputs[0], *idx = &ctx->inputs[1], *up = &ctx->inputs[2];
-    scat_red red;
-    if ((st = read_reduction(ctx, &red)) != S4D_OK)
+    const s4d_tensor *x = &ctx->inputs[0];
+    if ((st = read_reduction(ctx, red)) != S4D_OK)
         return st;
-    if (s4d_dtype_size(x->dtype) == 0 || (red != SR_NONE && !s4d_dtype_is_int(x->dtype) && !s4d_dtype_is_float(x->dtype)))
+    if (s4d_dtype_size(x->dtype) == 0 || (*red != SR_NONE && !s4d_dtype_is_int(x->dtype) && !s4d_dtype_is_float(x->dtype)))
         return s4d_op_error(ctx, S4D_ERR_DTYPE, "input 0 (data) has unsupported dtype %s", s4d_dtype_name(x->dtype));
+    return S4D_OK;
+}
+
+static s4d_status infer_scatter_nd(s4d_op_ctx *ctx)
+{
+    scat_red red;
+    s4d_status st = check_data_and_reduction(ctx, &red);
+    if (st != S4D_OK)
+        return st;
+    const s4d_tensor *x = &ctx->inputs[0], *idx = &ctx->inputs[1], *up = &ctx->inputs[2];
     if (idx->dtype != S4D_DTYPE_INT64)
         return s4d_op_error(ctx, S4D_ERR_DTYPE, "input 1 (indices) has dtype %s, expected int64",
                             s4d_dtype_name(idx->dtype));
@@ -144,15 +155,11 @@ static void combine(s4d_dtype dt, scat_red red, int isint, char *dst, const char
 
 static s4d_status infer_scatter_elements(s4d_op_ctx *ctx)
 {
-    s4d_status st = s4d_check_arity(ctx, 3, 3, 1);
+    scat_red red;
+    s4d_status st = check_data_and_reduction(ctx, &red);
     if (st != S4D_OK)
         return st;
     const s4d_tensor *x = &ctx->inputs[0], *idx = &ctx->inputs[1], *up = &ctx->inputs[2];
-    scat_red red;
-    if ((st = read_reduction(ctx, &red)) != S4D_OK)
-        return st;
-    if (s4d_dtype_size(x->dtype) == 0 || (red != SR_NONE && !s4d_dtype_is_int(x->dtype) && !s4d_dtype_is_float(x->dtype)))
-        return s4d_op_error(ctx, S4D_ERR_DTYPE, "input 0 (data) has unsupported dtype %s", s4d_dtype_name(x->dtype));
     if (idx->dtype != S4D_DTYPE_INT64 && idx->dtype != S4D_DTYPE_INT32)
         return s4d_op_error(ctx, S4D_ERR_DTYPE, "input 1 (indices) has dtype %s, expected int64 or int32",
                             s4d_dtype_name(idx->dtype));
