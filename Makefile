@@ -47,8 +47,7 @@ test-asan: deps-test
 	  ctest --output-on-failure -j $(JOBS) --timeout 900 -LE no_asan
 
 demo: all
-	@if [ -x scripts/demo.sh ]; then PRESET=$(PRESET) BUILD=$(BUILD) PYTHON=$(PYTHON) scripts/demo.sh; \
-	else $(BUILD)/bin/s4d_da_bench --summary; fi
+	@PRESET=$(PRESET) BUILD=$(BUILD) PYTHON=$(PYTHON) scripts/demo.sh
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)
