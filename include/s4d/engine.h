@@ -8,7 +8,17 @@
  *                engine file (s4d_engine_load_*). Weights are shared by every
  *                context of the engine.
  *   s4d_context  per-thread run state: activation arena, workspace, bound
- *                tensors, output buffers, profile. Create one per thread.
+ *                tensors, output buffers, the device's stream and library
+ *                handles, profile. Create one per thread.
+ *
+ * Devices
+ *   An engine is built for one device (s4d_build_options.device): the CPU, or
+ *   CUDA (the current CUDA device when it is built or loaded; the engine
+ *   records the GPU architecture and library versions and refuses to load on
+ *   another). Its weights live on that device, shared by its contexts. Graph
+ *   inputs and outputs can be bound as host memory (the context copies them)
+ *   or as device memory (used in place, no copy). With allow_fallback, nodes
+ *   the device cannot run are placed on the CPU with explicit copy layers.
  *
  * Thread-safety
  *   An engine may be used from many threads at once for read-only calls
@@ -59,19 +69,53 @@ typedef struct s4d_context s4d_context;
  * A struct_size below sizeof(size_t) or above 4096 is S4D_ERR_INVALID_ARG.
  */
 
+/* How an s4d_input_spec is meant (trtexec's --shapes gives both). */
+typedef enum s4d_input_spec_kind {
+    /* SHAPE when the model leaves any dimension of the input symbolic, else VALUES. */
+    S4D_INPUT_SPEC_AUTO = 0,
+    S4D_INPUT_SPEC_SHAPE = 1,  /* dims fix the input's shape */
+    S4D_INPUT_SPEC_VALUES = 2  /* dims are the input's VALUES: it becomes a constant */
+} s4d_input_spec_kind;
+
+/*
+ * A build-time fact about one graph input: its shape (fixing symbolic
+ * dimensions such as a dynamic batch axis), or its values (for an input
+ * that carries a shape: a Reshape shape, Slice starts, TopK K, Resize sizes).
+ * An input given values is folded into the engine as a constant; it stays an
+ * input, and binding other values at run time is S4D_ERR_SHAPE.
+ */
+typedef struct s4d_input_spec {
+    const char *name;
+    s4d_input_spec_kind kind;
+    int rank;                      /* SHAPE: the rank; VALUES: the count of values */
+    int64_t dims[S4D_MAX_DIMS];    /* SHAPE: the dims. VALUES (up to 8): the values */
+    const double *values;          /* VALUES, optional: `rank` values when more than 8 or
+                                      fractional (Resize scales); overrides dims */
+} s4d_input_spec;
+
 /* Build options. */
 typedef struct s4d_build_options {
     size_t struct_size;
-    s4d_device device;      /* default CPU; CUDA returns S4D_ERR_NO_DEVICE/UNSUPPORTED until the CUDA backend exists */
-    int fp16;               /* allow float16 layers; refused with S4D_ERR_UNSUPPORTED on the CPU */
+    s4d_device device;      /* default CPU */
+    int fp16;               /* allow float16 layers (CUDA); refused with S4D_ERR_UNSUPPORTED on the CPU */
     int fold_constants;     /* default 1 */
     s4d_plugin_registry *registry; /* plugin registry to resolve custom nodes; NULL: default */
+    /* since 0.2 */
+    const s4d_input_spec *input_specs; /* num_input_specs entries (borrowed during the call) */
+    int num_input_specs;
+    int allow_fallback;     /* nodes the device cannot run go to the CPU (copy layers); default 0:
+                               such nodes are an error listing every one of them */
+    int tf32;               /* CUDA float32 layers may use TF32 tensor cores (default 0: strict fp32) */
 } s4d_build_options;
 
 /* Load options. */
 typedef struct s4d_load_options {
     size_t struct_size;
     s4d_plugin_registry *registry; /* to deserialize plugin layers; NULL: default */
+    /* since 0.2 */
+    uint64_t max_context_bytes; /* refuse an engine whose contexts would need more activation and
+                                   workspace bytes on one device; 0: 16 GiB, or the environment's
+                                   S4D_MAX_CONTEXT_BYTES */
 } s4d_load_options;
 
 /* Context options. */
@@ -79,7 +123,17 @@ typedef struct s4d_context_options {
     size_t struct_size;
     int num_threads;   /* CPU threads for this context; <= 0: all cores */
     int profile;       /* non-zero: record per-layer times (s4d_context_layer_time) */
+    /* since 0.2 */
+    void *stream;      /* CUDA: the context's default stream (cudaStream_t, borrowed); NULL: its own */
+    int use_graph;     /* CUDA: capture the layers once into a CUDA graph and replay it
+                          (recaptured when a bound device pointer changes); ignored on the CPU */
 } s4d_context_options;
+
+/* Where the memory bound to an input or output lives. */
+typedef enum s4d_memory {
+    S4D_MEMORY_HOST = 0,   /* host memory: the context copies it to or from the device */
+    S4D_MEMORY_DEVICE = 1  /* memory of the engine's device (cudaMalloc on CUDA), used in place */
+} s4d_memory;
 
 /* A tensor's name, element type and static shape. */
 typedef struct s4d_tensor_info {
@@ -89,6 +143,26 @@ typedef struct s4d_tensor_info {
     int64_t dims[S4D_MAX_DIMS];
     size_t bytes;
 } s4d_tensor_info;
+
+/* What an engine was built for (s4d_engine_target). */
+typedef struct s4d_engine_target_info {
+    size_t struct_size;
+    s4d_device device;
+    const char *device_name;   /* e.g. "NVIDIA H200", "cpu" */
+    const char *arch;          /* e.g. "sm_90"; "" on the CPU */
+    const char *libraries;     /* library versions the kernels were chosen with */
+    const char *library_version; /* the libs4d that built it */
+} s4d_engine_target_info;
+
+/* More about a layer than s4d_layer_info has room for (s4d_engine_layer_details). */
+typedef struct s4d_layer_details {
+    size_t struct_size;
+    s4d_device device;          /* where the layer runs (the CPU for a fallback layer) */
+    s4d_dtype precision;        /* the dtype it computes in */
+    s4d_tensor_format format;   /* layout of its main input/output */
+    size_t payload_bytes;       /* the backend's stored choice (algorithm) for it */
+    int is_copy;                /* a copy layer the placement pass inserted */
+} s4d_layer_details;
 
 /* One layer, for --dumpLayerInfo. */
 typedef struct s4d_layer_info {
@@ -166,6 +240,10 @@ S4D_API size_t s4d_engine_activation_bytes(const s4d_engine *engine);
 S4D_API size_t s4d_engine_activation_bytes_unplanned(const s4d_engine *engine);
 S4D_API size_t s4d_engine_weight_bytes(const s4d_engine *engine);
 S4D_API s4d_device s4d_engine_device(const s4d_engine *engine);
+/* What the engine was built for; set info->struct_size = sizeof *info first. */
+S4D_API s4d_status s4d_engine_target(const s4d_engine *engine, s4d_engine_target_info *info);
+S4D_API s4d_status s4d_engine_layer_details(const s4d_engine *engine, int index,
+                                            s4d_layer_details *details);
 
 /*
  * Creates an execution context (opts may be NULL). The engine must outlive
@@ -189,17 +267,42 @@ S4D_API s4d_status s4d_context_bind(s4d_context *ctx, const char *name, s4d_dtyp
                                     const int64_t *dims, void *data);
 
 /*
- * Runs the network. stream is a cudaStream_t for a CUDA engine, ignored
- * (may be NULL) on the CPU, where the call returns when outputs are ready.
+ * Binds caller memory of the given kind (s4d_context_bind is this with
+ * S4D_MEMORY_HOST). Device memory must belong to the engine's device
+ * (checked: S4D_ERR_INVALID_ARG naming the tensor when a host pointer is
+ * bound as device memory, or the other way round); on a CPU engine both
+ * kinds are host memory.
+ */
+S4D_API s4d_status s4d_context_bind_memory(s4d_context *ctx, const char *name, s4d_dtype dtype,
+                                           int rank, const int64_t *dims, void *data,
+                                           s4d_memory memory);
+
+/*
+ * Enqueues one run of the network on stream (a cudaStream_t; NULL: the
+ * context's own stream) and returns without waiting, like TensorRT's
+ * enqueueV3: host-bound inputs are read and host-bound outputs written by
+ * copies on that stream, so they must stay valid until the stream has run
+ * them (s4d_context_synchronize). On the CPU the work is done on return.
  * Returns S4D_OK; S4D_ERR_INVALID_ARG; S4D_ERR_NOT_FOUND when an input is
- * not bound (the message names it); a layer's failure status (the message
- * names the layer).
+ * not bound (the message names it); S4D_ERR_SHAPE when an input fixed at
+ * build (s4d_input_spec values) is bound with other values; a layer's
+ * failure status (the message names the layer); S4D_ERR_CUDA.
+ */
+S4D_API s4d_status s4d_context_enqueue(s4d_context *ctx, void *stream);
+
+/* Waits until everything the last enqueue queued is done. S4D_OK or S4D_ERR_CUDA. */
+S4D_API s4d_status s4d_context_synchronize(s4d_context *ctx);
+
+/*
+ * Runs the network and waits for it: enqueue on stream (NULL: the
+ * context's), then synchronize. Same statuses as s4d_context_enqueue.
  */
 S4D_API s4d_status s4d_context_run(s4d_context *ctx, void *stream);
 
 /*
- * An output's data after a run: the bound buffer or the context's own
- * (valid until the next run or destroy). info may be NULL.
+ * An output's data after a run: the bound buffer (host or device, as bound)
+ * or the context's own host copy (valid until the next run or destroy).
+ * info may be NULL.
  */
 S4D_API s4d_status s4d_context_output(s4d_context *ctx, const char *name, const void **data,
                                       s4d_tensor_info *info);
@@ -213,7 +316,8 @@ S4D_API s4d_status s4d_context_output(s4d_context *ctx, const char *name, const 
 S4D_API s4d_status s4d_plugins_load(s4d_plugin_registry *registry, const char *path,
                                     s4d_errbuf *err);
 
-/* Milliseconds layer `index` took in the last run (profile must be on). */
+/* Milliseconds layer `index` took in the last run (profile must be on; device
+   time from events on CUDA; 0 for layers inside a replayed graph). */
 S4D_API s4d_status s4d_context_layer_time(const s4d_context *ctx, int index, double *ms);
 
 #ifdef __cplusplus

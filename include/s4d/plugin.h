@@ -11,11 +11,13 @@
  *   - Every struct starts with `uint32_t abi_version; uint32_t struct_size;`.
  *     The producer of a struct sets them to S4D_PLUGIN_ABI_VERSION and
  *     sizeof(the struct) as it was compiled.
- *   - Within one ABI version, fields are only ever appended. A reader that
- *     finds struct_size smaller than a field's end treats that field as
- *     absent (NULL / zero); a reader never touches bytes past struct_size.
- *   - S4D_PLUGIN_ABI_VERSION changes only when a field changes meaning or is
- *     removed. The host refuses a library or creator of another ABI version
+ *   - Fields are only ever appended. A reader that finds struct_size smaller
+ *     than a field's end treats that field as absent (NULL / zero); a reader
+ *     never touches bytes past struct_size.
+ *   - The ABI version counts those additions: ABI 2 appended negotiation,
+ *     configure, attach/detach and tensor formats to ABI 1. The host speaks
+ *     every version from S4D_PLUGIN_ABI_MIN_VERSION up to its own and hands an
+ *     older plugin the structs of its own version; anything else is refused
  *     with S4D_ERR_VERSION and a message giving both versions.
  *
  * Identity: a creator is found by the key (namespace, name, version), all
@@ -25,12 +27,21 @@
  * node's other attributes become the plugin's fields and are checked against
  * the fields the creator declares.
  *
- * Phases, as in TensorRT's IPluginV3:
- *   build time  create (from fields) or deserialize (from an engine payload),
- *               get_output_descs, supports, workspace_size, serialize.
- *   run time    enqueue, which must not allocate, and must be safe to call
- *               from several threads at once on one instance (the execution
- *               contexts of one engine share its plugin instances).
+ * Lifecycle, as in TensorRT's IPluginV3:
+ *   build   create (from fields) or deserialize (from an engine payload);
+ *           get_output_descs; supports_format, asked position by position to
+ *           choose each tensor's dtype and format (else supports, once);
+ *           workspace_size; serialize.
+ *   configure  once the engine's shapes, formats and device are final (at
+ *           build and at load): one-time work such as uploading tables.
+ *   attach  once per execution context: per-context handles and scratch;
+ *           detach when the context goes.
+ *   enqueue at run time. It allocates nothing, synchronises nothing (no
+ *           cudaStreamSynchronize, no cudaMalloc, no host reads of device
+ *           memory), launches only on run->stream, and so is safe under CUDA
+ *           graph capture. Several contexts of one engine may call it at once on
+ *           one instance: per-context state lives in what attach() returned.
+ *   destroy when the engine goes.
  */
 #ifndef S4D_PLUGIN_H
 #define S4D_PLUGIN_H
@@ -41,8 +52,9 @@
 extern "C" {
 #endif
 
-/* The ABI this header describes. */
-#define S4D_PLUGIN_ABI_VERSION 1u
+/* The ABI this header describes, and the oldest one the host still loads. */
+#define S4D_PLUGIN_ABI_VERSION 2u
+#define S4D_PLUGIN_ABI_MIN_VERSION 1u
 
 /* Highest tensor rank a plugin descriptor carries. */
 #define S4D_PLUGIN_MAX_RANK 8
@@ -53,7 +65,13 @@ typedef enum s4d_device {
     S4D_DEVICE_CUDA = 1  /* device memory of the current CUDA device */
 } s4d_device;
 
-/* Dtype, device and shape of one tensor (no data). */
+/* How a tensor's elements are laid out in memory. */
+typedef enum s4d_tensor_format {
+    S4D_FORMAT_LINEAR = 0,  /* dense row-major, last dimension innermost */
+    S4D_FORMAT_NHWC = 1     /* rank 4 [N, C, H, W] stored channels-last */
+} s4d_tensor_format;
+
+/* Dtype, device, shape and layout of one tensor (no data). */
 typedef struct s4d_plugin_tensor_desc {
     uint32_t abi_version;
     uint32_t struct_size;
@@ -61,6 +79,10 @@ typedef struct s4d_plugin_tensor_desc {
     s4d_device device;
     int32_t rank;                         /* 0 .. S4D_PLUGIN_MAX_RANK */
     int64_t dims[S4D_PLUGIN_MAX_RANK];    /* dims[0 .. rank-1] >= 0 */
+    /* ABI 2 */
+    s4d_tensor_format format;
+    int64_t strides[S4D_PLUGIN_MAX_RANK]; /* in elements, per logical dim; from format and dims */
+    int32_t device_ordinal;               /* CUDA: the device the tensor lives on */
 } s4d_plugin_tensor_desc;
 
 /* A tensor at run time: its descriptor and its dense row-major data. */
@@ -116,6 +138,11 @@ typedef struct s4d_plugin_fields {
     const s4d_plugin_field *fields;
 } s4d_plugin_fields;
 
+/* The host's parallel for: fn(arg, begin, end) over chunks covering [0, n). */
+typedef void (*s4d_plugin_range_fn)(void *arg, int64_t begin, int64_t end);
+typedef void (*s4d_plugin_parallel_for_fn)(void *pool, int64_t n, int64_t grain,
+                                           s4d_plugin_range_fn fn, void *arg);
+
 /* What enqueue gets besides its tensors. Valid only during the call. */
 typedef struct s4d_plugin_run_info {
     uint32_t abi_version;
@@ -125,7 +152,23 @@ typedef struct s4d_plugin_run_info {
     void *workspace;       /* workspace_size() bytes on `device`, 256-byte aligned; NULL when 0 */
     size_t workspace_size;
     int32_t num_threads;   /* CPU: threads the plugin may use; <= 0 means its own choice */
+    /* ABI 2 */
+    int32_t device_ordinal;          /* CUDA: the current device */
+    void *context_state;             /* what attach() returned for this context (or NULL) */
+    /* CPU: the context's thread pool; parallel_for(thread_pool, ...) runs work on it
+       without creating threads. Both NULL on CUDA. */
+    void *thread_pool;
+    s4d_plugin_parallel_for_fn parallel_for;
 } s4d_plugin_run_info;
+
+/* What configure and attach get. Valid only during the call. */
+typedef struct s4d_plugin_config_info {
+    uint32_t abi_version;
+    uint32_t struct_size;
+    s4d_device device;
+    int32_t device_ordinal;
+    void *stream;          /* CUDA: a stream for one-time uploads (configure) or the context's (attach) */
+} s4d_plugin_config_info;
 
 /*
  * A plugin instance: one node of one engine. The plugin allocates it (with
@@ -189,6 +232,39 @@ struct s4d_plugin {
 
     /* Frees the instance. Never NULL. */
     void (*destroy)(s4d_plugin *self);
+
+    /* ---- ABI 2: every callback below may be NULL ---- */
+
+    /*
+     * Build time, TensorRT's supportsFormatCombination. descs holds the inputs
+     * then the outputs (num_inputs + num_outputs entries, shapes set); entries
+     * before pos are already chosen. S4D_OK when descs[pos].dtype and
+     * .format are acceptable together with them, else S4D_ERR_UNSUPPORTED.
+     * The host tries its preferred candidates in order and keeps the first
+     * accepted. NULL: the host calls supports() on the whole combination.
+     */
+    s4d_status (*supports_format)(const s4d_plugin *self, int32_t pos,
+                                  const s4d_plugin_tensor_desc *descs, int32_t num_inputs,
+                                  int32_t num_outputs);
+
+    /*
+     * Once the engine's shapes, dtypes, formats and device are final, at build
+     * and again at load, before any attach: one-time work (upload a table to
+     * the device with info->stream, precompute). May fail with a message.
+     */
+    s4d_status (*configure)(s4d_plugin *self, const s4d_plugin_tensor_desc *inputs,
+                            int32_t num_inputs, const s4d_plugin_tensor_desc *outputs,
+                            int32_t num_outputs, const s4d_plugin_config_info *info,
+                            s4d_errbuf *err);
+
+    /*
+     * Once per execution context, at its creation: per-context state (library
+     * handles, scratch) in *context_state, handed back in every enqueue of
+     * that context (run->context_state) and to detach when it is destroyed.
+     */
+    s4d_status (*attach)(const s4d_plugin *self, const s4d_plugin_config_info *info,
+                         void **context_state, s4d_errbuf *err);
+    void (*detach)(const s4d_plugin *self, void *context_state);
 };
 
 /*

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/plugin_bridge.h"
+#include "backend/backend.h"
 #include "passes/fuse_passes.h"
-#include "runtime/backend.h"
+#include "registry/plugin_bridge.h"
 #include "util/util.h"
 
 /* Appends to a fixed message buffer, truncating with "..." when full. */
@@ -100,26 +100,27 @@ static s4d_status report_unsupported(const s4d_ir_graph *g, const miss *misses, 
     return all_custom_missing ? S4D_ERR_NOT_FOUND : S4D_ERR_UNSUPPORTED;
 }
 
+/*
+ * The one op-resolution path: each node gets its schema by (domain, op_type,
+ * highest since_version <= the model's opset), or a plugin creator. Devices
+ * come later (placement); a schema is what the node IS, a kernel is how a
+ * device runs it.
+ */
 static s4d_status resolve(s4d_ir_graph *g, const s4d_build_config *cfg, char *err, size_t errsz)
 {
     miss *misses = calloc((size_t)g->num_nodes + 1, sizeof *misses);
     if (!misses)
         return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
-    const s4d_backend *backend = s4d_backend_for(cfg->device);
-    if (!backend) {
-        free(misses);
-        return s4d_fmt_err(err, errsz, S4D_ERR_NO_DEVICE, "no backend for the requested device");
-    }
     int count = 0;
     for (int i = 0; i < g->num_nodes; i++) {
         s4d_ir_node *n = &g->nodes[i];
         n->device = cfg->device;
-        const s4d_op_def *def = NULL;
+        const s4d_op_schema *schema = NULL;
         if (s4d_ir_is_onnx_domain(n->domain))
-            def = backend->find_op("", n->op_type, n->opset);
-        if (def) {
+            schema = s4d_op_find_schema("", n->op_type, n->opset);
+        if (schema) {
             n->kind = S4D_LAYER_OP;
-            n->def = def;
+            n->schema = schema;
             continue;
         }
         /* Like TensorRT's parser, an unknown default-domain op may still be a plugin. */
@@ -145,23 +146,24 @@ s4d_status s4d_build_plan(s4d_ir_graph *g, const s4d_build_config *cfg, s4d_plan
                           size_t errsz)
 {
     *out = NULL;
-    switch (cfg->device) {
-    case S4D_DEVICE_KIND_CPU:
-        if (cfg->fp16)
-            return s4d_fmt_err(err, errsz, S4D_ERR_UNSUPPORTED,
-                               "fp16: the CPU backend computes in float32 only; build without "
-                               "fp16 (fp16 engines need the CUDA backend)");
-        break;
-    case S4D_DEVICE_KIND_CUDA:
+    const s4d_backend *target = s4d_backend_get(cfg->device);
+    if (!target)
         return s4d_fmt_err(err, errsz, S4D_ERR_NO_DEVICE,
-                           "device cuda: this build of libs4d has no CUDA backend yet; use the "
-                           "CPU device");
-    }
-    s4d_status st = resolve(g, cfg, err, errsz);
+                           "device %s: this build of libs4d has no backend for it",
+                           s4d_device_name(cfg->device));
+    s4d_status st = target->probe(err, errsz);
     if (st != S4D_OK)
         return st;
+    if (cfg->fp16 && target->host_memory)
+        return s4d_fmt_err(err, errsz, S4D_ERR_UNSUPPORTED,
+                           "fp16: the CPU backend computes in float32 only; build without "
+                           "fp16 (fp16 engines need the CUDA backend)");
+    st = s4d_apply_input_specs(g, cfg->input_specs, cfg->num_input_specs, err, errsz);
+    if (st == S4D_OK)
+        st = resolve(g, cfg, err, errsz);
     /* Dead nodes first, so a dead plugin node's fields are never checked. */
-    st = s4d_pass_remove_dead(g, err, errsz);
+    if (st == S4D_OK)
+        st = s4d_pass_remove_dead(g, err, errsz);
     for (int i = 0; st == S4D_OK && i < g->num_nodes; i++) {
         s4d_ir_node *n = &g->nodes[i];
         if (!n->dead && n->kind == S4D_LAYER_PLUGIN)
@@ -169,12 +171,18 @@ s4d_status s4d_build_plan(s4d_ir_graph *g, const s4d_build_config *cfg, s4d_plan
     }
     if (st == S4D_OK)
         st = s4d_pass_infer_and_fold(g, cfg->fold_constants, err, errsz);
-    /* Fusions need final shapes and folded constants; the fused kernels are CPU ops. */
-    if (st == S4D_OK && cfg->device == S4D_DEVICE_KIND_CPU)
+    /* Folding may have left nodes nobody reads. */
+    if (st == S4D_OK)
+        st = s4d_pass_remove_dead(g, err, errsz);
+    if (st == S4D_OK)
+        st = s4d_pass_place(g, cfg, err, errsz);
+    /* Fusions need final shapes, folded constants and devices: each asks the
+       node's device for the fused kernel. */
+    if (st == S4D_OK)
         st = s4d_pass_fuse(g, err, errsz);
     if (st == S4D_OK)
         st = s4d_pass_remove_dead(g, err, errsz);
     if (st == S4D_OK)
-        st = s4d_plan_from_ir(g, cfg->device, cfg->fp16, out, err, errsz);
+        st = s4d_plan_from_ir(g, cfg, out, err, errsz);
     return st;
 }

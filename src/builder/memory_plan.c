@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "builder/builder.h"
 #include "engine/plan.h"
 #include "util/util.h"
 
@@ -35,21 +36,10 @@ static int by_offset(const void *a, const void *b)
     return 0;
 }
 
-s4d_status s4d_plan_memory(s4d_plan *p, char *err, size_t errsz)
+/* Layer steps where each tensor is first written and last read (-1: never). */
+void s4d_plan_lifetimes(const s4d_plan *p, int *first, int *last)
 {
-    int n = p->num_tensors;
-    int *first = malloc(((size_t)n + 1) * sizeof(int));
-    int *last = malloc(((size_t)n + 1) * sizeof(int));
-    interval *iv = calloc((size_t)n + 1, sizeof *iv);
-    interval **placed = calloc(2 * (size_t)n + 1, sizeof *placed); /* placed + scratch */
-    if (!first || !last || !iv || !placed) {
-        free(first);
-        free(last);
-        free(iv);
-        free(placed);
-        return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory planning memory");
-    }
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < p->num_tensors; i++)
         first[i] = last[i] = -1;
     for (int s = 0; s < p->num_layers; s++) {
         const s4d_plan_layer *l = &p->layers[s];
@@ -65,11 +55,28 @@ s4d_status s4d_plan_memory(s4d_plan *p, char *err, size_t errsz)
                 last[t] = s;
         }
     }
+}
+
+s4d_status s4d_plan_memory(s4d_plan *p, int dev, char *err, size_t errsz)
+{
+    int n = p->num_tensors;
+    int *first = malloc(((size_t)n + 1) * sizeof(int));
+    int *last = malloc(((size_t)n + 1) * sizeof(int));
+    interval *iv = calloc((size_t)n + 1, sizeof *iv);
+    interval **placed = calloc(2 * (size_t)n + 1, sizeof *placed); /* placed + scratch */
+    if (!first || !last || !iv || !placed) {
+        free(first);
+        free(last);
+        free(iv);
+        free(placed);
+        return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory planning memory");
+    }
+    s4d_plan_lifetimes(p, first, last);
     int m = 0;
     uint64_t unplanned = 0;
     for (int i = 0; i < n; i++) {
         s4d_plan_tensor *t = &p->tensors[i];
-        if (t->place != S4D_PLACE_ARENA)
+        if (t->place != S4D_PLACE_ARENA || (int)t->device != dev)
             continue;
         iv[m].tensor = i;
         iv[m].first = first[i] < 0 ? 0 : first[i];
@@ -106,8 +113,8 @@ s4d_status s4d_plan_memory(s4d_plan *p, char *err, size_t errsz)
     }
     for (int i = 0; i < m; i++)
         p->tensors[iv[i].tensor].offset = iv[i].offset;
-    p->arena_size = arena;
-    p->arena_size_unplanned = unplanned;
+    p->arena_size[dev] = arena;
+    p->arena_size_unplanned[dev] = unplanned;
     free(first);
     free(last);
     free(iv);

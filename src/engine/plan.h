@@ -1,7 +1,9 @@
 /*
- * src/engine/plan.h - a built network as the runtime executes it and as the
- * engine file stores it: tensors with static shapes and placements, layers
- * in execution order, the weights blob and the memory plan.
+ * src/engine/plan.h - a built network as the engine file stores it and the
+ * runtime executes it: tensors with static shapes, devices and placements,
+ * layers in execution order, the weights blob and the memory plan per
+ * device. The builder makes plans (builder/builder.h), the engine file
+ * writes and reads them (this folder), the runtime runs them.
  */
 #ifndef S4D_ENGINE_PLAN_H
 #define S4D_ENGINE_PLAN_H
@@ -9,15 +11,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/op.h"
+#include "backend/backend.h"
 #include "ir/ir.h"
+#include "ops/op.h"
 
 #define S4D_PLAN_ALIGN 64
 
 /* Where a tensor's bytes live at run time. */
 typedef enum s4d_placement {
-    S4D_PLACE_ARENA = 0,  /* activation: context arena + offset */
-    S4D_PLACE_WEIGHT = 1, /* constant: engine weights + offset */
+    S4D_PLACE_ARENA = 0,  /* activation: the device's context arena + offset */
+    S4D_PLACE_WEIGHT = 1, /* constant: the engine's weights (on each device that reads it) + offset */
     S4D_PLACE_INPUT = 2,  /* bound by the caller */
     S4D_PLACE_OUTPUT = 3  /* bound by the caller or the context's own buffer */
 } s4d_placement;
@@ -28,16 +31,21 @@ typedef struct s4d_plan_tensor {
     int rank;
     int64_t dims[S4D_MAX_RANK];
     uint64_t bytes;
+    s4d_device device;  /* ARENA / INPUT / OUTPUT: the device that holds it */
     s4d_placement place;
-    uint64_t offset;  /* ARENA / WEIGHT */
-    int io_index;     /* INPUT / OUTPUT: index in inputs[] / outputs[] */
-    int const_output; /* OUTPUT whose value is a weight at offset: copied out after a run */
+    uint64_t offset;    /* ARENA: in the device's arena; WEIGHT, constant OUTPUT and
+                           frozen INPUT: in the weights blob */
+    int io_index;       /* INPUT / OUTPUT: index in inputs[] / outputs[] */
+    int const_output;   /* OUTPUT whose value is a weight at offset: copied out after a run */
+    int frozen;         /* INPUT whose values were fixed at build (weights at offset) */
 } s4d_plan_tensor;
 
 typedef struct s4d_plan_layer {
     char *name;
     s4d_layer_kind kind;
-    s4d_device_kind device;
+    s4d_device device;
+    s4d_dtype precision;       /* the dtype it computes in (its first output's) */
+    s4d_tensor_format format;
     char *domain;
     char *op_type;
     int opset;
@@ -54,15 +62,25 @@ typedef struct s4d_plan_layer {
     char *plugin_version;
     uint8_t *payload;
     uint64_t payload_size;
-    /* Resolved when the engine is built or loaded. */
-    const s4d_op_def *def;
+    /* The kernel's stored choice (kernel save()); NULL/0 when none. */
+    uint8_t *backend_payload;
+    uint64_t backend_payload_size;
+    /* Resolved when the engine is built or loaded, never stored. */
+    const s4d_op_schema *schema;
+    void *params;              /* schema params_size bytes, from infer */
+    const s4d_kernel *kernel;
+    void *kernel_state;        /* from kernel prepare(); destroyed with the engine */
     void *plugin;
 } s4d_plan_layer;
 
 typedef struct s4d_plan {
     /* Build options recorded in the file. */
-    s4d_device_kind device;
+    s4d_device device;       /* the target */
     int fp16;
+    int tf32;
+    int allow_fallback;
+    s4d_target_info target;  /* the device the kernels were chosen on */
+    char library_version[32];
     int num_tensors;
     s4d_plan_tensor *tensors;
     int num_layers;
@@ -71,39 +89,39 @@ typedef struct s4d_plan {
     int *inputs;    /* tensor indices */
     int num_outputs;
     int *outputs;
-    uint8_t *weights; /* 64-byte aligned; shared by contexts */
+    uint8_t *weights; /* 64-byte aligned host copy; devices get their own */
     uint64_t weights_size;
-    uint64_t arena_size;          /* planned activation bytes */
-    uint64_t arena_size_unplanned; /* sum of activation sizes without reuse */
-    uint64_t workspace_size;      /* max over layers */
+    /* Per device (index = s4d_device): planned activation bytes, the same
+       without reuse, and the largest layer workspace. */
+    uint64_t arena_size[S4D_NUM_DEVICES];
+    uint64_t arena_size_unplanned[S4D_NUM_DEVICES];
+    uint64_t workspace_size[S4D_NUM_DEVICES];
 } s4d_plan;
 
+/* Frees the plan, its layers' params and plugin instances (not kernel states). */
 void s4d_plan_destroy(s4d_plan *p);
-
-/*
- * IR -> plan: keeps live nodes and the values they touch, copies constants
- * into the weights blob, plans the activation arena by liveness and takes
- * ownership of plugin instances (the graph's nodes lose them).
- */
-s4d_status s4d_plan_from_ir(s4d_ir_graph *g, s4d_device_kind device, int fp16, s4d_plan **out,
-                            char *err, size_t errsz);
-
-/*
- * Memory plan: assigns arena offsets to ARENA tensors so that two tensors
- * whose lifetimes overlap never overlap in memory. first[i] / last[i] are
- * the layer steps where tensor i is produced and last read.
- */
-s4d_status s4d_plan_memory(s4d_plan *p, char *err, size_t errsz);
 
 /* Engine file (docs/engine-format.md). */
 #define S4D_ENGINE_MAGIC "S4DENGIN"
-#define S4D_ENGINE_FORMAT_VERSION 1u
-#define S4D_ENGINE_HEADER_SIZE 32u
+#define S4D_ENGINE_FORMAT_VERSION 2u
+#define S4D_ENGINE_HEADER_SIZE 40u
 
 s4d_status s4d_plan_serialize(const s4d_plan *p, uint8_t **data, size_t *size, char *err,
                               size_t errsz);
-/* Parses bytes into a plan; layers are not resolved (def/plugin NULL). */
+/*
+ * Parses bytes into a plan. Every read is bounds-checked and every record
+ * checked against the others (indices, placements, sizes, alignment, the
+ * memory plan's lifetimes); layers are not resolved (schema/kernel/plugin
+ * NULL): the runtime re-infers each layer against its schema when it loads.
+ */
 s4d_status s4d_plan_deserialize(const uint8_t *data, size_t size, s4d_plan **out, char *err,
                                 size_t errsz);
+
+/*
+ * Checks that the memory plan of device dev is sound: every arena tensor of
+ * that device fits in arena_size and no two tensors whose lifetimes overlap
+ * share bytes. Used by the builder after planning and by the loader.
+ */
+s4d_status s4d_plan_check_memory(const s4d_plan *p, int dev, char *err, size_t errsz);
 
 #endif /* S4D_ENGINE_PLAN_H */

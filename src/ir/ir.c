@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/plugin_bridge.h"
+#include "registry/plugin_bridge.h"
 #include "util/util.h"
 
 s4d_ir_graph *s4d_ir_graph_create(void)
@@ -100,6 +100,7 @@ static void node_clear(s4d_ir_node *n)
     free(n->plugin_namespace);
     free(n->plugin_name);
     free(n->plugin_version);
+    free(n->params);
     if (n->plugin)
         s4d_bridge_destroy(n->plugin);
 }
@@ -111,6 +112,7 @@ void s4d_ir_graph_destroy(s4d_ir_graph *g)
     for (int i = 0; i < g->num_values; i++) {
         free(g->values[i].name);
         free(g->values[i].t.data);
+        free(g->values[i].symbolic);
     }
     free(g->values);
     for (int i = 0; i < g->num_nodes; i++)
@@ -198,6 +200,8 @@ void s4d_ir_node_ctx(const s4d_ir_node *n, const s4d_tensor *in, s4d_tensor *out
     ctx->inputs = in;
     ctx->num_outputs = n->num_outputs;
     ctx->outputs = out;
+    ctx->schema = n->schema;
+    ctx->params = n->params;
     msg[0] = 0;
     ctx->err = msg;
     ctx->err_size = msg_size;

@@ -13,7 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/op.h"
+#include "ops/op.h"
+#include "s4d/plugin.h"
 #include "s4d/types.h"
 
 typedef enum s4d_value_kind {
@@ -27,19 +28,22 @@ typedef struct s4d_ir_value {
     s4d_value_kind kind;
     s4d_tensor t;     /* dtype, rank, dims; data owned (malloc'd) when CONST */
     int shape_known;  /* set once inference or the importer fixed dtype/shape */
+    int frozen;       /* INPUT whose values were given at build: t.data holds them and
+                         inference treats it as a constant */
+    char *symbolic;   /* INPUT with dimensions the model leaves open: which ones, for
+                         messages (e.g. "axis 0 'batch'"); NULL once fixed */
     int is_output;    /* a graph output */
     int producer;     /* node index, or -1 */
 } s4d_ir_value;
 
 typedef enum s4d_layer_kind {
-    S4D_LAYER_OP = 0,     /* a built-in op of the backend's op table */
-    S4D_LAYER_PLUGIN = 1  /* a plugin instance from the registry */
+    S4D_LAYER_OP = 0,     /* an op with a schema, run by its device's kernel */
+    S4D_LAYER_PLUGIN = 1, /* a plugin instance from the registry */
+    S4D_LAYER_COPY = 2    /* a copy between devices the placement pass inserted */
 } s4d_layer_kind;
 
-typedef enum s4d_device_kind {
-    S4D_DEVICE_KIND_CPU = 0,
-    S4D_DEVICE_KIND_CUDA = 1
-} s4d_device_kind;
+/* Devices an engine can use at once: the target and the CPU (fallback). */
+#define S4D_NUM_DEVICES 2
 
 typedef struct s4d_ir_node {
     char *name;
@@ -53,8 +57,9 @@ typedef struct s4d_ir_node {
     int num_outputs;
     int *outputs;   /* value indices; -1 for an unused optional output */
     s4d_layer_kind kind;
-    s4d_device_kind device;
-    const s4d_op_def *def;      /* S4D_LAYER_OP */
+    s4d_device device;          /* set by the placement pass */
+    const s4d_op_schema *schema; /* S4D_LAYER_OP: resolved once, by the builder */
+    void *params;               /* S4D_LAYER_OP: schema params_size bytes, from infer */
     /* S4D_LAYER_PLUGIN: key and the live instance (owned by the node). */
     char *plugin_namespace;
     char *plugin_name;
@@ -106,8 +111,9 @@ int s4d_ir_is_onnx_domain(const char *domain);
 
 /*
  * Fills ctx for a build-time call of node n's infer() or workspace_size():
- * the node's op and attributes, in and out as its tensors (borrowed for the
- * life of ctx), msg[msg_size] for the error message; the run-time fields are zero.
+ * the node's op, schema, params and attributes, in and out as its tensors
+ * (borrowed for the life of ctx), msg[msg_size] for the error message; the
+ * run-time fields are zero.
  */
 void s4d_ir_node_ctx(const s4d_ir_node *n, const s4d_tensor *in, s4d_tensor *out, char *msg,
                      size_t msg_size, s4d_op_ctx *ctx);

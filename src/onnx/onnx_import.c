@@ -359,10 +359,7 @@ static s4d_status import_inputs(importer *im, const Onnx__GraphProto *gp)
             return s4d_fmt_err(im->err, im->errsz, S4D_ERR_UNSUPPORTED,
                                "graph input '%s': element type %s (%d) is not supported", name,
                                onnx_dtype_name(tt->elem_type), (int)tt->elem_type);
-        if (!tt->shape)
-            return s4d_fmt_err(im->err, im->errsz, S4D_ERR_UNSUPPORTED,
-                               "graph input '%s' has no shape; s4d builds static shapes", name);
-        if (tt->shape->n_dim > S4D_MAX_RANK)
+        if (tt->shape && tt->shape->n_dim > S4D_MAX_RANK)
             return s4d_fmt_err(im->err, im->errsz, S4D_ERR_UNSUPPORTED,
                                "graph input '%s': rank %zu exceeds %d", name, tt->shape->n_dim,
                                S4D_MAX_RANK);
@@ -371,27 +368,46 @@ static s4d_status import_inputs(importer *im, const Onnx__GraphProto *gp)
             return s4d_fmt_err(im->err, im->errsz, S4D_ERR_NO_MEMORY, "out of memory");
         s4d_ir_value *v = &im->g->values[vi];
         v->t.dtype = (s4d_dtype)tt->elem_type;
-        v->t.rank = (int)tt->shape->n_dim;
-        for (size_t d = 0; d < tt->shape->n_dim; d++) {
-            const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[d];
-            if (dim->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE ||
-                dim->dim_value < 0) {
+        /* Symbolic dimensions (a dynamic batch axis) and a missing shape are
+           fixed at build time by input specs (--shapes); until then the
+           value's shape is unknown and the message says what is missing. */
+        if (!tt->shape) {
+            v->t.rank = -1;
+            v->symbolic = s4d_strdup("no shape at all");
+        } else {
+            v->t.rank = (int)tt->shape->n_dim;
+            char sym[256];
+            size_t used = 0;
+            sym[0] = 0;
+            for (size_t d = 0; d < tt->shape->n_dim; d++) {
+                const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[d];
+                if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
+                    dim->dim_value >= 0) {
+                    v->t.dims[d] = dim->dim_value;
+                    continue;
+                }
+                v->t.dims[d] = -1;
                 const char *param =
                     dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM &&
-                            dim->dim_param
+                            dim->dim_param && dim->dim_param[0]
                         ? dim->dim_param
                         : "?";
-                return s4d_fmt_err(im->err, im->errsz, S4D_ERR_UNSUPPORTED,
-                                   "graph input '%s': dimension %zu is dynamic ('%s'); s4d builds "
-                                   "static shapes: export with fixed sizes",
-                                   name, d, param);
+                int k = snprintf(sym + used, sizeof sym - used, "%saxis %zu '%.40s'",
+                                 used ? ", " : "", d, param);
+                if (k > 0 && (size_t)k < sizeof sym - used)
+                    used += (size_t)k;
             }
-            v->t.dims[d] = dim->dim_value;
+            if (used) {
+                v->symbolic = s4d_strdup(sym);
+            } else if (s4d_dims_numel(v->t.rank, v->t.dims) < 0) {
+                return s4d_fmt_err(im->err, im->errsz, S4D_ERR_PARSE,
+                                   "graph input '%s': overflowing shape", name);
+            }
         }
-        if (s4d_dims_numel(v->t.rank, v->t.dims) < 0)
-            return s4d_fmt_err(im->err, im->errsz, S4D_ERR_PARSE,
-                               "graph input '%s': overflowing shape", name);
-        v->shape_known = 1;
+        if (v->t.rank >= 0 && !v->symbolic)
+            v->shape_known = 1;
+        else if (!v->symbolic)
+            return s4d_fmt_err(im->err, im->errsz, S4D_ERR_NO_MEMORY, "out of memory");
         im->g->inputs[im->g->num_inputs++] = vi;
     }
     return S4D_OK;

@@ -2,6 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
+#include "builder/builder.h"
 #include "passes/fuse_passes.h"
 #include "util/util.h"
 
@@ -25,15 +27,28 @@ int *s4d_fuse_use_counts(const s4d_ir_graph *g)
 
 int s4d_fuse_consumer(const s4d_ir_graph *g, int v)
 {
+    int producer = g->values[v].producer;
     for (int i = 0; i < g->num_nodes; i++) {
         const s4d_ir_node *n = &g->nodes[i];
         if (n->dead)
             continue;
-        for (int j = 0; j < n->num_inputs; j++)
-            if (n->inputs[j] == v)
-                return i;
+        for (int j = 0; j < n->num_inputs; j++) {
+            if (n->inputs[j] != v)
+                continue;
+            /* A chain never crosses devices: placement decided each side. */
+            if (producer >= 0 && g->nodes[producer].device != n->device)
+                return -1;
+            return i;
+        }
     }
     return -1;
+}
+
+int s4d_fuse_can(const s4d_ir_graph *g, int ni, const char *domain, const char *op_type, int opset)
+{
+    const s4d_backend *be = s4d_backend_get(g->nodes[ni].device);
+    return be && s4d_op_find_schema(domain, op_type, opset) &&
+           be->find_kernel(domain, op_type, opset) != NULL;
 }
 
 int s4d_fuse_is_op(const s4d_ir_graph *g, int ni, const char *op_type)
@@ -41,8 +56,8 @@ int s4d_fuse_is_op(const s4d_ir_graph *g, int ni, const char *op_type)
     if (ni < 0 || ni >= g->num_nodes)
         return 0;
     const s4d_ir_node *n = &g->nodes[ni];
-    return !n->dead && n->kind == S4D_LAYER_OP && n->device == S4D_DEVICE_KIND_CPU &&
-           s4d_ir_is_onnx_domain(n->domain) && strcmp(n->op_type, op_type) == 0;
+    return !n->dead && n->kind == S4D_LAYER_OP && s4d_ir_is_onnx_domain(n->domain) &&
+           strcmp(n->op_type, op_type) == 0;
 }
 
 const s4d_tensor *s4d_fuse_const(const s4d_ir_graph *g, int v)
@@ -92,7 +107,7 @@ int s4d_fuse_add_attr_string(s4d_ir_node *n, const char *name, const char *value
 
 int s4d_fuse_set_op(s4d_ir_node *n, const char *domain, const char *op_type, int opset)
 {
-    const s4d_op_def *def = s4d_cpu_find_op(domain, op_type, opset);
+    const s4d_op_schema *def = s4d_op_find_schema(domain, op_type, opset);
     char *d = s4d_strdup(domain), *o = s4d_strdup(op_type);
     if (!def || !d || !o) {
         free(d);
@@ -104,7 +119,9 @@ int s4d_fuse_set_op(s4d_ir_node *n, const char *domain, const char *op_type, int
     n->domain = d;
     n->op_type = o;
     n->opset = opset;
-    n->def = def;
+    n->schema = def;
+    free(n->params);
+    n->params = NULL;
     return 0;
 }
 
@@ -127,12 +144,18 @@ s4d_status s4d_fuse_reinfer(s4d_ir_graph *g, int ni, char *err, size_t errsz)
             in[i].data = NULL;
     }
     memset(out, 0, sizeof out);
+    if (n->schema->params_size) {
+        free(n->params);
+        n->params = calloc(1, n->schema->params_size);
+        if (!n->params)
+            return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
+    }
     s4d_op_ctx ctx;
     s4d_ir_node_ctx(n, in, out, msg, sizeof msg, &ctx);
-    s4d_status st = n->def->infer(&ctx);
+    s4d_status st = n->schema->infer(&ctx);
     if (st != S4D_OK)
         return s4d_fmt_err(err, errsz, st, "fusion produced a node that does not infer: %s", msg);
-    n->workspace = n->def->workspace_size ? n->def->workspace_size(&ctx) : 0;
+    n->workspace = n->schema->workspace_size ? n->schema->workspace_size(&ctx) : 0;
     for (int i = 0; i < n->num_outputs; i++) {
         int v = n->outputs[i];
         if (v < 0)
@@ -144,6 +167,12 @@ s4d_status s4d_fuse_reinfer(s4d_ir_graph *g, int ni, char *err, size_t errsz)
         val->shape_known = 1;
         val->producer = ni;
     }
+    const s4d_backend *be = s4d_backend_get(n->device);
+    char why[600];
+    if (s4d_node_supported(g, n, be, why, sizeof why) != S4D_OK)
+        return s4d_fmt_err(err, errsz, S4D_ERR_INTERNAL,
+                           "fusion made node '%s' (%s) that its device %s cannot run: %s", n->name,
+                           n->op_type, s4d_device_name(n->device), why);
     return S4D_OK;
 }
 

@@ -132,6 +132,8 @@ s4d_status s4d_pass_fuse_conv_act(s4d_ir_graph *g, char *err, size_t errsz)
     for (int i = 0; i < g->num_nodes && st == S4D_OK; i++) {
         if (!s4d_fuse_is_op(g, i, "Conv") || g->nodes[i].num_outputs != 1 || g->nodes[i].num_inputs > 3)
             continue;
+        if (!s4d_fuse_can(g, i, "s4d", "FusedConv", 1))
+            continue;
         int y = g->nodes[i].outputs[0], z = -1, relu = 0, last = i, add_at = -1;
         int j = uses[y] == 1 ? s4d_fuse_consumer(g, y) : -1;
         if (s4d_fuse_is_op(g, j, "Add") && g->nodes[j].num_inputs == 2) {

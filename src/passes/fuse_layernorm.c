@@ -241,7 +241,7 @@ s4d_status s4d_pass_fuse_layernorm(s4d_ir_graph *g, char *err, size_t errsz)
 {
     s4d_status st = S4D_OK;
     for (int i = 0; i < g->num_nodes && st == S4D_OK; i++) {
-        if (!s4d_fuse_is_op(g, i, "ReduceMean"))
+        if (!s4d_fuse_is_op(g, i, "ReduceMean") || !s4d_fuse_can(g, i, "", "LayerNormalization", 17))
             continue;
         /* Counts change with every fusion, so take them afresh. */
         int *uses = s4d_fuse_use_counts(g);

@@ -25,6 +25,8 @@ s4d_status s4d_pass_fuse_matmul_add(s4d_ir_graph *g, char *err, size_t errsz)
     for (int i = 0; i < g->num_nodes && st == S4D_OK; i++) {
         if (!s4d_fuse_is_op(g, i, "MatMul") || g->nodes[i].num_inputs != 2 || g->nodes[i].num_outputs != 1)
             continue;
+        if (!s4d_fuse_can(g, i, "s4d", "FusedMatMul", 1))
+            continue;
         int y = g->nodes[i].outputs[0];
         const s4d_tensor *yt = &g->values[y].t;
         if (yt->dtype != S4D_DTYPE_FLOAT32 || yt->rank < 1 || g->values[g->nodes[i].inputs[1]].t.rank < 2)

@@ -1,16 +1,17 @@
 /*
- * src/passes/fuse_passes.h - build-time fusions for the CPU backend
- * (internal). Each pass rewrites matching chains of live S4D_LAYER_OP nodes
- * into one node and marks the rest dead; values stay, unused ones are
- * dropped by the plan builder. A chain is fused only when its intermediate
- * values have exactly one consumer and are not graph outputs, and only on
- * CPU-assigned nodes.
+ * src/passes/fuse_passes.h - build-time fusions (internal). Each pass
+ * rewrites matching chains of live S4D_LAYER_OP nodes into one node and
+ * marks the rest dead; values stay, unused ones are dropped by the plan
+ * builder. A chain is fused only when its intermediate values have exactly
+ * one consumer and are not graph outputs, when all its nodes sit on one
+ * device, and when that device's backend has a kernel for the fused op:
+ * fusions are what the target's kernels offer.
  *
  * Call order (the builder): s4d_pass_infer_and_fold, then s4d_pass_fuse,
  * then s4d_pass_remove_dead. Shapes must be known and constants folded;
  * every rewritten node is re-inferred here (workspace included).
  *
- * The fused kernels are ops of domain "s4d" in the CPU op table:
+ * The fused ops are schemas of domain "s4d" (src/ops):
  *   FusedConv   (X, W, [B], [Z]) attr activation "" | "Relu": Conv + B, + Z, act
  *   FusedMatMul (A, B, [bias])   attr activation "" | "Relu": MatMul + bias, act
  * and the LayerNormalization kernel (opset 17) for the decomposed pattern.
@@ -39,17 +40,19 @@ s4d_status s4d_pass_fuse_layernorm(s4d_ir_graph *g, char *err, size_t errsz);
 
 /* Per value: live consumer count, +1 when a graph output. Caller frees. */
 int *s4d_fuse_use_counts(const s4d_ir_graph *g);
-/* The one live node that consumes value v, or -1. */
+/* The one live node that consumes value v, or -1 (also when it sits on another device). */
 int s4d_fuse_consumer(const s4d_ir_graph *g, int v);
-/* Whether node ni is a live CPU op node of (ONNX domain) op_type. */
+/* Whether node ni is a live op node of (ONNX domain) op_type. */
 int s4d_fuse_is_op(const s4d_ir_graph *g, int ni, const char *op_type);
+/* Whether node ni's device has a kernel for (domain, op_type, opset). */
+int s4d_fuse_can(const s4d_ir_graph *g, int ni, const char *domain, const char *op_type, int opset);
 /* Constant value index or NULL data: returns the value's tensor when it is a constant, else NULL. */
 const s4d_tensor *s4d_fuse_const(const s4d_ir_graph *g, int v);
 /* Appends a constant float32 value holding data (ownership passes); -1 on OOM. */
 int s4d_fuse_add_const(s4d_ir_graph *g, const char *name, float *data, int rank, const int64_t *dims);
 /* Appends a STRING attribute to node n; 0 on success. */
 int s4d_fuse_add_attr_string(s4d_ir_node *n, const char *name, const char *value);
-/* Sets a node's op (domain, op_type, opset) and its CPU definition; 0 on success. */
+/* Sets a node's op (domain, op_type, opset) and its schema; 0 on success. */
 int s4d_fuse_set_op(s4d_ir_node *n, const char *domain, const char *op_type, int opset);
 /* Re-runs infer (and workspace_size) of node ni, updating its output values. */
 s4d_status s4d_fuse_reinfer(s4d_ir_graph *g, int ni, char *err, size_t errsz);

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/plugin_bridge.h"
 #include "ir/ir.h"
+#include "registry/plugin_bridge.h"
 #include "util/util.h"
 
 /* Folding never creates a constant bigger than this; the runtime computes it instead. */
@@ -65,7 +65,7 @@ static s4d_status fold_node(s4d_ir_graph *g, s4d_ir_node *n, s4d_op_ctx *ctx, ch
     ctx->workspace = ws;
     ctx->workspace_size = n->workspace;
     ctx->err[0] = 0;
-    st = n->def->run(ctx);
+    st = n->schema->run(ctx);
     if (st != S4D_OK) {
         if (ctx->err[0])
             s4d_fmt_err(err, errsz, st, "constant folding: %s", ctx->err);
@@ -84,6 +84,8 @@ static s4d_status fold_node(s4d_ir_graph *g, s4d_ir_node *n, s4d_op_ctx *ctx, ch
         v->producer = -1;
     }
     n->dead = 1;
+    free(n->params);
+    n->params = NULL;
 done:
     for (int i = 0; i < n->num_outputs; i++) {
         free(ctx->outputs[i].data);
@@ -118,9 +120,16 @@ static s4d_status infer_node(s4d_ir_graph *g, s4d_ir_node *n, int fold, char *er
             goto done;
         }
         in[i] = v->t;
-        if (v->kind != S4D_VALUE_CONST) {
+        if (v->kind != S4D_VALUE_CONST && !v->frozen) {
             in[i].data = NULL;
             all_const = 0;
+        }
+    }
+    if (n->kind == S4D_LAYER_OP && n->schema->params_size && !n->params) {
+        n->params = calloc(1, n->schema->params_size);
+        if (!n->params) {
+            st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
+            goto done;
         }
     }
     s4d_op_ctx ctx;
@@ -129,13 +138,16 @@ static s4d_status infer_node(s4d_ir_graph *g, s4d_ir_node *n, int fold, char *er
     size_t ws = 0;
     switch (n->kind) {
     case S4D_LAYER_OP:
-        st = n->def->infer(&ctx);
-        if (st == S4D_OK && n->def->workspace_size)
-            ws = n->def->workspace_size(&ctx);
+        st = n->schema->infer(&ctx);
+        if (st == S4D_OK && n->schema->workspace_size)
+            ws = n->schema->workspace_size(&ctx);
         break;
     case S4D_LAYER_PLUGIN:
-        st = s4d_bridge_infer(n->plugin, n->name, in, n->num_inputs, out, n->num_outputs, &ws, msg,
-                              sizeof msg);
+        st = s4d_bridge_infer(n->plugin, n->name, n->device, in, n->num_inputs, out,
+                              n->num_outputs, &ws, msg, sizeof msg);
+        break;
+    case S4D_LAYER_COPY:
+        st = s4d_fmt_err(msg, sizeof msg, S4D_ERR_INTERNAL, "copy node before placement");
         break;
     }
     if (st != S4D_OK) {
@@ -158,7 +170,9 @@ static s4d_status infer_node(s4d_ir_graph *g, s4d_ir_node *n, int fold, char *er
         v->shape_known = 1;
         out[i].data = NULL;
     }
-    if (fold && all_const && n->kind == S4D_LAYER_OP)
+    /* Folding runs the schema's host reference, never a device kernel. */
+    if (fold && n->kind == S4D_LAYER_OP && n->schema->run &&
+        (all_const || (n->schema->flags & S4D_OP_SHAPE_ONLY)))
         st = fold_node(g, n, &ctx, err, errsz);
 done:
     free(in);

@@ -42,6 +42,12 @@ struct s4d_plugin_registry {
 #define DECL_MIN_SIZE END_OF(s4d_plugin_field_decl, default_value)
 #define FIELD_MIN_SIZE END_OF(s4d_plugin_field, data)
 
+/* ABI versions this host speaks: every one up to its own (fields are only appended). */
+static int abi_known(uint32_t v)
+{
+    return v >= S4D_PLUGIN_ABI_MIN_VERSION && v <= S4D_PLUGIN_ABI_VERSION;
+}
+
 static void fmt(char *buf, size_t size, const char *f, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
@@ -212,16 +218,17 @@ static s4d_status check_creator(const s4d_plugin_creator *c, char *err, size_t e
         fmt(err, err_size, "plugin creator is NULL");
         return S4D_ERR_INVALID_ARG;
     }
-    if (c->abi_version != S4D_PLUGIN_ABI_VERSION) {
+    if (!abi_known(c->abi_version)) {
         fmt(err, err_size,
-            "plugin creator was built for plugin ABI %u; this s4d speaks ABI %u (rebuild the "
-            "plugin against this s4d's plugin.h)",
-            (unsigned)c->abi_version, (unsigned)S4D_PLUGIN_ABI_VERSION);
+            "plugin creator was built for plugin ABI %u; this s4d speaks ABI %u to %u (rebuild "
+            "the plugin against this s4d's plugin.h)",
+            (unsigned)c->abi_version, (unsigned)S4D_PLUGIN_ABI_MIN_VERSION,
+            (unsigned)S4D_PLUGIN_ABI_VERSION);
         return S4D_ERR_VERSION;
     }
     if (c->struct_size < CREATOR_MIN_SIZE) {
         fmt(err, err_size, "plugin creator struct_size %u is smaller than ABI %u needs (%zu)",
-            (unsigned)c->struct_size, (unsigned)S4D_PLUGIN_ABI_VERSION, (size_t)CREATOR_MIN_SIZE);
+            (unsigned)c->struct_size, (unsigned)c->abi_version, (size_t)CREATOR_MIN_SIZE);
         return S4D_ERR_VERSION;
     }
     if (!c->name || !c->name[0] || !c->version || !c->version[0] || !c->plugin_namespace) {
@@ -244,13 +251,13 @@ static s4d_status check_creator(const s4d_plugin_creator *c, char *err, size_t e
     }
     for (int32_t i = 0; i < c->num_fields; i++) {
         const s4d_plugin_field_decl *d = &c->fields[i];
-        if (d->abi_version != S4D_PLUGIN_ABI_VERSION || d->struct_size < DECL_MIN_SIZE) {
+        if (!abi_known(d->abi_version) || d->struct_size < DECL_MIN_SIZE) {
             fmt(err, err_size,
                 "plugin creator %s::%s v%s: field %d has abi_version %u / struct_size %u "
-                "(expected %u / >= %zu)",
+                "(expected %u to %u / >= %zu)",
                 ns, c->name, c->version, (int)i, (unsigned)d->abi_version,
-                (unsigned)d->struct_size, (unsigned)S4D_PLUGIN_ABI_VERSION,
-                (size_t)DECL_MIN_SIZE);
+                (unsigned)d->struct_size, (unsigned)S4D_PLUGIN_ABI_MIN_VERSION,
+                (unsigned)S4D_PLUGIN_ABI_VERSION, (size_t)DECL_MIN_SIZE);
             return S4D_ERR_VERSION;
         }
         if (!d->name || !d->name[0] || strcmp(d->name, S4D_PLUGIN_ATTR_VERSION) == 0 ||
@@ -587,11 +594,12 @@ s4d_status s4d_plugin_registry_load_library(s4d_plugin_registry *registry, const
         /* Lock held: stage_creator reads the registry and must see it unchanged. */
         s4d_status init_st = init(&api, &lib_abi, &lib_err);
         lib_err.msg[sizeof(lib_err.msg) - 1] = '\0';
-        if (lib_abi != S4D_PLUGIN_ABI_VERSION) {
+        if (!abi_known(lib_abi)) {
             fmt(err, sizeof(err),
-                "plugin library '%s' was built for plugin ABI %u; this s4d speaks ABI %u "
+                "plugin library '%s' was built for plugin ABI %u; this s4d speaks ABI %u to %u "
                 "(rebuild it against this s4d's plugin.h)",
-                path, (unsigned)lib_abi, (unsigned)S4D_PLUGIN_ABI_VERSION);
+                path, (unsigned)lib_abi, (unsigned)S4D_PLUGIN_ABI_MIN_VERSION,
+                (unsigned)S4D_PLUGIN_ABI_VERSION);
             st = S4D_ERR_VERSION;
         } else if (init_st != S4D_OK) {
             fmt(err, sizeof(err), "plugin library '%s' failed to initialise (%s): %s", path,
@@ -754,13 +762,14 @@ static s4d_status check_instance(s4d_plugin *p, const char *what, char *err, siz
         fmt(err, err_size, "%s returned success but no instance", what);
         return S4D_ERR_PLUGIN;
     }
-    if (p->abi_version != S4D_PLUGIN_ABI_VERSION || p->struct_size < PLUGIN_MIN_SIZE) {
+    if (!abi_known(p->abi_version) || p->struct_size < PLUGIN_MIN_SIZE) {
         /* Its destroy() cannot be trusted at another ABI, so the instance leaks. */
         fmt(err, err_size,
             "%s returned an instance of plugin ABI %u (struct_size %u); this s4d speaks ABI %u "
-            "(struct_size >= %zu)",
+            "to %u (struct_size >= %zu)",
             what, (unsigned)p->abi_version, (unsigned)p->struct_size,
-            (unsigned)S4D_PLUGIN_ABI_VERSION, (size_t)PLUGIN_MIN_SIZE);
+            (unsigned)S4D_PLUGIN_ABI_MIN_VERSION, (unsigned)S4D_PLUGIN_ABI_VERSION,
+            (size_t)PLUGIN_MIN_SIZE);
         return S4D_ERR_VERSION;
     }
     if (!p->num_outputs || !p->get_output_descs || !p->supports || !p->workspace_size ||
@@ -971,5 +980,11 @@ s4d_status s4d_registry_tensor_desc(const s4d_tensor *t, s4d_device device,
     out->rank = t->rank;
     for (int i = 0; i < t->rank; i++)
         out->dims[i] = t->dims[i];
+    out->format = S4D_FORMAT_LINEAR;
+    int64_t stride = 1;
+    for (int i = t->rank - 1; i >= 0; i--) {
+        out->strides[i] = stride;
+        stride *= t->dims[i] > 0 ? t->dims[i] : 1;
+    }
     return S4D_OK;
 }

@@ -16,7 +16,7 @@
 #ifndef S4D_REGISTRY_REGISTRY_H
 #define S4D_REGISTRY_REGISTRY_H
 
-#include "core/op.h"
+#include "ops/op.h"
 #include "s4d/plugin.h"
 
 /* Attribute names that select the key and never become fields. */

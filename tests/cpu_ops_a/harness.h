@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/op.h"
-#include "core/threadpool.h"
+#include "ops/op.h"
+#include "util/threadpool.h"
 
 extern int g_failures;
 extern s4d_threadpool *g_pool;

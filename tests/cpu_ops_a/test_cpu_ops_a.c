@@ -1,6 +1,6 @@
 /*
  * Unit tests of the CPU op table a: each op is found through
- * s4d_cpu_find_op, inferred and run like the engine does, and compared with
+ * s4d_op_find_schema, inferred and run like the engine does, and compared with
  * a plain double-precision reference loop on random non-zero data.
  * Usage: test_cpu_ops_a <group>
  */
@@ -115,7 +115,7 @@ s4d_status run_op(const char *op_type, int opset, int nin, const s4d_tensor *ins
     err[0] = 0;
     for (int i = 0; i < nout; i++)
         memset(&outs[i], 0, sizeof(outs[i]));
-    const s4d_op_def *def = s4d_cpu_find_op("", op_type, opset);
+    const s4d_op_schema *def = s4d_op_find_schema("", op_type, opset);
     if (!def) {
         snprintf(err, 512, "op %s not found at opset %d", op_type, opset);
         return S4D_ERR_NOT_FOUND;

@@ -1,6 +1,6 @@
 /*
  * Test support for the dense CPU ops: build an op context, run infer + run
- * through s4d_cpu_find_op, compare against double-precision references.
+ * through s4d_op_find_schema, compare against double-precision references.
  * Header-only so that each test program stays one file.
  */
 #ifndef S4D_TEST_CPU_OPS_B_OP_TEST_H
@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/op.h"
-#include "core/threadpool.h"
+#include "ops/op.h"
+#include "util/threadpool.h"
 
 static int t_failures;
 static int t_checks;
@@ -141,7 +141,7 @@ static inline s4d_status t_run_op(const char *op_type, int opset, s4d_tensor *in
                            const s4d_attr *attrs, int num_attrs, s4d_tensor *outputs, int num_outputs)
 {
     t_err[0] = '\0';
-    const s4d_op_def *def = s4d_cpu_find_op(t_domain, op_type, opset);
+    const s4d_op_schema *def = s4d_op_find_schema(t_domain, op_type, opset);
     if (!def) {
         snprintf(t_err, sizeof t_err, "no CPU op %s at opset %d", op_type, opset);
         return S4D_ERR_NOT_FOUND;

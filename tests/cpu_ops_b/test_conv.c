@@ -121,7 +121,7 @@ static void run_case(const conv_case *cc)
     s4d_tensor o[1];
     s4d_status st;
     if (fused) {
-        const s4d_op_def *def = s4d_cpu_find_op("s4d", "FusedConv", 1);
+        const s4d_op_schema *def = s4d_op_find_schema("s4d", "FusedConv", 1);
         T_CHECK(def != NULL, "FusedConv is registered");
         /* t_run_op looks up the default domain; call through the def directly. */
         s4d_op_ctx ctx;

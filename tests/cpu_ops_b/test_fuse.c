@@ -59,9 +59,9 @@ static int g_node(s4d_ir_graph *g, const char *op, int opset, const int *in, int
     for (int i = 0; i < nattr; i++)
         s4d_attr_copy(&n->attrs[i], &attrs[i]);
     n->kind = S4D_LAYER_OP;
-    n->device = S4D_DEVICE_KIND_CPU;
-    n->def = s4d_cpu_find_op("", op, opset);
-    if (!n->def)
+    n->device = S4D_DEVICE_CPU;
+    n->schema = s4d_op_find_schema("", op, opset);
+    if (!n->schema)
         fprintf(stderr, "test graph: no op %s at opset %d\n", op, opset);
     g->values[out].producer = ni;
     return ni;
@@ -119,7 +119,9 @@ static float *interpret(s4d_ir_graph *g, const float *x)
         ctx.err_size = sizeof t_err;
         ctx.workspace_size = n->workspace;
         ctx.workspace = n->workspace ? aligned_alloc(64, (n->workspace + 63) / 64 * 64) : NULL;
-        s4d_status st = n->def->run(&ctx);
+        ctx.schema = n->schema;
+        ctx.params = n->params;
+        s4d_status st = n->schema->run(&ctx);
         T_CHECK(st == S4D_OK, "interpret %s: %s", n->name, t_err);
         free(ctx.workspace);
     }

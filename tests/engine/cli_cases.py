@@ -171,7 +171,7 @@ def case_missing_plugin():
 
 def case_device_cuda():
     p = run(f"--onnx={m('mlp.onnx')}", "--device=cuda", ok=False)
-    expect(p.stderr, "CUDA")
+    expect(p.stderr.lower(), "cuda")
     p = run(f"--onnx={m('mlp.onnx')}", "--device=tpu", ok=False)
     expect(p.stderr, "cpu or cuda")
 

@@ -2,12 +2,15 @@
  * Memory plan invariants on random layer graphs: every activation lies in the
  * arena, two activations whose lifetimes overlap never share a byte, the
  * arena is at least the peak of simultaneously live bytes (a lower bound any
- * plan must meet) and at most the sum without reuse.
+ * plan must meet) and at most the sum without reuse. The loader's verifier
+ * (s4d_plan_check_memory) accepts every such plan and refuses it once two
+ * live tensors are made to share bytes.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "builder/builder.h"
 #include "engine/plan.h"
 #include "util/util.h"
 
@@ -53,7 +56,7 @@ static int check_plan(int num_layers, int num_tensors)
         }
     }
     char err[256];
-    int bad = s4d_plan_memory(&p, err, sizeof err) != S4D_OK;
+    int bad = s4d_plan_memory(&p, 0, err, sizeof err) != S4D_OK;
     /* Lifetimes, recomputed here independently of the planner. */
     int *first = malloc((size_t)num_tensors * sizeof(int)), *last = malloc((size_t)num_tensors * sizeof(int));
     for (int t = 0; t < num_tensors; t++)
@@ -68,10 +71,10 @@ static int check_plan(int num_layers, int num_tensors)
         if (a->place != S4D_PLACE_ARENA)
             continue;
         unplanned += s4d_align_up(a->bytes, S4D_PLAN_ALIGN);
-        if (a->offset % S4D_PLAN_ALIGN || a->offset + a->bytes > p.arena_size) {
+        if (a->offset % S4D_PLAN_ALIGN || a->offset + a->bytes > p.arena_size[0]) {
             fprintf(stderr, "tensor %d at %llu+%llu outside the %llu-byte arena\n", t,
                     (unsigned long long)a->offset, (unsigned long long)a->bytes,
-                    (unsigned long long)p.arena_size);
+                    (unsigned long long)p.arena_size[0]);
             bad = 1;
         }
         for (int u = t + 1; u < num_tensors; u++) {
@@ -93,14 +96,36 @@ static int check_plan(int num_layers, int num_tensors)
                 live += p.tensors[t].bytes;
         peak = live > peak ? live : peak;
     }
-    if (p.arena_size < peak || p.arena_size > unplanned || p.arena_size_unplanned != unplanned) {
+    if (p.arena_size[0] < peak || p.arena_size[0] > unplanned || p.arena_size_unplanned[0] != unplanned) {
         fprintf(stderr, "arena %llu outside [peak %llu, unplanned %llu] (reported %llu)\n",
-                (unsigned long long)p.arena_size, (unsigned long long)peak,
-                (unsigned long long)unplanned, (unsigned long long)p.arena_size_unplanned);
+                (unsigned long long)p.arena_size[0], (unsigned long long)peak,
+                (unsigned long long)unplanned, (unsigned long long)p.arena_size_unplanned[0]);
         bad = 1;
     }
+    if (s4d_plan_check_memory(&p, 0, err, sizeof err) != S4D_OK) {
+        fprintf(stderr, "the verifier refuses a sound plan: %s\n", err);
+        bad = 1;
+    }
+    /* Make two tensors that are live together share their first byte. */
+    for (int t = 0; t < num_tensors; t++) {
+        for (int u = t + 1; u < num_tensors; u++) {
+            s4d_plan_tensor *a = &p.tensors[t], *b = &p.tensors[u];
+            if (a->place != S4D_PLACE_ARENA || b->place != S4D_PLACE_ARENA ||
+                !(first[t] <= last[u] && first[u] <= last[t]))
+                continue;
+            uint64_t keep = b->offset;
+            b->offset = a->offset;
+            if (b->bytes <= p.arena_size[0] - b->offset &&
+                s4d_plan_check_memory(&p, 0, err, sizeof err) == S4D_OK) {
+                fprintf(stderr, "the verifier accepts tensors %d and %d sharing bytes\n", t, u);
+                bad = 1;
+            }
+            b->offset = keep;
+            t = u = num_tensors; /* one case per plan */
+        }
+    }
     printf("  %4d layers %5d tensors: arena %8llu, live peak %8llu, no reuse %9llu\n", num_layers,
-           num_tensors, (unsigned long long)p.arena_size, (unsigned long long)peak,
+           num_tensors, (unsigned long long)p.arena_size[0], (unsigned long long)peak,
            (unsigned long long)unplanned);
     for (int l = 0; l < num_layers; l++) {
         free(p.layers[l].inputs);

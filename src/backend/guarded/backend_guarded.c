@@ -1,0 +1,310 @@
+/*
+ * The guarded test backend: a device whose memory is host memory kept behind
+ * PROT_NONE pages, readable only inside this backend's own copy, memset and
+ * kernel calls. Any code above the backend interface that touches device
+ * memory directly (the runtime reading a weight, the builder writing an
+ * arena) faults at once, so running the engine tests on it proves that the
+ * runtime moves device bytes only through the backend - what a GPU backend
+ * needs - on a machine without a GPU.
+ *
+ * It takes the CUDA slot of the registry when S4D_TEST_BACKEND=guarded (see
+ * backend.h), runs the CPU kernels underneath, and tells plugins they run on
+ * the CPU. S4D_GUARDED_DECLINE=Op1,Op2 makes it refuse those op types, to
+ * test placement fallback.
+ */
+#define _DEFAULT_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "util/util.h"
+
+typedef struct region {
+    char *base;
+    size_t size; /* mapped bytes, whole pages */
+} region;
+
+/* Every live allocation, and how many calls currently hold them open. */
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static region *g_regions;
+static size_t g_count, g_cap;
+static int g_open;
+
+static void protect_all(int prot)
+{
+    for (size_t i = 0; i < g_count; i++)
+        mprotect(g_regions[i].base, g_regions[i].size, prot);
+}
+
+/* Opens every allocation for the duration of one backend call (nesting counted,
+   so concurrent contexts on several threads stay open while any is inside). */
+static void guard_open(void)
+{
+    pthread_mutex_lock(&g_lock);
+    if (g_open++ == 0)
+        protect_all(PROT_READ | PROT_WRITE);
+    pthread_mutex_unlock(&g_lock);
+}
+
+static void guard_close(void)
+{
+    pthread_mutex_lock(&g_lock);
+    if (--g_open == 0)
+        protect_all(PROT_NONE);
+    pthread_mutex_unlock(&g_lock);
+}
+
+static s4d_status g_probe(char *err, size_t errsz)
+{
+    (void)err;
+    (void)errsz;
+    return S4D_OK;
+}
+
+static s4d_status g_target_info(s4d_target_info *info)
+{
+    memset(info, 0, sizeof *info);
+    strcpy(info->name, "guarded test device");
+    strcpy(info->arch, "guarded");
+    return S4D_OK;
+}
+
+/* Whether S4D_GUARDED_DECLINE lists op_type. */
+static int declined(const char *op_type)
+{
+    const char *list = getenv("S4D_GUARDED_DECLINE");
+    if (!list || !op_type)
+        return 0;
+    size_t n = strlen(op_type);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && strncmp(p, op_type, n) == 0)
+            return 1;
+        if (!e)
+            break;
+        p = e + 1;
+    }
+    return 0;
+}
+
+static const s4d_kernel *inner_kernel(const s4d_op_ctx *ctx)
+{
+    const s4d_op_schema *s = ctx->schema;
+    return s4d_backend_cpu()->find_kernel(s->domain, s->op_type, s->since_version);
+}
+
+static s4d_status g_supports(s4d_op_ctx *ctx)
+{
+    if (declined(ctx->op_type))
+        return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED,
+                            "the guarded test device declines it (S4D_GUARDED_DECLINE)");
+    const s4d_kernel *k = inner_kernel(ctx);
+    return k && k->supports ? k->supports(ctx) : S4D_OK;
+}
+
+static size_t g_workspace(const s4d_op_ctx *ctx)
+{
+    const s4d_kernel *k = inner_kernel(ctx);
+    return k && k->workspace_size ? k->workspace_size(ctx) : 0;
+}
+
+static s4d_status g_run(s4d_op_ctx *ctx)
+{
+    const s4d_kernel *k = inner_kernel(ctx);
+    guard_open();
+    s4d_status st = k->run(ctx);
+    guard_close();
+    return st;
+}
+
+static const s4d_kernel guarded_kernel = {
+    .domain = "*", .op_type = "*", .since_version = 1,
+    .supports = g_supports, .workspace_size = g_workspace, .run = g_run,
+};
+
+static const s4d_kernel *g_find_kernel(const char *domain, const char *op_type, int opset)
+{
+    return s4d_backend_cpu()->find_kernel(domain, op_type, opset) ? &guarded_kernel : NULL;
+}
+
+static s4d_status g_plugin_run(s4d_op_ctx *ctx)
+{
+    guard_open();
+    s4d_status st = s4d_backend_cpu()->plugin_kernel->run(ctx);
+    guard_close();
+    return st;
+}
+
+static const s4d_kernel guarded_plugin_kernel = {
+    .domain = "*", .op_type = "plugin", .since_version = 1, .run = g_plugin_run,
+};
+
+static s4d_status g_alloc(size_t bytes, void **out, char *err, size_t errsz)
+{
+    *out = NULL;
+    long page = sysconf(_SC_PAGESIZE);
+    size_t ps = page > 0 ? (size_t)page : 4096;
+    size_t size = bytes ? (bytes + ps - 1) / ps * ps : ps;
+    pthread_mutex_lock(&g_lock);
+    if (g_count == g_cap) {
+        size_t cap = g_cap ? g_cap * 2 : 64;
+        region *r = realloc(g_regions, cap * sizeof *r);
+        if (!r) {
+            pthread_mutex_unlock(&g_lock);
+            return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
+        }
+        g_regions = r;
+        g_cap = cap;
+    }
+    void *p = mmap(NULL, size, g_open ? PROT_READ | PROT_WRITE : PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        pthread_mutex_unlock(&g_lock);
+        return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY,
+                           "guarded device: cannot map %zu bytes", bytes);
+    }
+    g_regions[g_count].base = p;
+    g_regions[g_count].size = size;
+    g_count++;
+    pthread_mutex_unlock(&g_lock);
+    *out = p;
+    return S4D_OK;
+}
+
+static void g_free(void *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&g_lock);
+    for (size_t i = 0; i < g_count; i++) {
+        if (g_regions[i].base == p) {
+            munmap(p, g_regions[i].size);
+            g_regions[i] = g_regions[--g_count];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g_lock);
+}
+
+static s4d_status g_check_pointer(const void *p, size_t bytes, char *err, size_t errsz)
+{
+    const char *c = p;
+    int ok = 0;
+    pthread_mutex_lock(&g_lock);
+    for (size_t i = 0; i < g_count && !ok; i++)
+        ok = c >= g_regions[i].base && bytes <= g_regions[i].size &&
+             (size_t)(c - g_regions[i].base) <= g_regions[i].size - bytes;
+    pthread_mutex_unlock(&g_lock);
+    if (!ok)
+        return s4d_fmt_err(err, errsz, S4D_ERR_INVALID_ARG,
+                           "%p is not memory of the guarded test device", p);
+    return S4D_OK;
+}
+
+/* The context is a CPU context: the kernels underneath are the CPU's. */
+static s4d_status g_context_create(const s4d_backend_ctx_options *o, s4d_backend_ctx **out,
+                                   char *err, size_t errsz)
+{
+    return s4d_backend_cpu()->context_create(o, out, err, errsz);
+}
+
+static void g_context_destroy(s4d_backend_ctx *c)
+{
+    s4d_backend_cpu()->context_destroy(c);
+}
+
+static void *g_context_stream(s4d_backend_ctx *c)
+{
+    (void)c;
+    return NULL;
+}
+
+static struct s4d_threadpool *g_context_pool(s4d_backend_ctx *c)
+{
+    return s4d_backend_cpu()->context_pool(c);
+}
+
+static s4d_status g_copy(s4d_backend_ctx *c, void *dst, const void *src, size_t bytes,
+                         s4d_copy_kind kind, void *stream, char *err, size_t errsz)
+{
+    (void)c, (void)kind, (void)stream, (void)err, (void)errsz;
+    guard_open();
+    if (bytes && dst != src)
+        memmove(dst, src, bytes);
+    guard_close();
+    return S4D_OK;
+}
+
+static s4d_status g_memset(s4d_backend_ctx *c, void *dst, int value, size_t bytes, void *stream,
+                           char *err, size_t errsz)
+{
+    (void)c, (void)stream, (void)err, (void)errsz;
+    guard_open();
+    if (bytes)
+        memset(dst, value, bytes);
+    guard_close();
+    return S4D_OK;
+}
+
+static s4d_status g_synchronize(s4d_backend_ctx *c, void *stream, char *err, size_t errsz)
+{
+    (void)c, (void)stream, (void)err, (void)errsz;
+    return S4D_OK;
+}
+
+static s4d_status g_event_create(void **event)
+{
+    const s4d_backend *cpu = s4d_backend_cpu();
+    return cpu->event_create(event);
+}
+
+static void g_event_destroy(void *event)
+{
+    s4d_backend_cpu()->event_destroy(event);
+}
+
+static s4d_status g_event_record(void *event, void *stream)
+{
+    return s4d_backend_cpu()->event_record(event, stream);
+}
+
+static s4d_status g_event_elapsed(void *a, void *b, double *ms)
+{
+    return s4d_backend_cpu()->event_elapsed(a, b, ms);
+}
+
+static const s4d_backend guarded_backend = {
+    .version = S4D_BACKEND_VERSION,
+    .device = S4D_DEVICE_CUDA,
+    .name = "guarded",
+    .host_memory = 0,
+    .plugin_device = S4D_DEVICE_CPU,
+    .probe = g_probe,
+    .target_info = g_target_info,
+    .find_kernel = g_find_kernel,
+    .plugin_kernel = &guarded_plugin_kernel,
+    .alloc = g_alloc,
+    .free = g_free,
+    .check_pointer = g_check_pointer,
+    .context_create = g_context_create,
+    .context_destroy = g_context_destroy,
+    .context_stream = g_context_stream,
+    .context_pool = g_context_pool,
+    .copy = g_copy,
+    .memset = g_memset,
+    .synchronize = g_synchronize,
+    .event_create = g_event_create,
+    .event_destroy = g_event_destroy,
+    .event_record = g_event_record,
+    .event_elapsed = g_event_elapsed,
+};
+
+const s4d_backend *s4d_backend_guarded(void)
+{
+    return &guarded_backend;
+}

@@ -1,0 +1,197 @@
+/*
+ * Conv (opset 1, 11) for 1 to 3 spatial dimensions: pads, auto_pad, strides,
+ * dilations and groups. Each (image, group) is one product
+ *   Y[M/g, out] = W[M/g, C/g * K] x col[C/g * K, out]
+ * with col from im2col (skipped for 1x1, stride 1, unpadded kernels, where
+ * the input already is the column matrix).
+ *
+ * FusedConv (domain "s4d", built by the fusion passes, never in a user's
+ * model): Conv plus an optional residual input Z (added after the bias) and
+ * an attribute activation = "" | "Relu" applied last.
+ */
+#include <string.h>
+
+#include "ops/conv_common.h"
+#include "ops/dense_util.h"
+
+typedef struct conv_plan {
+    s4d_conv_geom g;
+    int64_t n, c, m, group, cg, mg;
+    int has_bias, has_z, relu;
+    int direct; /* 1x1, stride 1, no padding: no im2col */
+} conv_plan;
+
+static s4d_status conv_plan_make(s4d_op_ctx *ctx, int fused, conv_plan *p)
+{
+    int max_in = fused ? 4 : 3;
+    if (ctx->num_inputs < 2 || ctx->num_inputs > max_in || ctx->num_outputs != 1)
+        return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "expects 2 to %d inputs and 1 output, got %d and %d",
+                            max_in, ctx->num_inputs, ctx->num_outputs);
+    const s4d_tensor *x = &ctx->inputs[0], *w = &ctx->inputs[1];
+    memset(p, 0, sizeof *p);
+    p->has_bias = s4d_host_has_input(ctx, 2);
+    p->has_z = fused && s4d_host_has_input(ctx, 3);
+    if (x->dtype != S4D_DTYPE_FLOAT32 || w->dtype != S4D_DTYPE_FLOAT32 ||
+        (p->has_bias && ctx->inputs[2].dtype != S4D_DTYPE_FLOAT32) ||
+        (p->has_z && ctx->inputs[3].dtype != S4D_DTYPE_FLOAT32))
+        return s4d_op_error(ctx, S4D_ERR_DTYPE, "only float32 is supported (X is %s, W is %s)",
+                            s4d_dtype_name(x->dtype), s4d_dtype_name(w->dtype));
+    if (x->rank < 3 || x->rank > 5 || w->rank != x->rank)
+        return s4d_op_error(ctx, S4D_ERR_SHAPE, "X and W must have the same rank 3 to 5, got %d and %d",
+                            x->rank, w->rank);
+    int nsp = x->rank - 2;
+    p->n = x->dims[0];
+    p->c = x->dims[1];
+    p->m = w->dims[0];
+    p->group = s4d_op_attr_int(ctx, "group", 1);
+    if (p->group < 1 || p->c % p->group != 0 || p->m % p->group != 0)
+        return s4d_op_error(ctx, S4D_ERR_SHAPE, "group %lld must divide input channels %lld and output channels %lld",
+                            (long long)p->group, (long long)p->c, (long long)p->m);
+    p->cg = p->c / p->group;
+    p->mg = p->m / p->group;
+    if (w->dims[1] != p->cg)
+        return s4d_op_error(ctx, S4D_ERR_SHAPE, "W has %lld input channels per group, X gives %lld",
+                            (long long)w->dims[1], (long long)p->cg);
+    if (p->has_bias && (ctx->inputs[2].rank != 1 || ctx->inputs[2].dims[0] != p->m))
+        return s4d_op_error(ctx, S4D_ERR_SHAPE, "B must be [%lld]", (long long)p->m);
+    s4d_auto_pad ap;
+    s4d_status st = s4d_host_conv_attrs(ctx, nsp, w->dims + 2, &p->g, &ap);
+    if (st != S4D_OK)
+        return st;
+    s4d_conv_geom *g = &p->g;
+    for (int i = 0; i < nsp; i++) {
+        int j = 3 - nsp + i;
+        int64_t in = x->dims[2 + i], ext = g->dil[j] * (g->k[j] - 1) + 1;
+        g->img[j] = in;
+        switch (ap) {
+        case S4D_AUTO_PAD_NOTSET:
+        case S4D_AUTO_PAD_VALID:
+            g->grid[j] = (in + g->pad_b[j] + g->pad_e[j] - ext) / g->stride[j] + 1;
+            if (in + g->pad_b[j] + g->pad_e[j] < ext)
+                g->grid[j] = 0;
+            break;
+        case S4D_AUTO_PAD_SAME_UPPER:
+        case S4D_AUTO_PAD_SAME_LOWER:
+            s4d_host_conv_same_pad(g, j, ext, ap);
+            break;
+        }
+        if (g->grid[j] < 1)
+            return s4d_op_error(ctx, S4D_ERR_SHAPE, "spatial dim %d: input %lld is smaller than the dilated kernel %lld",
+                                i, (long long)in, (long long)ext);
+    }
+    p->direct = 1;
+    for (int j = 0; j < 3; j++)
+        if (g->k[j] != 1 || g->stride[j] != 1 || g->pad_b[j] != 0 || g->pad_e[j] != 0)
+            p->direct = 0;
+    int64_t kk = p->cg * s4d_host_conv_prod3(g->k), ncol = s4d_host_conv_prod3(g->grid);
+    if (kk > S4D_HOST_BLAS_MAX_DIM || ncol > S4D_HOST_BLAS_MAX_DIM)
+        return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "the column matrix exceeds 2^31-1 rows or columns");
+    if (p->has_z) {
+        const s4d_tensor *z = &ctx->inputs[3];
+        int ok = z->rank == x->rank && z->dims[0] == p->n && z->dims[1] == p->m;
+        for (int i = 0; ok && i < nsp; i++)
+            ok = z->dims[2 + i] == g->grid[3 - nsp + i];
+        if (!ok)
+            return s4d_op_error(ctx, S4D_ERR_SHAPE, "the residual input Z must have the output's shape");
+    }
+    const char *act = fused ? s4d_op_attr_string(ctx, "activation", "") : "";
+    if (strcmp(act, "Relu") == 0)
+        p->relu = 1;
+    else if (act[0] != '\0')
+        return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "activation '%s' (only Relu)", act);
+    return S4D_OK;
+}
+
+static s4d_status conv_infer_common(s4d_op_ctx *ctx, int fused)
+{
+    conv_plan p;
+    s4d_status st = conv_plan_make(ctx, fused, &p);
+    if (st != S4D_OK)
+        return st;
+    s4d_tensor *y = &ctx->outputs[0];
+    y->dtype = S4D_DTYPE_FLOAT32;
+    y->rank = ctx->inputs[0].rank;
+    y->dims[0] = p.n;
+    y->dims[1] = p.m;
+    for (int i = 0; i < p.g.nsp; i++)
+        y->dims[2 + i] = p.g.grid[3 - p.g.nsp + i];
+    return S4D_OK;
+}
+
+static size_t conv_ws_common(const s4d_op_ctx *ctx, int fused)
+{
+    conv_plan p;
+    /* infer validated the node already; the cast only lets the helper report. */
+    if (conv_plan_make((s4d_op_ctx *)ctx, fused, &p) != S4D_OK || p.direct)
+        return 0;
+    return sizeof(float) * (size_t)(p.cg * s4d_host_conv_prod3(p.g.k) * s4d_host_conv_prod3(p.g.grid));
+}
+
+typedef struct post_job {
+    float *y;
+    const float *z;
+    int relu;
+} post_job;
+
+static void post_range(void *arg, int64_t begin, int64_t end)
+{
+    const post_job *j = arg;
+    for (int64_t i = begin; i < end; i++) {
+        float v = j->y[i];
+        if (j->z)
+            v += j->z[i];
+        if (j->relu && !(v > 0.0f))
+            v = v != v ? v : 0.0f; /* keep NaN visible */
+        j->y[i] = v;
+    }
+}
+
+static s4d_status conv_run_common(s4d_op_ctx *ctx, int fused)
+{
+    conv_plan p;
+    s4d_status st = conv_plan_make(ctx, fused, &p);
+    if (st != S4D_OK)
+        return st;
+    const float *x = ctx->inputs[0].data, *w = ctx->inputs[1].data;
+    const float *bias = p.has_bias ? ctx->inputs[2].data : NULL;
+    float *y = ctx->outputs[0].data;
+    const int64_t plane_in = s4d_host_conv_prod3(p.g.img), ncol = s4d_host_conv_prod3(p.g.grid);
+    const int64_t kk = p.cg * s4d_host_conv_prod3(p.g.k);
+    if (!p.direct && ctx->workspace_size < sizeof(float) * (size_t)(kk * ncol))
+        return s4d_op_error(ctx, S4D_ERR_INTERNAL, "workspace of %zu bytes is too small", ctx->workspace_size);
+    float *col = ctx->workspace;
+    for (int64_t n = 0; n < p.n; n++) {
+        for (int64_t gi = 0; gi < p.group; gi++) {
+            const float *xg = x + (n * p.c + gi * p.cg) * plane_in;
+            float *yg = y + (n * p.m + gi * p.mg) * ncol;
+            const float *cm = xg;
+            if (!p.direct) {
+                s4d_host_im2col(ctx->pool, &p.g, p.cg, xg, col);
+                cm = col;
+            }
+            if (bias)
+                for (int64_t o = 0; o < p.mg; o++) {
+                    float b = bias[gi * p.mg + o];
+                    for (int64_t q = 0; q < ncol; q++)
+                        yg[o * ncol + q] = b;
+                }
+            s4d_host_sgemm(0, 0, p.mg, ncol, kk, 1.0f, w + gi * p.mg * kk, kk, cm, ncol, bias ? 1.0f : 0.0f,
+                          yg, ncol);
+        }
+    }
+    if (p.has_z || p.relu) {
+        post_job j = {y, p.has_z ? ctx->inputs[3].data : NULL, p.relu};
+        s4d_parallel_for(ctx->pool, p.n * p.m * ncol, 16384, post_range, &j);
+    }
+    return S4D_OK;
+}
+
+static s4d_status conv_infer(s4d_op_ctx *ctx) { return conv_infer_common(ctx, 0); }
+static size_t conv_ws(const s4d_op_ctx *ctx) { return conv_ws_common(ctx, 0); }
+static s4d_status conv_run(s4d_op_ctx *ctx) { return conv_run_common(ctx, 0); }
+static s4d_status fconv_infer(s4d_op_ctx *ctx) { return conv_infer_common(ctx, 1); }
+static size_t fconv_ws(const s4d_op_ctx *ctx) { return conv_ws_common(ctx, 1); }
+static s4d_status fconv_run(s4d_op_ctx *ctx) { return conv_run_common(ctx, 1); }
+
+const s4d_op_schema s4d_op_conv = {"", "Conv", 1, conv_infer, conv_ws, conv_run};
+const s4d_op_schema s4d_op_fused_conv = {"s4d", "FusedConv", 1, fconv_infer, fconv_ws, fconv_run};

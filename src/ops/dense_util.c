@@ -1,0 +1,158 @@
+/* Shared helpers of the dense CPU ops: OpenBLAS calls and shape tools. */
+#include <cblas.h>
+#include <string.h>
+
+#include "ops/dense_util.h"
+
+void s4d_host_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                   const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                   int64_t ldc)
+{
+    if (m <= 0 || n <= 0)
+        return;
+    if (k <= 0) {
+        /* BLAS leaves C untouched scaled by beta; do it ourselves for clarity. */
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++)
+                c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+                (blasint)m, (blasint)n, (blasint)k, alpha, a, (blasint)lda, b, (blasint)ldb, beta, c,
+                (blasint)ldc);
+}
+
+void s4d_host_dgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                   const double *a, int64_t lda, const double *b, int64_t ldb, double beta,
+                   double *c, int64_t ldc)
+{
+    if (m <= 0 || n <= 0)
+        return;
+    if (k <= 0) {
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++)
+                c[i * ldc + j] = beta == 0.0 ? 0.0 : beta * c[i * ldc + j];
+        return;
+    }
+    cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+                (blasint)m, (blasint)n, (blasint)k, alpha, a, (blasint)lda, b, (blasint)ldb, beta, c,
+                (blasint)ldc);
+}
+
+int s4d_host_gemm_is_small(int64_t m, int64_t n, int64_t k)
+{
+    /* OpenBLAS (interface/gemm.c) keeps products of m*n*k <= 65536 * 4 on one thread. */
+    return (double)m * (double)n * (double)k <= 262144.0;
+}
+
+void s4d_host_blas_set_threads(int n)
+{
+    openblas_set_num_threads(n < 1 ? 1 : n);
+}
+
+int s4d_host_blas_get_threads(void)
+{
+    return openblas_get_num_threads();
+}
+
+int s4d_host_has_input(const s4d_op_ctx *ctx, int i)
+{
+    return i < ctx->num_inputs && ctx->inputs[i].dtype != S4D_DTYPE_UNDEFINED && ctx->inputs[i].rank >= 0;
+}
+
+s4d_status s4d_host_broadcast_shape(s4d_op_ctx *ctx, int ra, const int64_t *a, int rb,
+                                   const int64_t *b, int *rout, int64_t *out)
+{
+    int r = ra > rb ? ra : rb;
+    for (int i = 0; i < r; i++) {
+        int ia = i - (r - ra), ib = i - (r - rb);
+        int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
+        if (da == db || db == 1)
+            out[i] = da;
+        else if (da == 1)
+            out[i] = db;
+        else
+            return s4d_op_error(ctx, S4D_ERR_SHAPE,
+                                "dimensions %lld and %lld (axis %d from the right) do not broadcast",
+                                (long long)da, (long long)db, r - i);
+    }
+    *rout = r;
+    return S4D_OK;
+}
+
+void s4d_host_broadcast_strides(int r, const int64_t *d, int rout, const int64_t *out_dims,
+                               int64_t *strides)
+{
+    int64_t s = 1;
+    for (int i = rout - 1; i >= 0; i--) {
+        int j = i - (rout - r);
+        if (j < 0) {
+            strides[i] = 0;
+            continue;
+        }
+        strides[i] = (d[j] == 1 && out_dims[i] != 1) ? 0 : s;
+        s *= d[j];
+    }
+}
+
+int64_t s4d_host_const_ints(const s4d_tensor *t, int64_t *vals, int64_t cap)
+{
+    if (!t->data || t->rank > 1)
+        return -1;
+    int64_t n = s4d_tensor_numel(t);
+    if (n > cap)
+        return -1;
+    for (int64_t i = 0; i < n; i++) {
+        if (t->dtype == S4D_DTYPE_INT64)
+            vals[i] = ((const int64_t *)t->data)[i];
+        else if (t->dtype == S4D_DTYPE_INT32)
+            vals[i] = ((const int32_t *)t->data)[i];
+        else
+            return -1;
+    }
+    return n;
+}
+
+int64_t s4d_host_const_floats(const s4d_tensor *t, float *vals, int64_t cap)
+{
+    if (!t->data || t->rank > 1)
+        return -1;
+    int64_t n = s4d_tensor_numel(t);
+    if (n > cap)
+        return -1;
+    for (int64_t i = 0; i < n; i++) {
+        if (t->dtype == S4D_DTYPE_FLOAT32)
+            vals[i] = ((const float *)t->data)[i];
+        else if (t->dtype == S4D_DTYPE_FLOAT64)
+            vals[i] = (float)((const double *)t->data)[i];
+        else
+            return -1;
+    }
+    return n;
+}
+
+typedef struct batched_job {
+    int ta, tb;
+    int64_t m, n, k, sa, lda, sb, ldb, sc;
+    const float *a, *b;
+    float *c;
+} batched_job;
+
+static void batched_range(void *arg, int64_t begin, int64_t end)
+{
+    const batched_job *j = arg;
+    for (int64_t i = begin; i < end; i++)
+        s4d_host_sgemm(j->ta, j->tb, j->m, j->n, j->k, 1.0f, j->a + i * j->sa, j->lda, j->b + i * j->sb, j->ldb,
+                      0.0f, j->c + i * j->sc, j->n);
+}
+
+void s4d_host_sgemm_batched(struct s4d_threadpool *pool, int64_t nbatch, int trans_a, int trans_b, int64_t m,
+                           int64_t n, int64_t k, const float *a, int64_t stride_a, int64_t lda, const float *b,
+                           int64_t stride_b, int64_t ldb, float *c, int64_t stride_c)
+{
+    batched_job j = {trans_a, trans_b, m, n, k, stride_a, lda, stride_b, ldb, stride_c, a, b, c};
+    if (nbatch > 1 && s4d_host_gemm_is_small(m, n, k))
+        s4d_parallel_for(pool, nbatch, 1, batched_range, &j);
+    else
+        batched_range(&j, 0, nbatch);
+}

@@ -1,0 +1,73 @@
+/*
+ * Helpers shared by the dense CPU ops (matrix products, convolution, pooling,
+ * normalisation, resampling): the OpenBLAS entry points and small shape tools.
+ *
+ * Threading policy. OpenBLAS keeps its own worker threads; the engine keeps a
+ * thread pool. Running both at full width at once oversubscribes the cores, so:
+ *   - a matrix product large enough for OpenBLAS to split is issued from the
+ *     thread that runs the op, never from a pool worker, and OpenBLAS's own
+ *     thread count (s4d_host_blas_set_threads, set by the engine to its pool
+ *     width) decides its parallelism;
+ *   - a batch of products each below OpenBLAS's split threshold (where it runs
+ *     on the calling thread anyway) is spread over the engine's pool, one
+ *     product per task;
+ *   - everything else (im2col, pooling, normalisation) runs on the pool.
+ */
+#ifndef S4D_HOST_OPS_DENSE_UTIL_H
+#define S4D_HOST_OPS_DENSE_UTIL_H
+
+#include <stdint.h>
+
+#include "ops/op.h"
+
+/* Row-major C[m,n] = alpha * op(A) op(B) + beta * C, op = transpose when trans_* != 0. */
+void s4d_host_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                   const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                   int64_t ldc);
+void s4d_host_dgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                   const double *a, int64_t lda, const double *b, int64_t ldb, double beta,
+                   double *c, int64_t ldc);
+
+/* Nonzero when OpenBLAS would run an m x n x k product on the calling thread alone. */
+int s4d_host_gemm_is_small(int64_t m, int64_t n, int64_t k);
+
+/* Largest size OpenBLAS's 32-bit interface takes for m, n, k and leading dimensions. */
+#define S4D_HOST_BLAS_MAX_DIM 2147483647LL
+
+/* OpenBLAS worker threads for later products (n >= 1); process-wide. */
+void s4d_host_blas_set_threads(int n);
+int s4d_host_blas_get_threads(void);
+
+/* Nonzero when optional input i is present (not an empty name in the node). */
+int s4d_host_has_input(const s4d_op_ctx *ctx, int i);
+
+/*
+ * Multidirectional (numpy) broadcast of shapes a and b into out; returns
+ * S4D_ERR_SHAPE through the op error when they do not broadcast.
+ */
+s4d_status s4d_host_broadcast_shape(s4d_op_ctx *ctx, int ra, const int64_t *a, int rb,
+                                   const int64_t *b, int *rout, int64_t *out);
+
+/*
+ * Element strides of a tensor of rank r and dims d viewed at rank rout
+ * (right-aligned); broadcast dimensions (size 1 against a larger output)
+ * get stride 0.
+ */
+void s4d_host_broadcast_strides(int r, const int64_t *d, int rout, const int64_t *out_dims,
+                               int64_t *strides);
+
+/* Reads a constant int64/int32 1-D input into vals (at most cap); returns count or -1. */
+int64_t s4d_host_const_ints(const s4d_tensor *t, int64_t *vals, int64_t cap);
+/* Same for float/double constants. */
+int64_t s4d_host_const_floats(const s4d_tensor *t, float *vals, int64_t cap);
+
+/*
+ * nbatch products C_i[m,n] = op(A_i) op(B_i), A_i = a + i * stride_a (in
+ * elements), likewise B_i, C_i = c + i * stride_c with ldc = n. Small
+ * products go to the pool one per task; large ones run one after another on
+ * the calling thread with OpenBLAS's threads (see the policy above).
+ */
+void s4d_host_sgemm_batched(struct s4d_threadpool *pool, int64_t nbatch, int trans_a, int trans_b, int64_t m,
+                           int64_t n, int64_t k, const float *a, int64_t stride_a, int64_t lda, const float *b,
+                           int64_t stride_b, int64_t ldb, float *c, int64_t stride_c);
+#endif

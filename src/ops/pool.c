@@ -1,0 +1,295 @@
+/*
+ * MaxPool (opset 1, 8, 10, 11, 12), AveragePool (opset 1, 7, 10, 11, 19),
+ * GlobalAveragePool and GlobalMaxPool (opset 1), 1 to 3 spatial dims.
+ *
+ * ceil_mode follows PyTorch (which exports these): a last window that would
+ * start in the end padding is dropped. AveragePool's divisor counts the taps
+ * inside the input, or with count_include_pad the taps inside the padded
+ * input. MaxPool's optional Indices output holds flat indices into X (row
+ * major, or column major over the spatial dims with storage_order = 1).
+ */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "ops/conv_common.h"
+#include "ops/dense_util.h"
+
+typedef enum pool_kind { POOL_MAX, POOL_AVG } pool_kind;
+
+typedef struct pool_plan {
+    s4d_conv_geom g;
+    int64_t n, c;
+    int count_include_pad, storage_order, with_indices;
+} pool_plan;
+
+static s4d_status pool_plan_make(s4d_op_ctx *ctx, pool_kind kind, pool_plan *p)
+{
+    int max_out = kind == POOL_MAX ? 2 : 1;
+    if (ctx->num_inputs != 1 || ctx->num_outputs < 1 || ctx->num_outputs > max_out)
+        return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "expects 1 input and 1 to %d outputs, got %d and %d", max_out,
+                            ctx->num_inputs, ctx->num_outputs);
+    const s4d_tensor *x = &ctx->inputs[0];
+    if (x->dtype != S4D_DTYPE_FLOAT32)
+        return s4d_op_error(ctx, S4D_ERR_DTYPE, "X is %s; only float32 is supported", s4d_dtype_name(x->dtype));
+    if (x->rank < 3 || x->rank > 5)
+        return s4d_op_error(ctx, S4D_ERR_SHAPE, "X must have rank 3 to 5, got %d", x->rank);
+    int nsp = x->rank - 2;
+    const s4d_attr *ka = s4d_op_attr(ctx, "kernel_shape");
+    if (!ka || ka->type != S4D_ATTR_INTS || (int)ka->count != nsp)
+        return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "attribute kernel_shape must list %d ints", nsp);
+    memset(p, 0, sizeof *p);
+    s4d_auto_pad ap;
+    s4d_status st = s4d_host_conv_attrs(ctx, nsp, ka->ints, &p->g, &ap);
+    if (st != S4D_OK)
+        return st;
+    int ceil_mode = s4d_op_attr_int(ctx, "ceil_mode", 0) != 0;
+    p->count_include_pad = s4d_op_attr_int(ctx, "count_include_pad", 0) != 0;
+    p->storage_order = s4d_op_attr_int(ctx, "storage_order", 0) != 0;
+    p->with_indices = ctx->num_outputs > 1;
+    p->n = x->dims[0];
+    p->c = x->dims[1];
+    s4d_conv_geom *g = &p->g;
+    for (int i = 0; i < nsp; i++) {
+        int j = 3 - nsp + i;
+        int64_t in = x->dims[2 + i], ext = g->dil[j] * (g->k[j] - 1) + 1;
+        g->img[j] = in;
+        switch (ap) {
+        case S4D_AUTO_PAD_NOTSET:
+        case S4D_AUTO_PAD_VALID: {
+            int64_t span = in + g->pad_b[j] + g->pad_e[j] - ext;
+            if (span < 0)
+                return s4d_op_error(ctx, S4D_ERR_SHAPE, "spatial dim %d: input %lld (padded) is smaller than the window %lld",
+                                    i, (long long)in, (long long)ext);
+            g->grid[j] = (ceil_mode ? (span + g->stride[j] - 1) / g->stride[j] : span / g->stride[j]) + 1;
+            if (ceil_mode && (g->grid[j] - 1) * g->stride[j] >= in + g->pad_b[j])
+                g->grid[j]--;
+            break;
+        }
+        case S4D_AUTO_PAD_SAME_UPPER:
+        case S4D_AUTO_PAD_SAME_LOWER:
+            s4d_host_conv_same_pad(g, j, ext, ap);
+            break;
+        }
+    }
+    return S4D_OK;
+}
+
+static s4d_status pool_infer(s4d_op_ctx *ctx, pool_kind kind)
+{
+    pool_plan p;
+    s4d_status st = pool_plan_make(ctx, kind, &p);
+    if (st != S4D_OK)
+        return st;
+    const s4d_tensor *x = &ctx->inputs[0];
+    for (int o = 0; o < ctx->num_outputs; o++) {
+        s4d_tensor *y = &ctx->outputs[o];
+        y->dtype = o == 0 ? S4D_DTYPE_FLOAT32 : S4D_DTYPE_INT64;
+        y->rank = x->rank;
+        y->dims[0] = p.n;
+        y->dims[1] = p.c;
+        for (int i = 0; i < p.g.nsp; i++)
+            y->dims[2 + i] = p.g.grid[3 - p.g.nsp + i];
+    }
+    return S4D_OK;
+}
+
+/* Per spatial dim and output index: valid taps [b, e) and taps inside the padding. */
+typedef struct pool_taps {
+    int64_t b, e, n_pad;
+} pool_taps;
+
+typedef struct pool_job {
+    const pool_plan *p;
+    pool_kind kind;
+    const float *x;
+    float *y;
+    int64_t *idx;
+    const pool_taps *taps[3];
+} pool_job;
+
+/* Kernel taps [*b, *e) whose position s + k * d lies in [lo, hi). */
+static void tap_range(int64_t s, int64_t d, int64_t k, int64_t lo, int64_t hi, int64_t *b, int64_t *e)
+{
+    *b = lo - s <= 0 ? 0 : (lo - s + d - 1) / d;
+    *e = hi - s <= 0 ? 0 : (hi - s - 1) / d + 1;
+    if (*e > k)
+        *e = k;
+    if (*b > *e)
+        *b = *e;
+}
+
+static void pool_planes(void *arg, int64_t begin, int64_t end)
+{
+    const pool_job *j = arg;
+    const s4d_conv_geom *g = &j->p->g;
+    const int64_t plane_in = s4d_host_conv_prod3(g->img), plane_out = s4d_host_conv_prod3(g->grid);
+    for (int64_t pl = begin; pl < end; pl++) {
+        const float *x = j->x + pl * plane_in;
+        float *y = j->y + pl * plane_out;
+        int64_t oi = 0;
+        for (int64_t o0 = 0; o0 < g->grid[0]; o0++)
+            for (int64_t o1 = 0; o1 < g->grid[1]; o1++)
+                for (int64_t o2 = 0; o2 < g->grid[2]; o2++, oi++) {
+                    int64_t s[3] = {o0 * g->stride[0] - g->pad_b[0], o1 * g->stride[1] - g->pad_b[1],
+                                    o2 * g->stride[2] - g->pad_b[2]};
+                    /* Valid taps per dim (precomputed), so the inner loops need no bounds checks. */
+                    const pool_taps *t0 = &j->taps[0][o0], *t1 = &j->taps[1][o1], *t2 = &j->taps[2][o2];
+                    int64_t b[3] = {t0->b, t1->b, t2->b}, e[3] = {t0->e, t1->e, t2->e};
+                    int64_t n_pad = t0->n_pad * t1->n_pad * t2->n_pad;
+                    float best = -INFINITY;
+                    int64_t best_at = -1, n_in = (e[0] - b[0]) * (e[1] - b[1]) * (e[2] - b[2]);
+                    double sum = 0.0;
+                    for (int64_t k0 = b[0]; k0 < e[0]; k0++) {
+                        int64_t i0 = s[0] + k0 * g->dil[0];
+                        for (int64_t k1 = b[1]; k1 < e[1]; k1++) {
+                            int64_t row = (i0 * g->img[1] + s[1] + k1 * g->dil[1]) * g->img[2];
+                            const float *xr = x + row + s[2];
+                            if (j->kind == POOL_AVG) {
+                                for (int64_t k2 = b[2]; k2 < e[2]; k2++)
+                                    sum += xr[k2 * g->dil[2]];
+                                continue;
+                            }
+                            for (int64_t k2 = b[2]; k2 < e[2]; k2++) {
+                                float v = xr[k2 * g->dil[2]];
+                                /* NaN wins, as in numpy's max. */
+                                if (best_at < 0 || v > best || (v != v && best == best)) {
+                                    best = v;
+                                    best_at = row + s[2] + k2 * g->dil[2];
+                                }
+                            }
+                        }
+                    }
+                    if (j->kind == POOL_MAX) {
+                        y[oi] = best;
+                        if (j->idx) {
+                            int64_t at = best_at < 0 ? 0 : best_at;
+                            if (j->p->storage_order) {
+                                int64_t a2 = at % g->img[2], a1 = (at / g->img[2]) % g->img[1],
+                                        a0 = at / (g->img[2] * g->img[1]);
+                                at = (a2 * g->img[1] + a1) * g->img[0] + a0;
+                            }
+                            j->idx[pl * plane_out + oi] = pl * plane_in + at;
+                        }
+                    } else {
+                        int64_t cnt = j->p->count_include_pad ? n_pad : n_in;
+                        y[oi] = cnt ? (float)(sum / (double)cnt) : 0.0f;
+                    }
+                }
+    }
+}
+
+static s4d_status pool_run(s4d_op_ctx *ctx, pool_kind kind)
+{
+    pool_plan p;
+    s4d_status st = pool_plan_make(ctx, kind, &p);
+    if (st != S4D_OK)
+        return st;
+    size_t need = sizeof(pool_taps) * (size_t)(p.g.grid[0] + p.g.grid[1] + p.g.grid[2]);
+    if (ctx->workspace_size < need)
+        return s4d_op_error(ctx, S4D_ERR_INTERNAL, "workspace of %zu bytes is too small", ctx->workspace_size);
+    pool_taps *tp = ctx->workspace;
+    pool_job j = {&p, kind, ctx->inputs[0].data, ctx->outputs[0].data,
+                  p.with_indices ? ctx->outputs[1].data : NULL, {NULL, NULL, NULL}};
+    for (int q = 0; q < 3; q++) {
+        const s4d_conv_geom *g = &p.g;
+        j.taps[q] = tp;
+        for (int64_t o = 0; o < g->grid[q]; o++, tp++) {
+            int64_t s = o * g->stride[q] - g->pad_b[q], pb, pe;
+            tap_range(s, g->dil[q], g->k[q], 0, g->img[q], &tp->b, &tp->e);
+            tap_range(s, g->dil[q], g->k[q], -g->pad_b[q], g->img[q] + g->pad_e[q], &pb, &pe);
+            tp->n_pad = pe - pb;
+        }
+    }
+    s4d_parallel_for(ctx->pool, p.n * p.c, 1, pool_planes, &j);
+    return S4D_OK;
+}
+
+static size_t pool_ws(const s4d_op_ctx *ctx, pool_kind kind)
+{
+    pool_plan p;
+    if (pool_plan_make((s4d_op_ctx *)ctx, kind, &p) != S4D_OK)
+        return 0;
+    return sizeof(pool_taps) * (size_t)(p.g.grid[0] + p.g.grid[1] + p.g.grid[2]);
+}
+
+static size_t maxpool_ws(const s4d_op_ctx *ctx) { return pool_ws(ctx, POOL_MAX); }
+static size_t avgpool_ws(const s4d_op_ctx *ctx) { return pool_ws(ctx, POOL_AVG); }
+static s4d_status maxpool_infer(s4d_op_ctx *ctx) { return pool_infer(ctx, POOL_MAX); }
+static s4d_status maxpool_run(s4d_op_ctx *ctx) { return pool_run(ctx, POOL_MAX); }
+static s4d_status avgpool_infer(s4d_op_ctx *ctx) { return pool_infer(ctx, POOL_AVG); }
+static s4d_status avgpool_run(s4d_op_ctx *ctx) { return pool_run(ctx, POOL_AVG); }
+
+/* Global pools: one value per (n, c) plane. */
+static s4d_status gpool_check(s4d_op_ctx *ctx)
+{
+    if (ctx->num_inputs != 1 || ctx->num_outputs != 1)
+        return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "expects 1 input and 1 output");
+    const s4d_tensor *x = &ctx->inputs[0];
+    if (x->dtype != S4D_DTYPE_FLOAT32)
+        return s4d_op_error(ctx, S4D_ERR_DTYPE, "X is %s; only float32 is supported", s4d_dtype_name(x->dtype));
+    if (x->rank < 3)
+        return s4d_op_error(ctx, S4D_ERR_SHAPE, "X must have rank >= 3, got %d", x->rank);
+    return S4D_OK;
+}
+
+static s4d_status gpool_infer(s4d_op_ctx *ctx)
+{
+    s4d_status st = gpool_check(ctx);
+    if (st != S4D_OK)
+        return st;
+    const s4d_tensor *x = &ctx->inputs[0];
+    ctx->outputs[0] = *x;
+    ctx->outputs[0].data = NULL;
+    for (int i = 2; i < x->rank; i++)
+        ctx->outputs[0].dims[i] = 1;
+    return S4D_OK;
+}
+
+typedef struct gpool_job {
+    const float *x;
+    float *y;
+    int64_t plane;
+    int is_max;
+} gpool_job;
+
+static void gpool_planes(void *arg, int64_t begin, int64_t end)
+{
+    const gpool_job *j = arg;
+    for (int64_t p = begin; p < end; p++) {
+        const float *x = j->x + p * j->plane;
+        if (j->is_max) {
+            float m = j->plane ? x[0] : -INFINITY;
+            for (int64_t i = 1; i < j->plane; i++)
+                if (x[i] > m || x[i] != x[i])
+                    m = x[i];
+            j->y[p] = m;
+        } else {
+            double s = 0.0;
+            for (int64_t i = 0; i < j->plane; i++)
+                s += x[i];
+            j->y[p] = j->plane ? (float)(s / (double)j->plane) : 0.0f;
+        }
+    }
+}
+
+static s4d_status gpool_run(s4d_op_ctx *ctx, int is_max)
+{
+    s4d_status st = gpool_check(ctx);
+    if (st != S4D_OK)
+        return st;
+    const s4d_tensor *x = &ctx->inputs[0];
+    gpool_job j = {x->data, ctx->outputs[0].data, 1, is_max};
+    for (int i = 2; i < x->rank; i++)
+        j.plane *= x->dims[i];
+    s4d_parallel_for(ctx->pool, x->dims[0] * x->dims[1], 1, gpool_planes, &j);
+    return S4D_OK;
+}
+
+static s4d_status gavg_run(s4d_op_ctx *ctx) { return gpool_run(ctx, 0); }
+static s4d_status gmax_run(s4d_op_ctx *ctx) { return gpool_run(ctx, 1); }
+
+const s4d_op_schema s4d_op_maxpool = {"", "MaxPool", 1, maxpool_infer, maxpool_ws, maxpool_run};
+const s4d_op_schema s4d_op_avgpool = {"", "AveragePool", 1, avgpool_infer, avgpool_ws, avgpool_run};
+const s4d_op_schema s4d_op_global_avgpool = {"", "GlobalAveragePool", 1, gpool_infer, NULL, gavg_run};
+const s4d_op_schema s4d_op_global_maxpool = {"", "GlobalMaxPool", 1, gpool_infer, NULL, gmax_run};

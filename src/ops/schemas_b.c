@@ -1,0 +1,41 @@
+/* Schema table b: see schemas.h. Keep the list sorted by op_type. */
+#include "ops/schemas.h"
+
+extern const s4d_op_schema s4d_op_avgpool;
+extern const s4d_op_schema s4d_op_batchnorm;
+extern const s4d_op_schema s4d_op_conv;
+extern const s4d_op_schema s4d_op_conv_transpose;
+extern const s4d_op_schema s4d_op_einsum;
+extern const s4d_op_schema s4d_op_fused_conv;
+extern const s4d_op_schema s4d_op_fused_matmul;
+extern const s4d_op_schema s4d_op_gemm;
+extern const s4d_op_schema s4d_op_global_avgpool;
+extern const s4d_op_schema s4d_op_global_maxpool;
+extern const s4d_op_schema s4d_op_grid_sample;
+extern const s4d_op_schema s4d_op_layernorm;
+extern const s4d_op_schema s4d_op_matmul;
+extern const s4d_op_schema s4d_op_maxpool;
+extern const s4d_op_schema s4d_op_resize;
+extern const s4d_op_schema s4d_op_topk_1;
+extern const s4d_op_schema s4d_op_topk_10;
+
+const s4d_op_schema *const s4d_op_schemas_b[] = {
+    &s4d_op_avgpool,
+    &s4d_op_batchnorm,
+    &s4d_op_conv,
+    &s4d_op_conv_transpose,
+    &s4d_op_einsum,
+    &s4d_op_fused_conv,
+    &s4d_op_fused_matmul,
+    &s4d_op_gemm,
+    &s4d_op_global_avgpool,
+    &s4d_op_global_maxpool,
+    &s4d_op_grid_sample,
+    &s4d_op_layernorm,
+    &s4d_op_matmul,
+    &s4d_op_maxpool,
+    &s4d_op_resize,
+    &s4d_op_topk_1,
+    &s4d_op_topk_10,
+};
+const size_t s4d_op_schemas_b_count = sizeof(s4d_op_schemas_b) / sizeof(s4d_op_schemas_b[0]);

@@ -1,0 +1,464 @@
+/*
+ * Element-wise unary ops: activations (Relu, LeakyRelu, Sigmoid, Tanh, Gelu,
+ * Elu, Selu, HardSigmoid, HardSwish, Softplus, Softsign), math (Erf, Sqrt,
+ * Reciprocal, Exp, Log, Neg, Abs, Sign, Floor, Ceil, Round, trigonometric and
+ * hyperbolic functions), Clip, and Not.
+ *
+ * float32 and float64 share one body through <tgmath.h> (each computes in its
+ * own precision); float16 goes through float32 in blocks. Integer types are
+ * accepted where ONNX allows them and the op is exact on integers.
+ */
+#include <tgmath.h>
+
+#include "ops/broadcast.h"
+
+typedef enum unop {
+    U_RELU, U_LEAKY_RELU, U_SIGMOID, U_TANH, U_GELU, U_GELU_TANH, U_ERF, U_SQRT, U_RECIPROCAL, U_EXP,
+    U_LOG, U_NEG, U_ABS, U_SIN, U_COS, U_TAN, U_ASIN, U_ACOS, U_ATAN, U_SINH, U_COSH, U_ASINH, U_ACOSH,
+    U_ATANH, U_FLOOR, U_CEIL, U_ROUND, U_SIGN, U_CLIP, U_NOT, U_ELU, U_SELU, U_HARD_SIGMOID, U_HARD_SWISH,
+    U_SOFTPLUS, U_SOFTSIGN, U_CELU, U_THRESHOLDED_RELU, U_MISH
+} unop;
+
+typedef struct un_job {
+    unop op;
+    s4d_dtype dt;
+    double alpha, beta, gamma; /* op parameters; Clip: alpha = min, beta = max */
+    const void *x;
+    void *y;
+} un_job;
+
+/* One body for float and double: T is the element type, literals widen as needed. */
+#define UN_BODY(T)                                                                                \
+    switch (j->op) {                                                                              \
+    case U_RELU: for (int64_t i = 0; i < n; i++) y[i] = x[i] < 0 ? (T)0 : x[i]; break;            \
+    case U_LEAKY_RELU: {                                                                          \
+        T a = (T)j->alpha;                                                                        \
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] < 0 ? a * x[i] : x[i];                        \
+        break;                                                                                    \
+    }                                                                                             \
+    case U_SIGMOID:                                                                               \
+        /* exp(-|x|) never overflows; the sign picks s or 1 - s = e * s without a branch. */      \
+        for (int64_t i = 0; i < n; i++) {                                                         \
+            T v = x[i], e = exp(-fabs(v)), s = (T)1 / ((T)1 + e);                                 \
+            y[i] = v >= 0 ? s : e * s;                                                            \
+        }                                                                                         \
+        break;                                                                                    \
+    case U_TANH: for (int64_t i = 0; i < n; i++) y[i] = tanh(x[i]); break;                        \
+    case U_GELU:                                                                                  \
+        for (int64_t i = 0; i < n; i++)                                                           \
+            y[i] = (T)0.5 * x[i] * ((T)1 + erf(x[i] * (T)0.70710678118654752440));                \
+        break;                                                                                    \
+    case U_GELU_TANH:                                                                             \
+        for (int64_t i = 0; i < n; i++) {                                                         \
+            T v = x[i];                                                                           \
+            y[i] = (T)0.5 * v * ((T)1 + tanh((T)0.79788456080286535588 * (v + (T)0.044715 * v * v * v))); \
+        }                                                                                         \
+        break;                                                                                    \
+    case U_ERF: for (int64_t i = 0; i < n; i++) y[i] = erf(x[i]); break;                          \
+    case U_SQRT: for (int64_t i = 0; i < n; i++) y[i] = sqrt(x[i]); break;                        \
+    case U_RECIPROCAL: for (int64_t i = 0; i < n; i++) y[i] = (T)1 / x[i]; break;                 \
+    case U_EXP: for (int64_t i = 0; i < n; i++) y[i] = exp(x[i]); break;                          \
+    case U_LOG: for (int64_t i = 0; i < n; i++) y[i] = log(x[i]); break;                          \
+    case U_NEG: for (int64_t i = 0; i < n; i++) y[i] = -x[i]; break;                              \
+    case U_ABS: for (int64_t i = 0; i < n; i++) y[i] = fabs(x[i]); break;                         \
+    case U_SIN: for (int64_t i = 0; i < n; i++) y[i] = sin(x[i]); break;                          \
+    case U_COS: for (int64_t i = 0; i < n; i++) y[i] = cos(x[i]); break;                          \
+    case U_TAN: for (int64_t i = 0; i < n; i++) y[i] = tan(x[i]); break;                          \
+    case U_ASIN: for (int64_t i = 0; i < n; i++) y[i] = asin(x[i]); break;                        \
+    case U_ACOS: for (int64_t i = 0; i < n; i++) y[i] = acos(x[i]); break;                        \
+    case U_ATAN: for (int64_t i = 0; i < n; i++) y[i] = atan(x[i]); break;                        \
+    case U_SINH: for (int64_t i = 0; i < n; i++) y[i] = sinh(x[i]); break;                        \
+    case U_COSH: for (int64_t i = 0; i < n; i++) y[i] = cosh(x[i]); break;                        \
+    case U_ASINH: for (int64_t i = 0; i < n; i++) y[i] = asinh(x[i]); break;                      \
+    case U_ACOSH: for (int64_t i = 0; i < n; i++) y[i] = acosh(x[i]); break;                      \
+    case U_ATANH: for (int64_t i = 0; i < n; i++) y[i] = atanh(x[i]); break;                      \
+    case U_FLOOR: for (int64_t i = 0; i < n; i++) y[i] = floor(x[i]); break;                      \
+    case U_CEIL: for (int64_t i = 0; i < n; i++) y[i] = ceil(x[i]); break;                        \
+    case U_ROUND: for (int64_t i = 0; i < n; i++) y[i] = nearbyint(x[i]); break; /* half to even */ \
+    case U_SIGN:                                                                                  \
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0 ? (T)1 : x[i] < 0 ? (T)-1 : x[i];         \
+        break;                                                                                    \
+    case U_CLIP: {                                                                                \
+        T lo = (T)j->alpha, hi = (T)j->beta;                                                      \
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i];            \
+        break;                                                                                    \
+    }                                                                                             \
+    case U_ELU: {                                                                                 \
+        T a = (T)j->alpha;                                                                        \
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] < 0 ? a * (exp(x[i]) - (T)1) : x[i];          \
+        break;                                                                                    \
+    }                                                                                             \
+    case U_SELU: {                                                                                \
+        T a = (T)j->alpha, g = (T)j->gamma;                                                       \
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] <= 0 ? g * (a * exp(x[i]) - a) : g * x[i];    \
+        break;                                                                                    \
+    }                                                                                             \
+    case U_HARD_SIGMOID: {                                                                        \
+        T a = (T)j->alpha, b = (T)j->beta;                                                        \
+        for (int64_t i = 0; i < n; i++) {                                                         \
+            T v = a * x[i] + b;                                                                   \
+            y[i] = v < 0 ? (T)0 : v > 1 ? (T)1 : v;                                               \
+        }                                                                                         \
+        break;                                                                                    \
+    }                                                                                             \
+    case U_HARD_SWISH:                                                                            \
+        for (int64_t i = 0; i < n; i++) {                                                         \
+            T v = x[i] / (T)6 + (T)0.5;                                                           \
+            y[i] = x[i] * (v < 0 ? (T)0 : v > 1 ? (T)1 : v);                                      \
+        }                                                                                         \
+        break;                                                                                    \
+    case U_SOFTPLUS:                                                                              \
+        /* log(1 + e^x) without overflow for large x. */                                          \
+        for (int64_t i = 0; i < n; i++) {                                                         \
+            T v = x[i];                                                                           \
+            y[i] = v > 0 ? v + log1p(exp(-v)) : log1p(exp(v));                                    \
+        }                                                                                         \
+        break;                                                                                    \
+    case U_SOFTSIGN: for (int64_t i = 0; i < n; i++) y[i] = x[i] / ((T)1 + fabs(x[i])); break;    \
+    case U_CELU: {                                                                                \
+        T a = (T)j->alpha;                                                                        \
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] < 0 ? a * expm1(x[i] / a) : x[i];             \
+        break;                                                                                    \
+    }                                                                                             \
+    case U_THRESHOLDED_RELU: {                                                                    \
+        T a = (T)j->alpha;                                                                        \
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] > a ? x[i] : (T)0;                            \
+        break;                                                                                    \
+    }                                                                                             \
+    case U_MISH:                                                                                  \
+        for (int64_t i = 0; i < n; i++) {                                                         \
+            T v = x[i], sp = v > 0 ? v + log1p(exp(-v)) : log1p(exp(v));                          \
+            y[i] = v * tanh(sp);                                                                  \
+        }                                                                                         \
+        break;                                                                                    \
+    case U_NOT: break;                                                                            \
+    }
+
+static void un_f32(const un_job *j, const float *x, float *y, int64_t n) { UN_BODY(float) }
+static void un_f64(const un_job *j, const double *x, double *y, int64_t n) { UN_BODY(double) }
+
+/* Integers: only the ops that are exact on integers reach here (see int_ok). */
+#define UN_INT(T, UT)                                                                               \
+    static void un_##T(const un_job *j, const T *x, T *y, int64_t n)                              \
+    {                                                                                               \
+        if (j->op == U_RELU) {                                                                      \
+            for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0;                             \
+        } else if (j->op == U_NEG) {                                                                \
+            for (int64_t i = 0; i < n; i++) y[i] = (T)(0 - (UT)x[i]);                               \
+        } else if (j->op == U_ABS) {                                                                \
+            for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : (T)(0 - (UT)x[i]);             \
+        } else if (j->op == U_SIGN) {                                                               \
+            for (int64_t i = 0; i < n; i++) y[i] = (T)(x[i] > 0 ? 1 : x[i] == 0 ? 0 : -1);          \
+        } else if (j->op == U_CLIP) {                                                               \
+            /* Bounds were clamped to T's range when read. */                                       \
+            T lo = (T)j->alpha, hi = (T)j->beta;                                                    \
+            for (int64_t i = 0; i < n; i++) y[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i];          \
+        }                                                                                           \
+    }
+UN_INT(int8_t, uint8_t)
+UN_INT(int16_t, uint16_t)
+UN_INT(int32_t, uint32_t)
+UN_INT(int64_t, uint64_t)
+UN_INT(uint8_t, uint8_t)
+UN_INT(uint16_t, uint16_t)
+UN_INT(uint32_t, uint32_t)
+UN_INT(uint64_t, uint64_t)
+
+static void un_chunk(void *vp, int64_t b, int64_t e)
+{
+    const un_job *j = vp;
+    int64_t n = e - b;
+    switch (j->dt) {
+    case S4D_DTYPE_FLOAT32: un_f32(j, (const float *)j->x + b, (float *)j->y + b, n); return;
+    case S4D_DTYPE_FLOAT64: un_f64(j, (const double *)j->x + b, (double *)j->y + b, n); return;
+    case S4D_DTYPE_FLOAT16: {
+        float buf[256];
+        const uint16_t *x = (const uint16_t *)j->x + b;
+        uint16_t *y = (uint16_t *)j->y + b;
+        for (int64_t s = 0; s < n; s += 256) {
+            int64_t m = n - s < 256 ? n - s : 256;
+            for (int64_t i = 0; i < m; i++)
+                buf[i] = s4d_half_to_float(x[s + i]);
+            un_f32(j, buf, buf, m);
+            for (int64_t i = 0; i < m; i++)
+                y[s + i] = s4d_float_to_half(buf[i]);
+        }
+        return;
+    }
+    case S4D_DTYPE_BOOL: {
+        const uint8_t *x = (const uint8_t *)j->x + b;
+        uint8_t *y = (uint8_t *)j->y + b;
+        for (int64_t i = 0; i < n; i++)
+            y[i] = !x[i];
+        return;
+    }
+    case S4D_DTYPE_INT8: un_int8_t(j, (const int8_t *)j->x + b, (int8_t *)j->y + b, n); return;
+    case S4D_DTYPE_INT16: un_int16_t(j, (const int16_t *)j->x + b, (int16_t *)j->y + b, n); return;
+    case S4D_DTYPE_INT32: un_int32_t(j, (const int32_t *)j->x + b, (int32_t *)j->y + b, n); return;
+    case S4D_DTYPE_INT64: un_int64_t(j, (const int64_t *)j->x + b, (int64_t *)j->y + b, n); return;
+    case S4D_DTYPE_UINT8: un_uint8_t(j, (const uint8_t *)j->x + b, (uint8_t *)j->y + b, n); return;
+    case S4D_DTYPE_UINT16: un_uint16_t(j, (const uint16_t *)j->x + b, (uint16_t *)j->y + b, n); return;
+    case S4D_DTYPE_UINT32: un_uint32_t(j, (const uint32_t *)j->x + b, (uint32_t *)j->y + b, n); return;
+    case S4D_DTYPE_UINT64: un_uint64_t(j, (const uint64_t *)j->x + b, (uint64_t *)j->y + b, n); return;
+    case S4D_DTYPE_UNDEFINED: case S4D_DTYPE_STRING: case S4D_DTYPE_BFLOAT16: return;
+    }
+}
+
+static int int_ok(unop op)
+{
+    return op == U_RELU || op == U_NEG || op == U_ABS || op == U_SIGN || op == U_CLIP;
+}
+
+static s4d_status check_unary(s4d_op_ctx *ctx, unop op, int lo, int hi)
+{
+    s4d_status st = s4d_check_arity(ctx, lo, hi, 1);
+    if (st != S4D_OK)
+        return st;
+    s4d_dtype dt = ctx->inputs[0].dtype;
+    int ok = op == U_NOT ? dt == S4D_DTYPE_BOOL
+                         : s4d_dtype_is_float(dt) && dt != S4D_DTYPE_BFLOAT16 ? 1
+                         : s4d_dtype_is_int(dt) ? int_ok(op) : 0;
+    /* Unsigned Neg makes no sense to ONNX either. */
+    if (op == U_NEG && (dt == S4D_DTYPE_UINT8 || dt == S4D_DTYPE_UINT16 || dt == S4D_DTYPE_UINT32 ||
+                        dt == S4D_DTYPE_UINT64))
+        ok = 0;
+    if (!ok)
+        return s4d_op_error(ctx, S4D_ERR_DTYPE, "input 0 (X) has unsupported dtype %s", s4d_dtype_name(dt));
+    s4d_set_out(ctx, 0, dt, ctx->inputs[0].rank, ctx->inputs[0].dims);
+    return S4D_OK;
+}
+
+static s4d_status run_unary_job(s4d_op_ctx *ctx, un_job *j)
+{
+    j->dt = ctx->inputs[0].dtype;
+    j->x = ctx->inputs[0].data;
+    j->y = ctx->outputs[0].data;
+    s4d_parallel_for(ctx->pool, s4d_tensor_numel(&ctx->inputs[0]), 1 << 14, un_chunk, j);
+    return S4D_OK;
+}
+
+#define UNARY_OP(NAME, ONNX, SINCE, OP)                                                      \
+    static s4d_status infer_##NAME(s4d_op_ctx *ctx) { return check_unary(ctx, OP, 1, 1); }    \
+    static s4d_status run_##NAME(s4d_op_ctx *ctx) { return run_unary_job(ctx, &(un_job){.op = OP}); } \
+    const s4d_op_schema s4d_op_##NAME = {"", ONNX, SINCE, infer_##NAME, NULL, run_##NAME};
+
+UNARY_OP(relu, "Relu", 6, U_RELU)
+UNARY_OP(sigmoid, "Sigmoid", 6, U_SIGMOID)
+UNARY_OP(tanh, "Tanh", 6, U_TANH)
+UNARY_OP(erf, "Erf", 9, U_ERF)
+UNARY_OP(sqrt, "Sqrt", 6, U_SQRT)
+UNARY_OP(reciprocal, "Reciprocal", 6, U_RECIPROCAL)
+UNARY_OP(exp, "Exp", 6, U_EXP)
+UNARY_OP(log, "Log", 6, U_LOG)
+UNARY_OP(neg, "Neg", 6, U_NEG)
+UNARY_OP(abs, "Abs", 6, U_ABS)
+UNARY_OP(sin, "Sin", 7, U_SIN)
+UNARY_OP(cos, "Cos", 7, U_COS)
+UNARY_OP(tan, "Tan", 7, U_TAN)
+UNARY_OP(asin, "Asin", 7, U_ASIN)
+UNARY_OP(acos, "Acos", 7, U_ACOS)
+UNARY_OP(atan, "Atan", 7, U_ATAN)
+UNARY_OP(sinh, "Sinh", 9, U_SINH)
+UNARY_OP(cosh, "Cosh", 9, U_COSH)
+UNARY_OP(asinh, "Asinh", 9, U_ASINH)
+UNARY_OP(acosh, "Acosh", 9, U_ACOSH)
+UNARY_OP(atanh, "Atanh", 9, U_ATANH)
+UNARY_OP(floor, "Floor", 6, U_FLOOR)
+UNARY_OP(ceil, "Ceil", 6, U_CEIL)
+UNARY_OP(round, "Round", 11, U_ROUND)
+UNARY_OP(sign, "Sign", 9, U_SIGN)
+UNARY_OP(not, "Not", 1, U_NOT)
+UNARY_OP(hard_swish, "HardSwish", 14, U_HARD_SWISH)
+UNARY_OP(softplus, "Softplus", 1, U_SOFTPLUS)
+UNARY_OP(softsign, "Softsign", 1, U_SOFTSIGN)
+UNARY_OP(mish, "Mish", 18, U_MISH)
+
+/* Ops with attributes. */
+static s4d_status infer_float_act(s4d_op_ctx *ctx) { return check_unary(ctx, U_SIGMOID, 1, 1); }
+
+static s4d_status run_leaky_relu(s4d_op_ctx *ctx)
+{
+    return run_unary_job(ctx, &(un_job){.op = U_LEAKY_RELU, .alpha = s4d_op_attr_float(ctx, "alpha", 0.01f)});
+}
+
+static s4d_status run_elu(s4d_op_ctx *ctx)
+{
+    return run_unary_job(ctx, &(un_job){.op = U_ELU, .alpha = s4d_op_attr_float(ctx, "alpha", 1.0f)});
+}
+
+static s4d_status run_selu(s4d_op_ctx *ctx)
+{
+    return run_unary_job(ctx, &(un_job){.op = U_SELU,
+                                        .alpha = s4d_op_attr_float(ctx, "alpha", 1.67326319217681884765625f),
+                                        .gamma = s4d_op_attr_float(ctx, "gamma", 1.05070102214813232421875f)});
+}
+
+static s4d_status run_hard_sigmoid(s4d_op_ctx *ctx)
+{
+    return run_unary_job(ctx, &(un_job){.op = U_HARD_SIGMOID, .alpha = s4d_op_attr_float(ctx, "alpha", 0.2f),
+                                        .beta = s4d_op_attr_float(ctx, "beta", 0.5f)});
+}
+
+static s4d_status infer_gelu(s4d_op_ctx *ctx)
+{
+    const char *a = s4d_op_attr_string(ctx, "approximate", "none");
+    if (strcmp(a, "none") != 0 && strcmp(a, "tanh") != 0)
+        return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "approximate='%s', expected 'none' or 'tanh'", a);
+    return check_unary(ctx, U_GELU, 1, 1);
+}
+
+static s4d_status run_gelu(s4d_op_ctx *ctx)
+{
+    int t = strcmp(s4d_op_attr_string(ctx, "approximate", "none"), "tanh") == 0;
+    return run_unary_job(ctx, &(un_job){.op = t ? U_GELU_TANH : U_GELU});
+}
+
+static s4d_status run_celu(s4d_op_ctx *ctx)
+{
+    return run_unary_job(ctx, &(un_job){.op = U_CELU, .alpha = s4d_op_attr_float(ctx, "alpha", 1.0f)});
+}
+
+static s4d_status run_thresholded_relu(s4d_op_ctx *ctx)
+{
+    return run_unary_job(ctx, &(un_job){.op = U_THRESHOLDED_RELU, .alpha = s4d_op_attr_float(ctx, "alpha", 1.0f)});
+}
+
+const s4d_op_schema s4d_op_celu = {"", "Celu", 12, infer_float_act, NULL, run_celu};
+const s4d_op_schema s4d_op_thresholded_relu = {"", "ThresholdedRelu", 10, infer_float_act, NULL,
+                                                run_thresholded_relu};
+const s4d_op_schema s4d_op_leaky_relu = {"", "LeakyRelu", 6, infer_float_act, NULL, run_leaky_relu};
+const s4d_op_schema s4d_op_elu = {"", "Elu", 6, infer_float_act, NULL, run_elu};
+const s4d_op_schema s4d_op_selu = {"", "Selu", 6, infer_float_act, NULL, run_selu};
+const s4d_op_schema s4d_op_hard_sigmoid = {"", "HardSigmoid", 6, infer_float_act, NULL, run_hard_sigmoid};
+const s4d_op_schema s4d_op_gelu = {"", "Gelu", 20, infer_gelu, NULL, run_gelu};
+
+/* Clip: bounds are attributes before opset 11, optional scalar inputs after. */
+static s4d_status infer_clip(s4d_op_ctx *ctx)
+{
+    s4d_status st = check_unary(ctx, U_CLIP, 1, ctx->opset >= 11 ? 3 : 1);
+    if (st != S4D_OK)
+        return st;
+    if (ctx->opset < 12 && !s4d_dtype_is_float(ctx->inputs[0].dtype))
+        return s4d_op_error(ctx, S4D_ERR_DTYPE, "input 0 (X) has dtype %s; integer Clip needs opset 12",
+                            s4d_dtype_name(ctx->inputs[0].dtype));
+    for (int i = 1; i < ctx->num_inputs; i++) {
+        if (!s4d_in_present(ctx, i))
+            continue;
+        const s4d_tensor *t = &ctx->inputs[i];
+        if (t->dtype != ctx->inputs[0].dtype)
+            return s4d_op_error(ctx, S4D_ERR_DTYPE, "input %d (%s) has dtype %s, expected %s like input 0", i,
+                                i == 1 ? "min" : "max", s4d_dtype_name(t->dtype),
+                                s4d_dtype_name(ctx->inputs[0].dtype));
+        if (s4d_tensor_numel(t) != 1)
+            return s4d_op_error(ctx, S4D_ERR_SHAPE, "input %d (%s) must be a scalar, has %lld elements", i,
+                                i == 1 ? "min" : "max", (long long)s4d_tensor_numel(t));
+    }
+    return S4D_OK;
+}
+
+static double type_lowest(s4d_dtype dt)
+{
+    switch (dt) {
+    case S4D_DTYPE_INT8: return -128.0;
+    case S4D_DTYPE_INT16: return -32768.0;
+    case S4D_DTYPE_INT32: return -2147483648.0;
+    case S4D_DTYPE_INT64: return -9223372036854775808.0;
+    case S4D_DTYPE_UINT8: case S4D_DTYPE_UINT16: case S4D_DTYPE_UINT32: case S4D_DTYPE_UINT64: return 0.0;
+    case S4D_DTYPE_UNDEFINED: case S4D_DTYPE_FLOAT32: case S4D_DTYPE_STRING: case S4D_DTYPE_BOOL:
+    case S4D_DTYPE_FLOAT16: case S4D_DTYPE_FLOAT64: case S4D_DTYPE_BFLOAT16: break;
+    }
+    return -INFINITY;
+}
+
+static double type_highest(s4d_dtype dt)
+{
+    switch (dt) {
+    case S4D_DTYPE_INT8: return 127.0;
+    case S4D_DTYPE_INT16: return 32767.0;
+    case S4D_DTYPE_INT32: return 2147483647.0;
+    case S4D_DTYPE_INT64: return 9223372036854775807.0;
+    case S4D_DTYPE_UINT8: return 255.0;
+    case S4D_DTYPE_UINT16: return 65535.0;
+    case S4D_DTYPE_UINT32: return 4294967295.0;
+    case S4D_DTYPE_UINT64: return 18446744073709551615.0;
+    case S4D_DTYPE_UNDEFINED: case S4D_DTYPE_FLOAT32: case S4D_DTYPE_STRING: case S4D_DTYPE_BOOL:
+    case S4D_DTYPE_FLOAT16: case S4D_DTYPE_FLOAT64: case S4D_DTYPE_BFLOAT16: break;
+    }
+    return INFINITY;
+}
+
+static s4d_status run_clip(s4d_op_ctx *ctx)
+{
+    s4d_dtype dt = ctx->inputs[0].dtype;
+    un_job j = {.op = U_CLIP, .alpha = type_lowest(dt), .beta = type_highest(dt)};
+    if (ctx->opset < 11) {
+        j.alpha = s4d_op_attr_float(ctx, "min", -INFINITY);
+        j.beta = s4d_op_attr_float(ctx, "max", INFINITY);
+    } else {
+        int64_t lo_i = 0, hi_i = 0;
+        int have_lo = s4d_in_present(ctx, 1), have_hi = s4d_in_present(ctx, 2);
+        if (s4d_dtype_is_int(dt)) {
+            /* Exact in int64 where double would round large bounds. */
+            if (have_lo)
+                lo_i = s4d_load_i64(dt, ctx->inputs[1].data, 0);
+            if (have_hi)
+                hi_i = s4d_load_i64(dt, ctx->inputs[2].data, 0);
+            int64_t n = s4d_tensor_numel(&ctx->inputs[0]);
+            if (dt == S4D_DTYPE_INT64) {
+                int64_t lo = have_lo ? lo_i : INT64_MIN, hi = have_hi ? hi_i : INT64_MAX;
+                const int64_t *x = ctx->inputs[0].data;
+                int64_t *y = ctx->outputs[0].data;
+                for (int64_t i = 0; i < n; i++)
+                    y[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i];
+                return S4D_OK;
+            }
+            if (dt == S4D_DTYPE_UINT64) {
+                uint64_t lo = have_lo ? (uint64_t)lo_i : 0, hi = have_hi ? (uint64_t)hi_i : UINT64_MAX;
+                const uint64_t *x = ctx->inputs[0].data;
+                uint64_t *y = ctx->outputs[0].data;
+                for (int64_t i = 0; i < n; i++)
+                    y[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i];
+                return S4D_OK;
+            }
+        }
+        if (have_lo)
+            j.alpha = s4d_load_f64(dt, ctx->inputs[1].data, 0);
+        if (have_hi)
+            j.beta = s4d_load_f64(dt, ctx->inputs[2].data, 0);
+    }
+    return run_unary_job(ctx, &j);
+}
+
+const s4d_op_schema s4d_op_clip = {"", "Clip", 6, infer_clip, NULL, run_clip};
+
+/* IsNaN / IsInf: float in, bool out. */
+static s4d_status infer_is_class(s4d_op_ctx *ctx)
+{
+    s4d_status st = s4d_check_arity(ctx, 1, 1, 1);
+    if (st != S4D_OK)
+        return st;
+    s4d_dtype dt = ctx->inputs[0].dtype;
+    if (!s4d_dtype_is_float(dt))
+        return s4d_op_error(ctx, S4D_ERR_DTYPE, "input 0 (X) has dtype %s, expected a float type", s4d_dtype_name(dt));
+    s4d_set_out(ctx, 0, S4D_DTYPE_BOOL, ctx->inputs[0].rank, ctx->inputs[0].dims);
+    return S4D_OK;
+}
+
+static s4d_status run_is_class(s4d_op_ctx *ctx, int inf)
+{
+    const s4d_tensor *x = &ctx->inputs[0];
+    uint8_t *y = ctx->outputs[0].data;
+    int neg = s4d_op_attr_int(ctx, "detect_negative", 1) != 0, pos = s4d_op_attr_int(ctx, "detect_positive", 1) != 0;
+    int64_t n = s4d_tensor_numel(x);
+    for (int64_t i = 0; i < n; i++) {
+        double v = s4d_load_f64(x->dtype, x->data, i);
+        y[i] = inf ? (isinf(v) && ((v > 0 && pos) || (v < 0 && neg))) : isnan(v) != 0;
+    }
+    return S4D_OK;
+}
+
+static s4d_status run_isnan(s4d_op_ctx *ctx) { return run_is_class(ctx, 0); }
+static s4d_status run_isinf(s4d_op_ctx *ctx) { return run_is_class(ctx, 1); }
+
+const s4d_op_schema s4d_op_isnan = {"", "IsNaN", 9, infer_is_class, NULL, run_isnan};
+const s4d_op_schema s4d_op_isinf = {"", "IsInf", 10, infer_is_class, NULL, run_isinf};
