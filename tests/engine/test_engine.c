@@ -648,7 +648,8 @@ static void case_bind_errors(void)
     s4d_build_options_init(&bo);
     bo.device = S4D_DEVICE_CUDA;
     st = s4d_engine_build_onnx_file(model_path("mlp.onnx"), &bo, &e2, &err);
-    CHECK(st == S4D_ERR_NO_DEVICE && strstr(err.msg, "cuda"), "%s", err.msg);
+    CHECK(st == S4D_ERR_NO_DEVICE && (strstr(err.msg, "cuda") || strstr(err.msg, "CUDA")), "%s",
+          err.msg);
     s4d_build_options_init(&bo);
     bo.struct_size = 3;
     st = s4d_engine_build_onnx_file(model_path("mlp.onnx"), &bo, &e2, &err);
