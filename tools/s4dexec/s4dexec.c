@@ -44,8 +44,15 @@ typedef struct options {
     int dump_profile;
     int verbose;
     const char *device;
+    int device_given;
     int threads;
     unsigned long long seed;
+    s4d_input_spec shapes[MAX_LOADS];
+    double *shape_values[MAX_LOADS];
+    int num_shapes;
+    int allow_fallback;
+    int use_graph;
+    int tf32;
 } options;
 
 static const char *usage_text =
@@ -62,6 +69,16 @@ static const char *usage_text =
     "  --device=cpu|cuda      device to build for (default cpu; cuda fails clearly when\n"
     "                         this build or machine has no CUDA backend)\n"
     "  --fp16                 allow float16 layers (refused on the CPU backend)\n"
+    "  --shapes=name:AxBxC[,name:...]\n"
+    "                         fix an input's symbolic dimensions at build; for an input\n"
+    "                         whose shape the model fixes (a shape-carrying input such as a\n"
+    "                         Reshape shape), the numbers are its VALUES and it becomes a\n"
+    "                         constant of the engine (binding other values later fails)\n"
+    "  --allowFallback        run nodes the device cannot run on the CPU (copy layers are\n"
+    "                         inserted; --dumpLayerInfo shows each layer's device); without\n"
+    "                         it such nodes fail the build, all listed in one message\n"
+    "  --tf32 / --noTF32      CUDA float32 layers may use TF32 tensor cores (default\n"
+    "                         --noTF32: strict float32, unlike trtexec; see docs/s4dexec.md)\n"
     "\n"
     "Inputs and outputs (.npy files):\n"
     "  --loadInputs=name:file.npy[,name:file.npy...]\n"
@@ -80,6 +97,7 @@ static const char *usage_text =
     "  --iterations=N         timed runs (default 10); latency min/median/p90/max/mean\n"
     "  --warmUp=N             untimed runs before timing (default 2)\n"
     "  --threads=N            CPU threads per context (default: all cores)\n"
+    "  --useCudaGraph         capture the layers into a CUDA graph once and replay it\n"
     "  --dumpLayerInfo        print each layer: op, device, dtypes, shapes, workspace,\n"
     "                         and the activation memory plan\n"
     "  --dumpProfile          print the mean time of each layer over the timed runs\n"
@@ -159,6 +177,66 @@ static int parse_loads(options *o, const char *spec)
     return 0;
 }
 
+/* --shapes=name:AxBxC,name2:D: the numbers may be fractional (values of a scales input). */
+static int parse_shapes(options *o, const char *v)
+{
+    const char *p = v;
+    while (*p) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        const char *colon = NULL;
+        for (size_t i = 0; i < len; i++)
+            if (p[i] == ':')
+                colon = p + i;
+        if (!colon || colon == p)
+            return fail("--shapes: '%.*s' is not name:AxBxC", (int)len, p);
+        if (o->num_shapes == MAX_LOADS)
+            return fail("--shapes: more than %d inputs", MAX_LOADS);
+        s4d_input_spec *sp = &o->shapes[o->num_shapes];
+        memset(sp, 0, sizeof *sp);
+        char *name = malloc((size_t)(colon - p) + 1);
+        double *vals = malloc(sizeof(double) * (len + 1));
+        if (!name || !vals) {
+            free(name);
+            free(vals);
+            return fail("out of memory");
+        }
+        memcpy(name, p, (size_t)(colon - p));
+        name[colon - p] = 0;
+        for (int k = 0; k < o->num_shapes; k++) {
+            if (strcmp(o->shapes[k].name, name) == 0) {
+                free(name);
+                free(vals);
+                return fail("--shapes names input '%s' twice", o->shapes[k].name);
+            }
+        }
+        sp->name = name;
+        o->shape_values[o->num_shapes] = vals;
+        o->num_shapes++;
+        const char *q = colon + 1, *stop = p + len;
+        int n = 0;
+        while (q < stop) {
+            char *e;
+            double d = strtod(q, &e);
+            if (e == q || e > stop || (e < stop && *e != 'x') || d != d)
+                return fail("--shapes %s: '%.*s' is not a list of numbers joined by 'x'", name,
+                            (int)(stop - colon - 1), colon + 1);
+            vals[n] = d;
+            if (n < S4D_MAX_DIMS)
+                sp->dims[n] = d >= 0 && d < 9.2e18 && d == (double)(int64_t)d ? (int64_t)d : -1;
+            n++;
+            q = e < stop ? e + 1 : e;
+        }
+        if (n == 0)
+            return fail("--shapes %s: no dimensions given", name);
+        sp->rank = n;
+        sp->values = vals;
+        sp->kind = S4D_INPUT_SPEC_AUTO;
+        p = end ? end + 1 : p + len;
+    }
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, options *o, int *help)
 {
     memset(o, 0, sizeof *o);
@@ -221,6 +299,18 @@ static int parse_args(int argc, char **argv, options *o, int *help)
             o->verbose = 1;
         } else if ((v = flag_value(a, "--device"))) {
             o->device = v;
+            o->device_given = 1;
+        } else if ((v = flag_value(a, "--shapes"))) {
+            if (parse_shapes(o, v))
+                return 1;
+        } else if (strcmp(a, "--allowFallback") == 0) {
+            o->allow_fallback = 1;
+        } else if (strcmp(a, "--useCudaGraph") == 0) {
+            o->use_graph = 1;
+        } else if (strcmp(a, "--tf32") == 0) {
+            o->tf32 = 1;
+        } else if (strcmp(a, "--noTF32") == 0) {
+            o->tf32 = 0;
         } else {
             return fail("unknown argument '%s' (see --help)", a);
         }
@@ -317,12 +407,24 @@ static const char *device_name(s4d_device d)
 static void dump_layers(const s4d_engine *e)
 {
     int n = s4d_engine_num_layers(e);
+    s4d_engine_target_info tg;
+    memset(&tg, 0, sizeof tg);
+    tg.struct_size = sizeof tg;
+    if (s4d_engine_target(e, &tg) == S4D_OK)
+        printf("[engine] device %s (%s%s%s%s%s), built by s4d %s\n", device_name(tg.device),
+               tg.device_name, tg.arch[0] ? ", " : "", tg.arch, tg.libraries[0] ? ", " : "",
+               tg.libraries, tg.library_version);
     printf("[layers] %d layers\n", n);
     for (int i = 0; i < n; i++) {
         s4d_layer_info li;
         if (s4d_engine_layer_info(e, i, &li) != S4D_OK)
             continue;
-        printf("  %3d %-28s %-32s %-4s", i, li.name, li.op, device_name(li.device));
+        s4d_layer_details ld;
+        memset(&ld, 0, sizeof ld);
+        ld.struct_size = sizeof ld;
+        s4d_engine_layer_details(e, i, &ld);
+        printf("  %3d %-28s %-32s %-4s %-7s", i, li.name, li.op, device_name(li.device),
+               s4d_dtype_name(ld.precision));
         char buf[128];
         printf(" in:");
         for (int k = 0; k < li.num_inputs; k++) {
@@ -511,6 +613,7 @@ static int run_all(const options *o, s4d_engine *e)
     s4d_context_options_init(&co);
     co.num_threads = o->threads;
     co.profile = o->dump_profile;
+    co.use_graph = o->use_graph;
     s4d_context *ctx = NULL;
     s4d_errbuf err = {{0}};
     if (s4d_context_create(e, &co, &ctx, &err) != S4D_OK)
@@ -603,19 +706,26 @@ int main(int argc, char **argv)
         s4d_build_options_init(&bo);
         bo.device = strcmp(o.device, "cuda") == 0 ? S4D_DEVICE_CUDA : S4D_DEVICE_CPU;
         bo.fp16 = o.fp16;
+        bo.input_specs = o.shapes;
+        bo.num_input_specs = o.num_shapes;
+        bo.allow_fallback = o.allow_fallback;
+        bo.tf32 = o.tf32;
         double t0 = now_ms();
         if (s4d_engine_build_onnx_file(o.onnx, &bo, &e, &err) != S4D_OK)
             return fail("%s", err.msg);
         printf("[build] %s: %d layers in %.1f ms\n", o.onnx, s4d_engine_num_layers(e),
                now_ms() - t0);
     } else {
-        if (strcmp(o.device, "cuda") == 0)
-            return fail("--device=cuda: this build of libs4d has no CUDA backend yet");
-        if (o.fp16)
-            return fail("--fp16 applies when building (--onnx); a loaded engine keeps its own "
-                        "precision");
+        if (o.fp16 || o.num_shapes || o.allow_fallback || o.tf32)
+            return fail("--fp16, --shapes, --allowFallback and --tf32 apply when building "
+                        "(--onnx); a loaded engine keeps what it was built with");
         if (s4d_engine_load_file(o.load_engine, NULL, &e, &err) != S4D_OK)
             return fail("%s", err.msg);
+        if (o.device_given && strcmp(device_name(s4d_engine_device(e)), o.device) != 0) {
+            s4d_engine_destroy(e);
+            return fail("--device=%s, but %s was built for %s", o.device, o.load_engine,
+                        device_name(s4d_engine_device(e)));
+        }
         printf("[load] %s: %d layers\n", o.load_engine, s4d_engine_num_layers(e));
     }
     if (o.save_engine) {
@@ -631,6 +741,10 @@ int main(int argc, char **argv)
     for (int i = 0; i < o.num_loads; i++) {
         free(o.loads[i].name);
         free(o.loads[i].path);
+    }
+    for (int i = 0; i < o.num_shapes; i++) {
+        free((char *)o.shapes[i].name);
+        free(o.shape_values[i]);
     }
     s4d_engine_destroy(e);
     if (!rc)
