@@ -111,6 +111,29 @@ S4D_API s4d_status s4d_da_forward_cpu(const s4d_da_forward_args *args, int num_t
 S4D_API s4d_status s4d_da_backward_cpu(const s4d_da_backward_args *args, int num_threads,
                                        s4d_errbuf *err);
 
+/*
+ * CPU forward on the caller's threads and scratch, for hosts that own a
+ * thread pool and must not allocate per call (the engine plugin's enqueue).
+ * parallel_for(pool, n, grain, fn, arg) must call fn(arg, begin, end) on
+ * chunks that cover [0, n) exactly once and return when all are done; NULL
+ * runs inline. workspace: at least s4d_da_forward_cpu_workspace_size() bytes,
+ * aligned to 16 bytes. Bitwise equal to s4d_da_forward_cpu.
+ */
+typedef void (*s4d_da_range_fn)(void *arg, int64_t begin, int64_t end);
+typedef void (*s4d_da_parallel_for_fn)(void *pool, int64_t n, int64_t grain, s4d_da_range_fn fn,
+                                       void *arg);
+typedef struct s4d_da_cpu_exec {
+    size_t struct_size;
+    s4d_da_parallel_for_fn parallel_for;
+    void *pool;
+    void *workspace;
+    size_t workspace_size;
+} s4d_da_cpu_exec;
+
+S4D_API size_t s4d_da_forward_cpu_workspace_size(const s4d_da_sizes *sizes);
+S4D_API s4d_status s4d_da_forward_cpu_exec(const s4d_da_forward_args *args,
+                                           const s4d_da_cpu_exec *exec, s4d_errbuf *err);
+
 /* Algorithm choice for the CUDA forward. */
 typedef enum s4d_da_algo {
     S4D_DA_ALGO_FAST = 0,         /* the fastest kernel s4d has */

@@ -248,6 +248,69 @@ s4d_status s4d_da_forward_cpu(const s4d_da_forward_args *a, int num_threads, s4d
     return S4D_OK;
 }
 
+/*
+ * The pooled forward: (batch, anchor) pairs in DA_PIECES fixed pieces, each
+ * with its own scratch slot in the caller's workspace; pieces run through the
+ * caller's parallel for. Every output is still produced by one piece in the
+ * same order, so the bits equal the pthread path's.
+ */
+#define DA_PIECES 64
+
+static int64_t pieces_of(int64_t nba)
+{
+    return nba < DA_PIECES ? nba : DA_PIECES;
+}
+
+size_t s4d_da_forward_cpu_workspace_size(const s4d_da_sizes *s)
+{
+    if (!s || s->channels <= 0 || s->batch <= 0 || s->num_anchors <= 0)
+        return 0;
+    return sizeof(float) * 2 * (size_t)s->channels * (size_t)pieces_of(s->batch * s->num_anchors);
+}
+
+typedef struct piece_job {
+    fwd_job *j;
+    int64_t nba, pieces;
+} piece_job;
+
+static void fwd_pieces(void *arg, int64_t begin, int64_t end)
+{
+    const piece_job *pj = (const piece_job *)arg;
+    for (int64_t k = begin; k < end; k++)
+        fwd_range(pj->j, (int)k, pj->nba * k / pj->pieces, pj->nba * (k + 1) / pj->pieces);
+}
+
+s4d_status s4d_da_forward_cpu_exec(const s4d_da_forward_args *a, const s4d_da_cpu_exec *x,
+                                   s4d_errbuf *err)
+{
+    if (!x || x->struct_size < sizeof(size_t))
+        return s4d_da_fail(err, S4D_ERR_INVALID_ARG, "deformable_aggregation: exec is NULL");
+    s4d_status st = s4d_da_check_forward(a, err);
+    if (st != S4D_OK)
+        return st;
+    const s4d_da_sizes *s = &a->sizes;
+    if ((st = s4d_da_check_indices(s, a->spatial_shape, a->scale_start_index, err)) != S4D_OK)
+        return st;
+    int64_t nba = s->batch * s->num_anchors;
+    if (nba == 0 || s->channels == 0)
+        return S4D_OK;
+    size_t need = s4d_da_forward_cpu_workspace_size(s);
+    if (!x->workspace || x->workspace_size < need)
+        return s4d_da_fail(err, S4D_ERR_INVALID_ARG,
+                           "deformable_aggregation: workspace of %zu bytes, need %zu",
+                           x->workspace_size, need);
+    fwd_job j;
+    j.a = a;
+    fill_geom(&j.g, s, a->spatial_shape, a->scale_start_index);
+    j.scratch = (float *)x->workspace;
+    piece_job pj = {&j, nba, pieces_of(nba)};
+    if (x->parallel_for)
+        x->parallel_for(x->pool, pj.pieces, 1, fwd_pieces, &pj);
+    else
+        fwd_pieces(&pj, 0, pj.pieces);
+    return S4D_OK;
+}
+
 /* ---------------------------------------------------------------- backward */
 
 typedef struct bwd_job {

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "s4d/deformable_aggregation.h"
@@ -307,7 +308,10 @@ static size_t da_workspace_size(const s4d_plugin *self, const s4d_plugin_tensor_
     if (infer_sizes(inputs, num_inputs, &sz, NULL) != S4D_OK || num_outputs != 1 || !outputs)
         return 0;
     switch (outputs[0].device) {
-    case S4D_DEVICE_CPU: return narrow_bytes(inputs, &sz);
+    /* int32 copies of int64 index inputs, then the pooled forward's scratch. */
+    case S4D_DEVICE_CPU:
+        return ((narrow_bytes(inputs, &sz) + 63) & ~(size_t)63) +
+               s4d_da_forward_cpu_workspace_size(&sz);
     case S4D_DEVICE_CUDA: return s4d_da_forward_workspace_size(&sz, algo_of(state_of(self)));
     }
     return 0;
@@ -416,11 +420,18 @@ static s4d_status da_enqueue(const s4d_plugin *self, const s4d_plugin_tensor *in
     switch (run->device) {
     case S4D_DEVICE_CPU: {
         size_t need = narrow_bytes(descs, &sz);
+        size_t head = (need + 63) & ~(size_t)63;
+        /* ABI 2 hosts hand in their thread pool: the forward then runs on it, in the
+           workspace, without creating threads or allocating. */
+        int pooled = run->struct_size >= offsetof(s4d_plugin_run_info, parallel_for) +
+                                             sizeof(run->parallel_for) &&
+                     run->parallel_for;
+        size_t total = pooled ? head + s4d_da_forward_cpu_workspace_size(&sz) : need;
+        if (total > 0 && (run->workspace_size < total || !run->workspace)) {
+            set_err(err, "enqueue: workspace of %zu bytes, need %zu", run->workspace_size, total);
+            return S4D_ERR_INVALID_ARG;
+        }
         if (need > 0) {
-            if (run->workspace_size < need || !run->workspace) {
-                set_err(err, "enqueue: workspace of %zu bytes, need %zu", run->workspace_size, need);
-                return S4D_ERR_INVALID_ARG;
-            }
             int64_t nl = sz.num_cams * sz.num_levels;
             int32_t *shape32 = run->workspace, *start32 = shape32 + 2 * nl;
             if (descs[IN_SPATIAL_SHAPE].dtype == S4D_DTYPE_INT64) {
@@ -435,6 +446,11 @@ static s4d_status da_enqueue(const s4d_plugin *self, const s4d_plugin_tensor *in
                     return st;
                 a.scale_start_index = start32;
             }
+        }
+        if (pooled) {
+            s4d_da_cpu_exec x = {sizeof x, run->parallel_for, run->thread_pool,
+                                 (char *)run->workspace + head, run->workspace_size - head};
+            return s4d_da_forward_cpu_exec(&a, &x, err);
         }
         return s4d_da_forward_cpu(&a, run->num_threads, err);
     }

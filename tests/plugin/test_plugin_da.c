@@ -46,7 +46,8 @@ static void test_build_phase(s4d_plugin *p, problem *pb)
     CHECK(out[0].dtype == S4D_DTYPE_FLOAT32 && out[0].rank == 3 && out[0].dims[0] == BS &&
           out[0].dims[1] == NA && out[0].dims[2] == C);
     CHECK_STATUS(p->supports(p, in, 5, out, 1, &err), S4D_OK);
-    CHECK(p->workspace_size(p, in, 5, out, 1) == 0);
+    /* CPU: the pooled forward's scratch (int32 indices need no narrowing). */
+    CHECK(p->workspace_size(p, in, 5, out, 1) == sizeof(float) * 2 * C * (BS * NA < 64 ? BS * NA : 64));
 
     /* Every tensor on the GPU: supported only by a CUDA build. */
     s4d_plugin_tensor_desc gin[5], gout[1] = {out[0]};
@@ -240,6 +241,44 @@ static void test_enqueue(s4d_plugin_registry *r, s4d_plugin *p, problem *pb)
     pb->start[NC * NL - 1] = saved;
 }
 
+/* The host's parallel for, run chunk by chunk in reverse so that order cannot matter. */
+static void reverse_parallel_for(void *pool, int64_t n, int64_t grain, s4d_plugin_range_fn fn,
+                                 void *arg)
+{
+    (void)grain;
+    CHECK(pool == (void *)&reverse_parallel_for);
+    for (int64_t i = n - 1; i >= 0; i--)
+        fn(arg, i, i + 1);
+}
+
+/* ABI 2 hosts: the CPU forward runs on the host's pool in the workspace, same bits. */
+static void test_pooled(s4d_plugin *p, problem *pb)
+{
+    static float out[OUT_N], pooled[OUT_N];
+    s4d_errbuf err;
+    CHECK_STATUS(enqueue(p, pb, out, 1, &err), S4D_OK);
+    for (int i = 0; i < OUT_N; i++)
+        pooled[i] = NAN;
+    s4d_plugin_tensor in[5], o;
+    run_tensors(pb, pooled, in, &o);
+    s4d_plugin_tensor_desc d[5];
+    for (int i = 0; i < 5; i++)
+        d[i] = in[i].desc;
+    size_t ws = p->workspace_size(p, d, 5, &o.desc, 1);
+    float *scratch = aligned_alloc(64, (ws + 63) / 64 * 64);
+    s4d_plugin_run_info run = cpu_run(1);
+    run.parallel_for = reverse_parallel_for;
+    run.thread_pool = (void *)&reverse_parallel_for;
+    run.workspace = scratch;
+    run.workspace_size = ws - 1;
+    CHECK_STATUS(p->enqueue(p, in, 5, &o, 1, &run, &err), S4D_ERR_INVALID_ARG);
+    CHECK_MSG(err.msg, "workspace of");
+    run.workspace_size = ws;
+    CHECK_STATUS(p->enqueue(p, in, 5, &o, 1, &run, &err), S4D_OK);
+    CHECK(memcmp(out, pooled, sizeof(out)) == 0);
+    free(scratch);
+}
+
 /* int64 indices: narrowed into the workspace on the CPU, refused for CUDA. */
 static void test_int64_indices(s4d_plugin *p, problem *pb)
 {
@@ -263,7 +302,8 @@ static void test_int64_indices(s4d_plugin *p, problem *pb)
     CHECK_STATUS(p->get_output_descs(p, d, 5, &od, 1, &err), S4D_OK);
     CHECK_STATUS(p->supports(p, d, 5, &od, 1, &err), S4D_OK);
     size_t ws = p->workspace_size(p, d, 5, &od, 1);
-    CHECK(ws == sizeof(int32_t) * NC * NL * 3);
+    size_t narrow_ws = sizeof(int32_t) * NC * NL * 3;
+    CHECK(ws == ((narrow_ws + 63) & ~(size_t)63) + sizeof(float) * 2 * C * (BS * NA < 64 ? BS * NA : 64));
     int32_t scratch[NC * NL * 3];
     s4d_plugin_run_info run = cpu_run(1);
     CHECK_STATUS(p->enqueue(p, in, 5, &o, 1, &run, &err), S4D_ERR_INVALID_ARG);
@@ -427,6 +467,7 @@ int main(int argc, char **argv)
         test_bad_descs(p, &pb);
         test_enqueue(r, p, &pb);
         test_int64_indices(p, &pb);
+        test_pooled(p, &pb);
         test_serialize(r, p, &pb);
         p->destroy(p);
     }
