@@ -98,9 +98,9 @@ __device__ __forceinline__ float comp(const float4 &v, int q)
 template <int W, int RED> struct FwdTile {
     int4 rows[kTile];   /* corner rows, -1 outside the map */
     float4 cw[kTile];   /* corner weights */
+    float red[RED];     /* the warps' partial sums (16-byte aligned: float4 stores) */
     int wrel[kTile];    /* offset of the item's weights from the anchor's */
     int cnt[W + 1];     /* valid pairs per warp */
-    float red[RED];     /* the warps' partial sums */
 };
 
 template <int W> struct BwdTile {
@@ -119,10 +119,9 @@ struct Dyn {
     float2 *pacc;  /* P x N, backward: location gradient per pair */
 };
 
-__host__ __device__ inline size_t dyn_bytes(int64_t NL, int64_t PN, bool bwd)
+__host__ __device__ inline size_t dyn_bytes(int64_t NL, int64_t PN)
 {
-    return sizeof(MapInfo) * (size_t)NL + (sizeof(float2) * 2 + sizeof(int)) * (size_t)PN +
-           (bwd ? sizeof(float2) * (size_t)PN : 0);
+    return sizeof(MapInfo) * (size_t)NL + (sizeof(float2) * 2 + sizeof(int)) * (size_t)PN;
 }
 
 __device__ inline Dyn dyn_at(char *base, int64_t NL, int64_t PN)
@@ -513,7 +512,7 @@ s4d_status launch_fwd_t(const Params &p, bool w_half, bool o_half, cudaStream_t 
 {
     const int64_t slice_w = 32 * VEC * K;
     const int64_t slices = (p.C + slice_w - 1) / slice_w;
-    const size_t smem = dyn_bytes(p.N * p.L, p.P * p.N, false);
+    const size_t smem = dyn_bytes(p.N * p.L, p.P * p.N);
     dim3 grid(grid_x(p.bs * p.A), (unsigned)slices);
     fwd_items_kernel<TF, VEC, K, W, U, MINB><<<grid, W * 32, smem, st>>>(p, w_half, o_half);
     return launch_status(err, "item forward kernel launch");
@@ -549,7 +548,7 @@ template <typename TF, int VEC, int K, int W, int MINB>
 s4d_status launch_bwd_t(const Params &p, bool w_half, bool g_half, bool vec_gf, int lpg,
                         const DetBuffers *det, cudaStream_t st, s4d_errbuf *err)
 {
-    const size_t smem = dyn_bytes(p.N * p.L, p.P * p.N, true);
+    const size_t smem = dyn_bytes(p.N * p.L, p.P * p.N);
     dim3 grid(grid_x(p.bs * p.A));
     DetBuffers d;
     if (det) {
@@ -604,7 +603,7 @@ bool fwd_items_supported(const Params &p, const FwdShape &s, size_t feat_size, c
         return false;
     /* Static tile (at most 4.6 KB of records plus the partial sums of 8 warps x 256
        channels) and the dynamic per-anchor arrays. */
-    return dyn_bytes(p.N * p.L, p.P * p.N, false) + 13 * 1024 <= kMaxSmem;
+    return dyn_bytes(p.N * p.L, p.P * p.N) + 13 * 1024 <= kMaxSmem;
 }
 
 bool bwd_items_supported(const Params &p, const BwdShape &s, size_t feat_size,
@@ -620,7 +619,7 @@ bool bwd_items_supported(const Params &p, const BwdShape &s, size_t feat_size,
         return false;
     if (p.P * p.N * p.L * p.G >= INT32_MAX || p.bs * p.A >= INT32_MAX)
         return false;
-    return dyn_bytes(p.N * p.L, p.P * p.N, true) + 8 * 1024 <= kMaxSmem;
+    return dyn_bytes(p.N * p.L, p.P * p.N) + 8 * 1024 <= kMaxSmem;
 }
 
 s4d_status launch_fwd_items(const Params &p, const FwdShape &s, bool feat_half, bool w_half,
