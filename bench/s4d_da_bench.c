@@ -828,6 +828,9 @@ int main(int argc, char **argv)
     da_workload w;
     memset(&w, 0, sizeof w);
     int failed = 0;
+#ifndef S4D_HAVE_CUDA
+    (void)all_variants; /* variants are CUDA kernels */
+#endif
     for (int k = 0; k < nanchors; k++) {
         da_workload_free(&w);
         if (da_workload_make(&w, 1, anchors[k], seed) != 0) {
