@@ -700,6 +700,21 @@ static int test_small(void)
     CHECK(e1 <= 1e-6, "small forward rel L2 %g", e1);
     double e2 = bwd_compare(&p, NULL, NULL, 0);
     CHECK(e2 <= 1e-5, "small backward rel L2 %g", e2);
+    /* NaN, infinite and boundary locations are invalid pairs (zero contribution, zero
+       gradients), like on the CPU. */
+    {
+        const float specials[] = {NAN, INFINITY, -INFINITY, 0.0f, 1.0f, -0.0f, 1e30f, -1e30f};
+        float *keep = (float *)malloc(8 * (size_t)n_pairs(&p));
+        memcpy(keep, p.loc, 8 * (size_t)n_pairs(&p));
+        for (int64_t i = 0; i < n_pairs(&p); i += 3)
+            p.loc[2 * i + (i & 1)] = specials[(i / 3) % 8];
+        double e6 = fwd_vs_cpu(&p, S4D_DA_ALGO_FAST);
+        CHECK(e6 <= 1e-6, "small forward with NaN/inf locations rel L2 %g", e6);
+        double e7 = bwd_compare(&p, NULL, NULL, 0);
+        CHECK(e7 <= 1e-5, "small backward with NaN/inf locations rel L2 %g", e7);
+        memcpy(p.loc, keep, 8 * (size_t)n_pairs(&p));
+        free(keep);
+    }
     /* A map whose rows lie outside the features reads nothing (the CPU rejects such a
        table; its oracle here is the same problem with that map's weights zero). */
     {
