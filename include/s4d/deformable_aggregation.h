@@ -156,6 +156,20 @@ S4D_API s4d_status s4d_da_forward_cuda(const s4d_da_forward_args *args, s4d_da_a
 S4D_API s4d_status s4d_da_backward_cuda(const s4d_da_backward_args *args, void *workspace,
                                         void *stream, s4d_errbuf *err);
 
+/*
+ * CUDA backward with an algorithm choice. S4D_DA_ALGO_FAST may scatter
+ * grad_features with float atomics, whose last bits vary run to run;
+ * S4D_DA_ALGO_DETERMINISTIC gives bitwise the same gradients on every run (each
+ * row of grad_features is written by one warp that adds its contributions in a
+ * fixed order) and needs s4d_da_backward_workspace_size_algo() bytes of
+ * workspace. grad_sampling_location and grad_weights are deterministic with
+ * either. s4d_da_backward_cuda() is this function with S4D_DA_ALGO_FAST.
+ * Additional status: S4D_ERR_INVALID_ARG when a needed workspace is NULL.
+ */
+S4D_API size_t s4d_da_backward_workspace_size_algo(const s4d_da_sizes *sizes, s4d_da_algo algo);
+S4D_API s4d_status s4d_da_backward_cuda_algo(const s4d_da_backward_args *args, s4d_da_algo algo,
+                                             void *workspace, void *stream, s4d_errbuf *err);
+
 /* 1 when this build has CUDA kernels and a device is usable, else 0. */
 S4D_API int s4d_cuda_available(void);
 

@@ -1,177 +1,40 @@
 /*
- * Deformable aggregation on CUDA: forward (deterministic, in two load
- * schedules: S4D_DA_ALGO_FAST batches each item's loads, DETERMINISTIC loads
- * corner by corner) and backward, for float32 and float16 tensors with
- * float32 accumulation.
+ * Deformable aggregation on CUDA: the public entry points, the choice of kernel
+ * variant, and the first kernels (2026-12-02), kept as the "base" variants and
+ * as the path for shapes the item kernels do not take (scalar channels,
+ * unaligned tensors, groups that do not fit the item backward).
  *
- * Layout of the work: one thread block per (batch, anchor) and channel slice.
- * The block first compacts the (point, camera) pairs whose location is valid
- * (on the realistic workload only ~18% are), so no warp spends time on the
- * rest. Its warps then share the valid (pair, level) items; each lane holds a
- * fixed run of channels in registers and reads feature rows with 16-byte
- * loads. The warps' partial sums meet in shared memory and are added in warp
- * order, so the forward has no atomics and gives bitwise the same result on
- * every run. The backward writes location and weight gradients from exactly
- * one warp each (deterministic too) and scatters feature gradients with
- * atomics.
+ * First kernels: one thread block of 8 warps per (batch, anchor) and channel
+ * slice. The block compacts the valid (point, camera) pairs; its warps then
+ * share the valid (pair, level) items, each lane holding a fixed run of channels
+ * in registers, computing the item's corners itself and reading feature rows
+ * with 16-byte loads. The warps' partial sums meet in shared memory and are
+ * added in warp order, so the forward has no atomics and gives bitwise the same
+ * result on every run. The backward writes location and weight gradients from
+ * exactly one warp each and scatters feature gradients with atomics.
+ * The item kernels (da_cuda_items.cu) and the deterministic feature gradient
+ * (da_cuda_det.cu) say how they differ.
  *
  * Every launch goes to the caller's stream and nothing is allocated, so the
  * calls can be captured into CUDA graphs. Offsets are 64-bit.
  *
- * Build note for other consumers of this source: compile with S4D_HAVE_CUDA
- * defined (so that da_cuda_stub.c compiles to nothing) and link cudart.
+ * Build note for other consumers of these sources: compile every .cu file of
+ * this folder with S4D_HAVE_CUDA defined (so that da_cuda_stub.c compiles to
+ * nothing) and link cudart.
  */
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
+#include <stdlib.h>
 
-#include "da_internal.h"
+#include <atomic>
+
+#include "da_cuda_common.cuh"
+
+using namespace s4d_da_cu;
 
 namespace {
 
 constexpr int kWarps = 8;       /* warps per block */
 constexpr int kThreads = kWarps * 32;
 constexpr size_t kMaxSmem = 48 * 1024;
-
-struct MapInfo {
-    int h, w, start, ok;
-};
-
-struct Params {
-    const void *feat;
-    const int32_t *shape;
-    const int32_t *start;
-    const float *loc;
-    const void *weights;
-    void *out;                /* forward: output */
-    const void *grad_out;     /* backward */
-    void *grad_feat;
-    float *grad_loc;
-    void *grad_w;
-    int64_t bs, F, C, N, L, G, A, P, cpg;
-};
-
-
-/* Loads n consecutive elements as floats, as 16- or 8-byte transactions when the
-   caller has checked alignment (vec), one by one otherwise. */
-template <int N>
-__device__ __forceinline__ void load_n(const float *p, float *o, bool vec)
-{
-    if (vec && N % 4 == 0) {
-#pragma unroll
-        for (int i = 0; i < N; i += 4) {
-            float4 v = __ldg(reinterpret_cast<const float4 *>(p + i));
-            o[i] = v.x;
-            o[i + 1] = v.y;
-            o[i + 2] = v.z;
-            o[i + 3] = v.w;
-        }
-    } else {
-#pragma unroll
-        for (int i = 0; i < N; i++)
-            o[i] = __ldg(p + i);
-    }
-}
-
-template <int N>
-__device__ __forceinline__ void load_n(const __half *p, float *o, bool vec)
-{
-    if (vec && N % 8 == 0) {
-#pragma unroll
-        for (int i = 0; i < N; i += 8) {
-            uint4 raw = __ldg(reinterpret_cast<const uint4 *>(p + i));
-            const __half2 *h = reinterpret_cast<const __half2 *>(&raw);
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                float2 f = __half22float2(h[j]);
-                o[i + 2 * j] = f.x;
-                o[i + 2 * j + 1] = f.y;
-            }
-        }
-    } else if (vec && N % 4 == 0) {
-#pragma unroll
-        for (int i = 0; i < N; i += 4) {
-            uint2 raw = __ldg(reinterpret_cast<const uint2 *>(p + i));
-            const __half2 *h = reinterpret_cast<const __half2 *>(&raw);
-#pragma unroll
-            for (int j = 0; j < 2; j++) {
-                float2 f = __half22float2(h[j]);
-                o[i + 2 * j] = f.x;
-                o[i + 2 * j + 1] = f.y;
-            }
-        }
-    } else {
-#pragma unroll
-        for (int i = 0; i < N; i++)
-            o[i] = __half2float(p[i]);
-    }
-}
-
-/* Adds n values into global memory with the widest atomic the chip has. */
-template <int N>
-__device__ __forceinline__ void atomic_add_n(float *p, const float *v, bool vec)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (vec && N % 4 == 0) {
-#pragma unroll
-        for (int i = 0; i < N; i += 4)
-            atomicAdd(reinterpret_cast<float4 *>(p + i), make_float4(v[i], v[i + 1], v[i + 2], v[i + 3]));
-        return;
-    }
-#endif
-#pragma unroll
-    for (int i = 0; i < N; i++)
-        atomicAdd(p + i, v[i]);
-}
-
-template <int N>
-__device__ __forceinline__ void atomic_add_n(__half *p, const float *v, bool vec)
-{
-    if (vec && N % 2 == 0) {
-#pragma unroll
-        for (int i = 0; i < N; i += 2)
-            atomicAdd(reinterpret_cast<__half2 *>(p + i), __floats2half2_rn(v[i], v[i + 1]));
-    } else {
-#pragma unroll
-        for (int i = 0; i < N; i++)
-            atomicAdd(p + i, __float2half_rn(v[i]));
-    }
-}
-
-/* NaN and inf fail these comparisons, so they are invalid too. */
-__device__ __forceinline__ bool loc_valid(float x, float y)
-{
-    return x > 0.0f && x < 1.0f && y > 0.0f && y < 1.0f;
-}
-
-struct Corners {
-    int64_t row[4]; /* relative to the batch item; -1 when outside the map */
-    float w[4];
-    float lh, lw;
-};
-
-__device__ __forceinline__ void make_corners(const MapInfo &m, float x, float y, Corners &c)
-{
-    /* Rounded multiply then subtract, never a fused multiply-add: the CPU oracle rounds
-       twice too, and at W = 176 one rounding step moves lw by up to 1e-5, ten times the
-       tolerance between the two implementations. */
-    float hf = __fsub_rn(__fmul_rn(y, (float)m.h), 0.5f);
-    float wf = __fsub_rn(__fmul_rn(x, (float)m.w), 0.5f);
-    float h0f = floorf(hf), w0f = floorf(wf);
-    int h0 = (int)h0f, w0 = (int)w0f;
-    float lh = hf - h0f, lw = wf - w0f;
-    c.lh = lh;
-    c.lw = lw;
-    c.w[0] = (1.0f - lh) * (1.0f - lw);
-    c.w[1] = (1.0f - lh) * lw;
-    c.w[2] = lh * (1.0f - lw);
-    c.w[3] = lh * lw;
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        int h = h0 + (k >> 1), w = w0 + (k & 1);
-        bool in = m.ok && h >= 0 && h < m.h && w >= 0 && w < m.w;
-        c.row[k] = in ? (int64_t)m.start + (int64_t)h * m.w + w : -1;
-    }
-}
 
 /* Shared memory: the map table, the compacted valid pairs, then per-kernel scratch. */
 struct Smem {
@@ -195,20 +58,6 @@ __device__ inline Smem smem_layout(char *base, const Params &p)
     s.count = s.pairs + p.P * p.N; /* kWarps per-warp counts, then the total */
     s.scratch = reinterpret_cast<float *>(base + smem_head_bytes(p.N, p.L, p.P));
     return s;
-}
-
-__device__ inline void load_maps(const Params &p, const Smem &s)
-{
-    for (int64_t i = threadIdx.x; i < p.N * p.L; i += blockDim.x) {
-        int h = p.shape[2 * i], w = p.shape[2 * i + 1], st = p.start[i];
-        MapInfo m;
-        m.h = h;
-        m.w = w;
-        m.start = st;
-        /* Bad tables never lead to a read outside [0, F): such a map contributes nothing. */
-        m.ok = h >= 1 && w >= 1 && st >= 0 && (int64_t)st + (int64_t)h * w <= p.F;
-        s.maps[i] = m;
-    }
 }
 
 /* Writes the valid pairs of (b, a) in ascending order; returns their count (same in every thread). */
@@ -240,23 +89,6 @@ __device__ inline int compact_pairs(const Params &p, const Smem &s, int64_t ba)
         __syncthreads();
     }
     return total;
-}
-
-/* Element access where the dtype is a runtime flag: weights, output, grad_output and
-   grad_weights are touched far less than features, so a branch costs little and saves
-   template instantiations (compile time for five architectures). */
-__device__ __forceinline__ float load_w(const void *p, bool half, int64_t i)
-{
-    return half ? __half2float(__ldg(static_cast<const __half *>(p) + i))
-                : __ldg(static_cast<const float *>(p) + i);
-}
-
-__device__ __forceinline__ void store_f(void *p, bool half, int64_t i, float v)
-{
-    if (half)
-        static_cast<__half *>(p)[i] = __float2half_rn(v);
-    else
-        static_cast<float *>(p)[i] = v;
 }
 
 /* Channel vectors per lane: two for float32 (256 channels per slice), one for float16,
@@ -295,7 +127,7 @@ __global__ void __launch_bounds__(kThreads, S4D_DA_FWD_MIN_BLOCKS) fwd_kernel(Pa
         cst[k] = c_begin + (int64_t)k * 32 * VEC + (int64_t)lane * VEC;
         grp[k] = cst[k] / p.cpg;
     }
-    load_maps(p, s);
+    load_maps(p, s.maps);
     __syncthreads();
     /* Item, pair and camera indices fit in 32 bits (shared memory bounds P*N); 32-bit
        division is several times cheaper than 64-bit on the GPU. */
@@ -405,7 +237,7 @@ __global__ void __launch_bounds__(kThreads)
     TF *gfeat = static_cast<TF *>(p.grad_feat);
     void *gw = p.grad_w;
     float *part = s.scratch + (int64_t)warp * nvec; /* per-warp, one value per channel vector */
-    load_maps(p, s);
+    load_maps(p, s.maps);
     __syncthreads();
     for (int64_t ba = blockIdx.x; ba < nba; ba += gridDim.x) {
         const int64_t b = ba / p.A;
@@ -502,31 +334,8 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
-/* ------------------------------------------------------------------ dispatch */
+/* ------------------------------------------------------------------ launchers of the first kernels */
 
-bool aligned(const void *p, size_t a) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % a == 0; }
-
-s4d_status cuda_fail(s4d_errbuf *err, cudaError_t e, const char *what)
-{
-    return s4d_da_fail(err, S4D_ERR_CUDA, "deformable_aggregation: %s: %s (%s)", what,
-                       cudaGetErrorName(e), cudaGetErrorString(e));
-}
-
-Params make_params(const s4d_da_sizes &z)
-{
-    Params p;
-    memset(&p, 0, sizeof p);
-    p.bs = z.batch;
-    p.F = z.num_rows;
-    p.C = z.channels;
-    p.N = z.num_cams;
-    p.L = z.num_levels;
-    p.G = z.num_groups;
-    p.A = z.num_anchors;
-    p.P = z.num_points;
-    p.cpg = z.channels / z.num_groups;
-    return p;
-}
 
 unsigned grid_x(int64_t nba)
 {
@@ -561,8 +370,7 @@ s4d_status launch_fwd_v(const Params &p, bool vec, bool w_half, bool o_half, cud
         return s;
     dim3 grid(grid_x(p.bs * p.A), (unsigned)slices);
     fwd_kernel<TF, VEC, BATCH><<<grid, kThreads, smem, st>>>(p, vec, w_half, o_half);
-    cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? S4D_OK : cuda_fail(err, e, "forward kernel launch");
+    return launch_status(err, "forward kernel launch");
 }
 
 template <typename TF>
@@ -592,37 +400,127 @@ s4d_status launch_bwd(const Params &p, bool vec, bool vec_gf, bool w_half, bool 
         bwd_kernel<TF, V><<<grid, kThreads, smem, st>>>(p, true, vec_gf, w_half, g_half);
     else
         bwd_kernel<TF, 1><<<grid, kThreads, smem, st>>>(p, false, false, w_half, g_half);
-    cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? S4D_OK : cuda_fail(err, e, "backward kernel launch");
+    return launch_status(err, "backward kernel launch");
 }
 
-} /* namespace */
+/* ------------------------------------------------------------------ variants */
 
-extern "C" {
+enum FwdKind { F_BASE, F_ITEMS };
+struct FwdVariant {
+    const char *name;
+    FwdKind kind;
+    bool batch; /* base: all of an item's loads before its arithmetic */
+    FwdShape shape;
+};
 
-size_t s4d_da_forward_workspace_size(const s4d_da_sizes *sizes, s4d_da_algo algo)
+/* Every forward variant is deterministic (no atomics; partial sums added in warp order). */
+const FwdVariant kFwd[] = {
+    {"base_batch", F_BASE, true, {8, 8, 1}},
+    {"base_serial", F_BASE, false, {8, 8, 1}},
+    {"items_w4_c8", F_ITEMS, false, {4, 8, 1}},
+    {"items_w8_c8", F_ITEMS, false, {8, 8, 1}},
+    {"items_w2_c8", F_ITEMS, false, {2, 8, 1}},
+    {"items_w4_c4", F_ITEMS, false, {4, 4, 1}},
+    {"items_w4_c8_u2", F_ITEMS, false, {4, 8, 2}},
+    {"items_w4_c4_u2", F_ITEMS, false, {4, 4, 2}},
+};
+constexpr int kFwdCount = (int)(sizeof kFwd / sizeof kFwd[0]);
+
+enum BwdKind { B_BASE, B_ITEMS, B_ITEMS_DET, B_BASE_DET };
+struct BwdVariant {
+    const char *name;
+    BwdKind kind;
+    int warps;
+};
+
+const BwdVariant kBwd[] = {
+    {"base_atomic", B_BASE, 8},
+    {"items_w4_atomic", B_ITEMS, 4},
+    {"items_w8_atomic", B_ITEMS, 8},
+    {"items_w4_det", B_ITEMS_DET, 4},
+    {"items_w8_det", B_ITEMS_DET, 8},
+    {"base_det", B_BASE_DET, 8},
+};
+constexpr int kBwdCount = (int)(sizeof kBwd / sizeof kBwd[0]);
+
+bool bwd_det(int v)
 {
-    (void)sizes;
-    (void)algo;
-    return 0;
+    return kBwd[v].kind == B_ITEMS_DET || kBwd[v].kind == B_BASE_DET;
 }
 
-size_t s4d_da_backward_workspace_size(const s4d_da_sizes *sizes)
+/*
+ * The variants the public functions run. Until the H200 has timed the item kernels these
+ * stay the kernels measured on 2026-12-02 (forward FAST: base_batch, DETERMINISTIC:
+ * base_serial, backward: base_atomic); the deterministic backward has only the gather.
+ * To switch, change these four indices (into kFwd and kBwd above).
+ */
+constexpr int kDefaultFwdFast = 0;
+constexpr int kDefaultFwdDet = 1;
+constexpr int kDefaultBwdFast = 0;
+constexpr int kDefaultBwdDet = 3;
+
+int find_fwd(const char *name)
 {
-    (void)sizes;
-    return 0;
+    for (int i = 0; name && i < kFwdCount; i++)
+        if (!strcmp(name, kFwd[i].name))
+            return i;
+    return -1;
 }
 
-s4d_status s4d_da_forward_cuda(const s4d_da_forward_args *a, s4d_da_algo algo, void *workspace,
-                               void *stream, s4d_errbuf *err)
+int find_bwd(const char *name)
 {
-    (void)workspace;
-    s4d_status st = s4d_da_check_forward(a, err);
-    if (st != S4D_OK)
-        return st;
-    if ((st = s4d_da_check_algo(algo, err)) != S4D_OK)
-        return st;
-    /* Both algos are deterministic (no atomics); FAST batches each item's loads. */
+    for (int i = 0; name && i < kBwdCount; i++)
+        if (!strcmp(name, kBwd[i].name))
+            return i;
+    return -1;
+}
+
+/* A default, or the variant an environment variable names (experiments without a rebuild;
+   a deterministic slot only takes deterministic variants). Read once. */
+int env_default(std::atomic<int> &slot, const char *var, int fallback, bool fwd, bool need_det)
+{
+    int v = slot.load(std::memory_order_relaxed);
+    if (v >= 0)
+        return v;
+    v = fallback;
+    const char *e = getenv(var);
+    if (e && *e) {
+        const int i = fwd ? find_fwd(e) : find_bwd(e);
+        if (i >= 0 && (!need_det || bwd_det(i)))
+            v = i;
+    }
+    slot.store(v, std::memory_order_relaxed);
+    return v;
+}
+
+std::atomic<int> g_fwd_fast{-1}, g_fwd_det{-1}, g_bwd_fast{-1}, g_bwd_det{-1};
+
+int fwd_default(s4d_da_algo algo)
+{
+    return algo == S4D_DA_ALGO_DETERMINISTIC
+               ? env_default(g_fwd_det, "S4D_DA_CUDA_FWD_DET", kDefaultFwdDet, true, false)
+               : env_default(g_fwd_fast, "S4D_DA_CUDA_FWD", kDefaultFwdFast, true, false);
+}
+
+int bwd_default(s4d_da_algo algo)
+{
+    return algo == S4D_DA_ALGO_DETERMINISTIC
+               ? env_default(g_bwd_det, "S4D_DA_CUDA_BWD_DET", kDefaultBwdDet, false, true)
+               : env_default(g_bwd_fast, "S4D_DA_CUDA_BWD", kDefaultBwdFast, false, false);
+}
+
+s4d_status bad_variant(s4d_errbuf *err, const char *what, int v, int count)
+{
+    return s4d_da_fail(err, S4D_ERR_INVALID_ARG,
+                       "deformable_aggregation: %s variant %d is out of range [0, %d)", what, v,
+                       count);
+}
+
+s4d_status forward_variant(const s4d_da_forward_args *a, int v, cudaStream_t s, int *ran,
+                           s4d_errbuf *err)
+{
+    if (ran)
+        *ran = v;
     Params p = make_params(a->sizes);
     if (p.bs * p.A == 0 || p.C == 0)
         return S4D_OK;
@@ -633,34 +531,63 @@ s4d_status s4d_da_forward_cuda(const s4d_da_forward_args *a, s4d_da_algo algo, v
     p.weights = a->weights;
     p.out = a->output;
     const size_t fsz = s4d_dtype_size(a->features_dtype);
-    const int64_t VEC = 16 / (int64_t)fsz;
-    /* Vector loads need whole vectors per group and 16-byte aligned rows. */
-    bool vec = p.C % VEC == 0 && p.cpg % VEC == 0 && aligned(a->features, 16);
-    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    const bool f_half = a->features_dtype == S4D_DTYPE_FLOAT16;
     const bool w_half = a->weights_dtype == S4D_DTYPE_FLOAT16;
     const bool o_half = a->output_dtype == S4D_DTYPE_FLOAT16;
-    const bool batch = algo == S4D_DA_ALGO_FAST;
-    switch (a->features_dtype) {
-    case S4D_DTYPE_FLOAT32: return launch_fwd<float>(p, vec, batch, w_half, o_half, s, err);
-    case S4D_DTYPE_FLOAT16: return launch_fwd<__half>(p, vec, batch, w_half, o_half, s, err);
-    default: break;
-    }
-    return s4d_da_fail(err, S4D_ERR_DTYPE, "deformable_aggregation: features dtype %s",
-                       s4d_dtype_name(a->features_dtype));
+    if (a->features_dtype != S4D_DTYPE_FLOAT32 && !f_half)
+        return s4d_da_fail(err, S4D_ERR_DTYPE, "deformable_aggregation: features dtype %s",
+                           s4d_dtype_name(a->features_dtype));
+    const FwdVariant &fv = kFwd[v];
+    if (fv.kind == F_ITEMS && fwd_items_supported(p, fv.shape, fsz, a->features))
+        return launch_fwd_items(p, fv.shape, f_half, w_half, o_half, s, err);
+    /* The first kernels: vector loads need whole vectors per group and 16-byte aligned rows. */
+    const int64_t VEC = 16 / (int64_t)fsz;
+    const bool vec = p.C % VEC == 0 && p.cpg % VEC == 0 && aligned(a->features, 16);
+    const bool batch = fv.kind == F_BASE ? fv.batch : true;
+    if (ran)
+        *ran = batch ? 0 : 1;
+    return f_half ? launch_fwd<__half>(p, vec, batch, w_half, o_half, s, err)
+                  : launch_fwd<float>(p, vec, batch, w_half, o_half, s, err);
 }
 
-s4d_status s4d_da_backward_cuda(const s4d_da_backward_args *a, void *workspace, void *stream,
-                                s4d_errbuf *err)
+size_t bwd_workspace(const s4d_da_sizes *sizes, int v)
 {
-    (void)workspace;
-    s4d_status st = s4d_da_check_backward(a, err);
-    if (st != S4D_OK)
-        return st;
+    if (!sizes || v < 0 || v >= kBwdCount || !bwd_det(v))
+        return 0;
+    return det_workspace_layout(*sizes, nullptr, nullptr);
+}
+
+s4d_status backward_variant(const s4d_da_backward_args *a, int v, void *workspace, cudaStream_t s,
+                            int *ran, s4d_errbuf *err)
+{
+    if (ran)
+        *ran = v;
     Params p = make_params(a->sizes);
-    cudaStream_t s = static_cast<cudaStream_t>(stream);
     const size_t fsz = s4d_dtype_size(a->features_dtype);
+    const bool f_half = a->features_dtype == S4D_DTYPE_FLOAT16;
+    if (a->features_dtype != S4D_DTYPE_FLOAT32 && !f_half)
+        return s4d_da_fail(err, S4D_ERR_DTYPE, "deformable_aggregation: features dtype %s",
+                           s4d_dtype_name(a->features_dtype));
     const int64_t nfeat = p.bs * p.F * p.C;
-    if (a->grad_features && nfeat > 0) {
+    const bool degenerate = p.bs * p.A == 0 || p.C == 0 || p.P * p.N * p.L == 0;
+    const bool det = bwd_det(v) && a->grad_features && !degenerate && nfeat > 0;
+    DetBuffers d;
+    memset(&d, 0, sizeof d);
+    if (det) {
+        const size_t need = det_workspace_layout(a->sizes, nullptr, nullptr);
+        if (need == 0)
+            return s4d_da_fail(err, S4D_ERR_UNSUPPORTED,
+                               "deformable_aggregation: the deterministic backward needs fewer than "
+                               "2^31 (batch x anchor x point x camera x level) items and 2 x batch x "
+                               "num_rows below 2^32; use S4D_DA_ALGO_FAST");
+        if (!workspace)
+            return s4d_da_fail(err, S4D_ERR_INVALID_ARG,
+                               "deformable_aggregation: workspace is NULL; the deterministic "
+                               "backward needs %zu bytes (s4d_da_backward_workspace_size_algo)",
+                               need);
+        det_workspace_layout(a->sizes, workspace, &d);
+    } else if (a->grad_features && nfeat > 0) {
+        /* The atomic paths add into grad_features, so it starts from zero. */
         cudaError_t e = cudaMemsetAsync(a->grad_features, 0, (size_t)nfeat * fsz, s);
         if (e != cudaSuccess)
             return cuda_fail(err, e, "clearing grad_features");
@@ -680,19 +607,173 @@ s4d_status s4d_da_backward_cuda(const s4d_da_backward_args *a, void *workspace, 
     const int64_t VEC = 16 / (int64_t)fsz;
     const size_t gsz = s4d_dtype_size(a->grad_output_dtype);
     /* grad_output is read VEC elements at a time too: VEC * gsz bytes (8, 16 or 32). */
-    size_t galign = (size_t)VEC * gsz < 16 ? (size_t)VEC * gsz : 16;
-    bool vec = p.C % VEC == 0 && p.cpg % VEC == 0 && aligned(a->features, 16) &&
-               aligned(a->grad_output, galign);
-    bool vec_gf = vec && aligned(a->grad_features, 16);
+    const size_t galign = (size_t)VEC * gsz < 16 ? (size_t)VEC * gsz : 16;
+    const bool vec = p.C % VEC == 0 && p.cpg % VEC == 0 && aligned(a->features, 16) &&
+                     aligned(a->grad_output, galign);
+    const bool vec_gf = vec && aligned(a->grad_features, 16);
     const bool w_half = a->weights_dtype == S4D_DTYPE_FLOAT16;
     const bool g_half = a->grad_output_dtype == S4D_DTYPE_FLOAT16;
-    switch (a->features_dtype) {
-    case S4D_DTYPE_FLOAT32: return launch_bwd<float>(p, vec, vec_gf, w_half, g_half, s, err);
-    case S4D_DTYPE_FLOAT16: return launch_bwd<__half>(p, vec, vec_gf, w_half, g_half, s, err);
-    default: break;
+    const BwdVariant &bv = kBwd[v];
+    const BwdShape shape = {bv.warps, det};
+    s4d_status st = S4D_OK;
+    bool items = (bv.kind == B_ITEMS || bv.kind == B_ITEMS_DET) &&
+                 bwd_items_supported(p, shape, fsz, a);
+    if (items) {
+        st = launch_bwd_items(p, shape, f_half, w_half, g_half, det ? &d : nullptr, s, err);
+    } else {
+        if (ran)
+            *ran = det ? find_bwd("base_det") : 0;
+        if (det)
+            p.grad_feat = nullptr; /* the gather writes it */
+        if (p.grad_loc || p.grad_w || p.grad_feat)
+            st = f_half ? launch_bwd<__half>(p, vec, vec_gf, w_half, g_half, s, err)
+                        : launch_bwd<float>(p, vec, vec_gf, w_half, g_half, s, err);
+        p.grad_feat = a->grad_features;
+        if (st == S4D_OK && det)
+            st = run_det_records(p, d, s, err);
     }
-    return s4d_da_fail(err, S4D_ERR_DTYPE, "deformable_aggregation: features dtype %s",
-                       s4d_dtype_name(a->features_dtype));
+    if (st != S4D_OK || !det)
+        return st;
+    const bool vec_gather = p.C % VEC == 0 && p.cpg % VEC == 0 &&
+                            aligned(a->grad_features, 16) && aligned(a->grad_output, galign);
+    return run_det_gather(p, d, f_half, w_half, g_half, vec_gather, s, err);
+}
+
+} /* namespace */
+
+extern "C" {
+
+int s4d_da_cuda_fwd_variant_count(void)
+{
+    return kFwdCount;
+}
+
+int s4d_da_cuda_bwd_variant_count(void)
+{
+    return kBwdCount;
+}
+
+const char *s4d_da_cuda_fwd_variant_name(int v)
+{
+    return v >= 0 && v < kFwdCount ? kFwd[v].name : nullptr;
+}
+
+const char *s4d_da_cuda_bwd_variant_name(int v)
+{
+    return v >= 0 && v < kBwdCount ? kBwd[v].name : nullptr;
+}
+
+int s4d_da_cuda_bwd_variant_deterministic(int v)
+{
+    return v >= 0 && v < kBwdCount && bwd_det(v);
+}
+
+int s4d_da_cuda_fwd_variant_default(s4d_da_algo algo)
+{
+    return fwd_default(algo);
+}
+
+int s4d_da_cuda_bwd_variant_default(s4d_da_algo algo)
+{
+    return bwd_default(algo);
+}
+
+int s4d_da_cuda_fwd_variant_find(const char *name)
+{
+    return find_fwd(name);
+}
+
+int s4d_da_cuda_bwd_variant_find(const char *name)
+{
+    return find_bwd(name);
+}
+
+size_t s4d_da_forward_workspace_size_variant(const s4d_da_sizes *sizes, int variant)
+{
+    (void)sizes;
+    (void)variant;
+    return 0;
+}
+
+size_t s4d_da_backward_workspace_size_variant(const s4d_da_sizes *sizes, int variant)
+{
+    return bwd_workspace(sizes, variant);
+}
+
+s4d_status s4d_da_forward_cuda_variant(const s4d_da_forward_args *a, int variant, void *workspace,
+                                       void *stream, int *ran, s4d_errbuf *err)
+{
+    (void)workspace;
+    s4d_status st = s4d_da_check_forward(a, err);
+    if (st != S4D_OK)
+        return st;
+    if (variant < 0 || variant >= kFwdCount)
+        return bad_variant(err, "forward", variant, kFwdCount);
+    return forward_variant(a, variant, static_cast<cudaStream_t>(stream), ran, err);
+}
+
+s4d_status s4d_da_backward_cuda_variant(const s4d_da_backward_args *a, int variant,
+                                        void *workspace, void *stream, int *ran, s4d_errbuf *err)
+{
+    s4d_status st = s4d_da_check_backward(a, err);
+    if (st != S4D_OK)
+        return st;
+    if (variant < 0 || variant >= kBwdCount)
+        return bad_variant(err, "backward", variant, kBwdCount);
+    return backward_variant(a, variant, workspace, static_cast<cudaStream_t>(stream), ran, err);
+}
+
+size_t s4d_da_forward_workspace_size(const s4d_da_sizes *sizes, s4d_da_algo algo)
+{
+    (void)sizes;
+    (void)algo;
+    return 0;
+}
+
+size_t s4d_da_backward_workspace_size(const s4d_da_sizes *sizes)
+{
+    return bwd_workspace(sizes, bwd_default(S4D_DA_ALGO_FAST));
+}
+
+size_t s4d_da_backward_workspace_size_algo(const s4d_da_sizes *sizes, s4d_da_algo algo)
+{
+    if (algo != S4D_DA_ALGO_FAST && algo != S4D_DA_ALGO_DETERMINISTIC)
+        return 0;
+    return bwd_workspace(sizes, bwd_default(algo));
+}
+
+s4d_status s4d_da_forward_cuda(const s4d_da_forward_args *a, s4d_da_algo algo, void *workspace,
+                               void *stream, s4d_errbuf *err)
+{
+    (void)workspace;
+    s4d_status st = s4d_da_check_forward(a, err);
+    if (st != S4D_OK)
+        return st;
+    if ((st = s4d_da_check_algo(algo, err)) != S4D_OK)
+        return st;
+    return forward_variant(a, fwd_default(algo), static_cast<cudaStream_t>(stream), nullptr, err);
+}
+
+s4d_status s4d_da_backward_cuda(const s4d_da_backward_args *a, void *workspace, void *stream,
+                                s4d_errbuf *err)
+{
+    s4d_status st = s4d_da_check_backward(a, err);
+    if (st != S4D_OK)
+        return st;
+    return backward_variant(a, bwd_default(S4D_DA_ALGO_FAST), workspace,
+                            static_cast<cudaStream_t>(stream), nullptr, err);
+}
+
+s4d_status s4d_da_backward_cuda_algo(const s4d_da_backward_args *a, s4d_da_algo algo,
+                                     void *workspace, void *stream, s4d_errbuf *err)
+{
+    s4d_status st = s4d_da_check_backward(a, err);
+    if (st != S4D_OK)
+        return st;
+    if ((st = s4d_da_check_algo(algo, err)) != S4D_OK)
+        return st;
+    return backward_variant(a, bwd_default(algo), workspace, static_cast<cudaStream_t>(stream),
+                            nullptr, err);
 }
 
 int s4d_cuda_available(void)

@@ -47,6 +47,27 @@ s4d_status s4d_da_backward_cuda(const s4d_da_backward_args *args, void *workspac
                        "deformable_aggregation: this build of s4d has no CUDA kernels");
 }
 
+size_t s4d_da_backward_workspace_size_algo(const s4d_da_sizes *sizes, s4d_da_algo algo)
+{
+    (void)sizes;
+    (void)algo;
+    return 0;
+}
+
+s4d_status s4d_da_backward_cuda_algo(const s4d_da_backward_args *args, s4d_da_algo algo,
+                                     void *workspace, void *stream, s4d_errbuf *err)
+{
+    (void)workspace;
+    (void)stream;
+    s4d_status st = s4d_da_check_backward(args, err);
+    if (st != S4D_OK)
+        return st;
+    if ((st = s4d_da_check_algo(algo, err)) != S4D_OK)
+        return st;
+    return s4d_da_fail(err, S4D_ERR_UNSUPPORTED,
+                       "deformable_aggregation: this build of s4d has no CUDA kernels");
+}
+
 int s4d_cuda_available(void)
 {
     return 0;

@@ -1,12 +1,18 @@
 /*
  * CUDA deformable aggregation against the CPU oracle (s4d_da_*_cpu).
  * Exits 77 (CTest skip) where no GPU is usable.
- * Usage: test_da_cuda forward|backward|fp16|determinism|graph|unaligned|large|small
+ * Usage: test_da_cuda forward|backward|fp16|determinism|graph|unaligned|large|small [VARIANTS]
  * ("small" runs a quick mix of all, for compute-sanitizer.)
+ *
+ * Each case runs through the public functions (both algos of the backward),
+ * then once per kernel variant of da_variants.h: forward cases over every
+ * forward variant, backward cases over every backward variant, mixed cases over
+ * both. VARIANTS "public" runs the public functions only.
  */
 #include <cuda_runtime_api.h>
 
 #include "da_test_util.h"
+#include "da_variants.h"
 
 #define CUDA_OK(call)                                                                        \
     do {                                                                                     \
@@ -91,12 +97,60 @@ static s4d_da_forward_args dfwd_args(const problem *p, const dproblem *d, void *
 
 static cudaStream_t g_stream;
 
+/* The kernels under test: a variant index, or -1 for the public function (its algo); the
+   backward's -2 is the public function with S4D_DA_ALGO_DETERMINISTIC. */
+static int g_fv = -1, g_bv = -1;
+
+static s4d_status forward_call(const s4d_da_forward_args *a, s4d_da_algo algo, s4d_errbuf *e)
+{
+    if (g_fv < 0)
+        return s4d_da_forward_cuda(a, algo, NULL, g_stream, e);
+    return s4d_da_forward_cuda_variant(a, g_fv, NULL, g_stream, NULL, e);
+}
+
+static size_t backward_ws_size(const s4d_da_sizes *s)
+{
+    if (g_bv == -1)
+        return s4d_da_backward_workspace_size(s);
+    if (g_bv == -2)
+        return s4d_da_backward_workspace_size_algo(s, S4D_DA_ALGO_DETERMINISTIC);
+    return s4d_da_backward_workspace_size_variant(s, g_bv);
+}
+
+static s4d_status backward_call(const s4d_da_backward_args *a, void *ws, s4d_errbuf *e)
+{
+    if (g_bv == -1)
+        return s4d_da_backward_cuda(a, ws, g_stream, e);
+    if (g_bv == -2)
+        return s4d_da_backward_cuda_algo(a, S4D_DA_ALGO_DETERMINISTIC, ws, g_stream, e);
+    return s4d_da_backward_cuda_variant(a, g_bv, ws, g_stream, NULL, e);
+}
+
+/* Whether the backward under test promises bitwise-equal gradients run to run. */
+static int backward_deterministic(void)
+{
+    return g_bv == -2 || (g_bv >= 0 && s4d_da_cuda_bwd_variant_deterministic(g_bv));
+}
+
 static void gpu_forward(s4d_da_forward_args *a, s4d_da_algo algo)
 {
     s4d_errbuf e = {{0}};
-    s4d_status st = s4d_da_forward_cuda(a, algo, NULL, g_stream, &e);
+    s4d_status st = forward_call(a, algo, &e);
     CHECK(st == S4D_OK, "forward_cuda: %s", e.msg);
     CUDA_OK(cudaStreamSynchronize(g_stream));
+}
+
+/* Runs the backward under test with a workspace of the size it asks for; synchronises. */
+static s4d_status gpu_backward(const s4d_da_backward_args *a, s4d_errbuf *e)
+{
+    size_t bytes = backward_ws_size(&a->sizes);
+    void *ws = NULL;
+    if (bytes)
+        CUDA_OK(cudaMalloc(&ws, bytes));
+    s4d_status st = backward_call(a, ws, e);
+    CUDA_OK(cudaStreamSynchronize(g_stream));
+    cudaFree(ws);
+    return st;
 }
 
 /* GPU forward (fp32) vs CPU forward on the same problem. */
@@ -197,8 +251,7 @@ static double bwd_compare(problem *p, const uint16_t *fh, const uint16_t *wh, in
     ga.grad_features = df;
     ga.grad_weights = dw;
     ga.grad_sampling_location = dl;
-    CHECK(s4d_da_backward_cuda(&ga, NULL, g_stream, &e) == S4D_OK, "backward_cuda: %s", e.msg);
-    CUDA_OK(cudaStreamSynchronize(g_stream));
+    CHECK(gpu_backward(&ga, &e) == S4D_OK, "backward_cuda: %s", e.msg);
     void *hf = malloc(fs * (size_t)nf), *hw = malloc(ws * (size_t)nw);
     float *hl = (float *)malloc(4 * (size_t)nl);
     to_host(hf, df, fs * (size_t)nf);
@@ -241,6 +294,36 @@ static double bwd_compare(problem *p, const uint16_t *fh, const uint16_t *wh, in
 
 static int test_backward(void)
 {
+    if (g_bv == -2) {
+        /* The deterministic backward names its workspace when it is missing. */
+        problem q;
+        problem_alloc(&q, 1, 2, 2, 64, 4, 8, 5, 16, 24);
+        problem_locations(&q, 0.5);
+        size_t need = s4d_da_backward_workspace_size_algo(&q.s, S4D_DA_ALGO_DETERMINISTIC);
+        CHECK(need > 0, "the deterministic backward asks for no workspace");
+        dproblem d;
+        dproblem_make(&q, &d, NULL, NULL);
+        int64_t no = n_out(&q);
+        float *gout = (float *)malloc(4 * (size_t)no);
+        for (int64_t i = 0; i < no; i++)
+            gout[i] = rng_nonzero();
+        void *dgo = dev_copy(gout, 4 * (size_t)no), *gf = dev_alloc(4 * (size_t)n_feat(&q));
+        s4d_da_backward_args ga = bwd_args(&q, (const float *)dgo, (float *)gf, NULL, NULL);
+        ga.features = d.feat;
+        ga.weights = d.w;
+        ga.spatial_shape = d.shape;
+        ga.scale_start_index = d.start;
+        ga.sampling_location = d.loc;
+        s4d_errbuf e = {{0}};
+        s4d_status st = s4d_da_backward_cuda_algo(&ga, S4D_DA_ALGO_DETERMINISTIC, NULL, g_stream, &e);
+        CHECK(st == S4D_ERR_INVALID_ARG && strstr(e.msg, "workspace"),
+              "NULL workspace: status %d, message '%s'", (int)st, e.msg);
+        free(gout);
+        cudaFree(dgo);
+        cudaFree(gf);
+        dproblem_free(&d);
+        problem_free(&q);
+    }
     const int64_t chans[] = {32, 64, 256, 36};
     for (int it = 0; it < 8; it++) {
         problem p;
@@ -359,6 +442,47 @@ static int test_determinism(void)
                       algo, run);
         }
     }
+    /* Backward: location and weight gradients are always reproducible, grad_features too
+       where the backward promises it. */
+    int64_t nf = n_feat(&p), nl = 2 * n_pairs(&p), nw = n_w(&p);
+    float *gout = (float *)malloc(4 * (size_t)no);
+    for (int64_t i = 0; i < no; i++)
+        gout[i] = rng_nonzero();
+    void *dgo = dev_copy(gout, 4 * (size_t)no);
+    void *gf = dev_alloc(4 * (size_t)nf), *gl = dev_alloc(4 * (size_t)nl), *gw = dev_alloc(4 * (size_t)nw);
+    size_t nbytes[3] = {4 * (size_t)nf, 4 * (size_t)nl, 4 * (size_t)nw};
+    void *dbuf[3] = {gf, gl, gw};
+    char *ref[3], *cur[3];
+    for (int t = 0; t < 3; t++) {
+        ref[t] = (char *)malloc(nbytes[t]);
+        cur[t] = (char *)malloc(nbytes[t]);
+    }
+    s4d_da_backward_args ba = bwd_args(&p, (const float *)dgo, (float *)gf, (float *)gl, (float *)gw);
+    ba.features = d.feat;
+    ba.weights = d.w;
+    ba.spatial_shape = d.shape;
+    ba.scale_start_index = d.start;
+    ba.sampling_location = d.loc;
+    const char *names[3] = {"grad_features", "grad_sampling_location", "grad_weights"};
+    for (int run = 0; run < 5; run++) {
+        for (int t = 0; t < 3; t++)
+            CUDA_OK(cudaMemset(dbuf[t], 0x7f, nbytes[t]));
+        dev_sync();
+        s4d_errbuf e = {{0}};
+        CHECK(gpu_backward(&ba, &e) == S4D_OK, "backward: %s", e.msg);
+        for (int t = 0; t < 3; t++) {
+            to_host(run ? cur[t] : ref[t], dbuf[t], nbytes[t]);
+            if (run && (t > 0 || backward_deterministic()))
+                CHECK(!memcmp(ref[t], cur[t], nbytes[t]), "backward run %d: %s differs from run 0",
+                      run, names[t]);
+        }
+    }
+    for (int t = 0; t < 3; t++) {
+        free(ref[t]);
+        free(cur[t]);
+    }
+    free(gout);
+    cudaFree(dgo); cudaFree(gf); cudaFree(gl); cudaFree(gw);
     free(first);
     free(now);
     cudaFree(dout);
@@ -390,9 +514,15 @@ static int test_graph(void)
     ba.spatial_shape = d.shape;
     ba.scale_start_index = d.start;
     ba.sampling_location = d.loc;
+    /* The workspace is allocated before the capture: nothing is allocated inside it. */
+    size_t ws_bytes = backward_ws_size(&ba.sizes);
+    void *ws = NULL;
+    if (ws_bytes)
+        CUDA_OK(cudaMalloc(&ws, ws_bytes));
     /* Eager. */
     gpu_forward(&fa, S4D_DA_ALGO_FAST);
-    CHECK(s4d_da_backward_cuda(&ba, NULL, g_stream, NULL) == S4D_OK, "eager backward");
+    s4d_errbuf e = {{0}};
+    CHECK(backward_call(&ba, ws, &e) == S4D_OK, "eager backward: %s", e.msg);
     CUDA_OK(cudaStreamSynchronize(g_stream));
     float *e_out = (float *)malloc(4 * (size_t)no), *e_gl = (float *)malloc(4 * (size_t)nl),
           *e_gw = (float *)malloc(4 * (size_t)nw), *e_gf = (float *)malloc(4 * (size_t)nf);
@@ -404,9 +534,8 @@ static int test_graph(void)
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     CUDA_OK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeGlobal));
-    s4d_errbuf e = {{0}};
-    s4d_status s1 = s4d_da_forward_cuda(&fa, S4D_DA_ALGO_FAST, NULL, g_stream, &e);
-    s4d_status s2 = s4d_da_backward_cuda(&ba, NULL, g_stream, &e);
+    s4d_status s1 = forward_call(&fa, S4D_DA_ALGO_FAST, &e);
+    s4d_status s2 = backward_call(&ba, ws, &e);
     CUDA_OK(cudaStreamEndCapture(g_stream, &graph));
     CHECK(s1 == S4D_OK && s2 == S4D_OK, "calls under capture failed: %s", e.msg);
     CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
@@ -430,8 +559,11 @@ static int test_graph(void)
         CHECK(!memcmp(r, e_gl, 4 * (size_t)nl), "graph replay %d: grad_loc differs", rep);
         to_host(r, gw, 4 * (size_t)nw);
         CHECK(!memcmp(r, e_gw, 4 * (size_t)nw), "graph replay %d: grad_w differs", rep);
-        /* grad_features uses atomics: equal up to float reassociation. */
+        /* grad_features: bitwise where the backward is deterministic, else equal up to
+           float reassociation (atomics). */
         to_host(r, gf, 4 * (size_t)nf);
+        if (backward_deterministic())
+            CHECK(!memcmp(r, e_gf, 4 * (size_t)nf), "graph replay %d: grad_features differs", rep);
         double *ed = to_double(e_gf, nf);
         double err = rel_l2_f(ed, r, nf);
         free(ed);
@@ -439,6 +571,7 @@ static int test_graph(void)
     }
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
+    cudaFree(ws);
     free(r); free(e_out); free(e_gl); free(e_gw); free(e_gf); free(gout);
     cudaFree(dgo); cudaFree(out); cudaFree(gf); cudaFree(gl); cudaFree(gw);
     dproblem_free(&d);
@@ -567,6 +700,21 @@ static int test_small(void)
     CHECK(e1 <= 1e-6, "small forward rel L2 %g", e1);
     double e2 = bwd_compare(&p, NULL, NULL, 0);
     CHECK(e2 <= 1e-5, "small backward rel L2 %g", e2);
+    /* NaN, infinite and boundary locations are invalid pairs (zero contribution, zero
+       gradients), like on the CPU. */
+    {
+        const float specials[] = {NAN, INFINITY, -INFINITY, 0.0f, 1.0f, -0.0f, 1e30f, -1e30f};
+        float *keep = (float *)malloc(8 * (size_t)n_pairs(&p));
+        memcpy(keep, p.loc, 8 * (size_t)n_pairs(&p));
+        for (int64_t i = 0; i < n_pairs(&p); i += 3)
+            p.loc[2 * i + (i & 1)] = specials[(i / 3) % 8];
+        double e6 = fwd_vs_cpu(&p, S4D_DA_ALGO_FAST);
+        CHECK(e6 <= 1e-6, "small forward with NaN/inf locations rel L2 %g", e6);
+        double e7 = bwd_compare(&p, NULL, NULL, 0);
+        CHECK(e7 <= 1e-5, "small backward with NaN/inf locations rel L2 %g", e7);
+        memcpy(p.loc, keep, 8 * (size_t)n_pairs(&p));
+        free(keep);
+    }
     /* A map whose rows lie outside the features reads nothing (the CPU rejects such a
        table; its oracle here is the same problem with that map's weights zero). */
     {
@@ -619,32 +767,59 @@ static int test_small(void)
     return 0;
 }
 
+/* Runs a case through the public functions, then over the variants it exercises. */
+static int run_variants(const char *which, int (*fn)(void), int fwd, int bwd, int public_only)
+{
+    int rc = 0;
+    g_fv = g_bv = -1;
+    fprintf(stderr, "== %s: public functions\n", which);
+    rc |= fn();
+    if (bwd) {
+        g_bv = -2;
+        fprintf(stderr, "== %s: public functions, deterministic backward\n", which);
+        rc |= fn();
+    }
+    if (public_only)
+        return rc;
+    const int nf = fwd ? s4d_da_cuda_fwd_variant_count() : 0;
+    const int nb = bwd ? s4d_da_cuda_bwd_variant_count() : 0;
+    for (int v = 0; v < (nf > nb ? nf : nb) && rc != 77; v++) {
+        g_fv = nf ? v % nf : -1;
+        g_bv = nb ? v % nb : -1;
+        const int before = g_failures;
+        rc |= fn();
+        fprintf(stderr, "== %s: forward variant %s, backward variant %s: %s\n", which,
+                g_fv >= 0 ? s4d_da_cuda_fwd_variant_name(g_fv) : "-",
+                g_bv >= 0 ? s4d_da_cuda_bwd_variant_name(g_bv) : "-",
+                g_failures == before ? "ok" : "FAILED");
+    }
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     const char *which = argc > 1 ? argv[1] : "forward";
+    const int public_only = argc > 2 && !strcmp(argv[2], "public");
     if (!s4d_cuda_available()) {
         printf("%s: skipped, no usable CUDA device\n", which);
         return 77;
     }
     CUDA_OK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
-    int rc = 0;
-    if (!strcmp(which, "forward"))
-        rc = test_forward();
-    else if (!strcmp(which, "backward"))
-        rc = test_backward();
-    else if (!strcmp(which, "fp16"))
-        rc = test_fp16();
-    else if (!strcmp(which, "determinism"))
-        rc = test_determinism();
-    else if (!strcmp(which, "graph"))
-        rc = test_graph();
-    else if (!strcmp(which, "unaligned"))
-        rc = test_unaligned();
-    else if (!strcmp(which, "large"))
-        rc = test_large();
-    else if (!strcmp(which, "small"))
-        rc = test_small();
-    else {
+    static const struct {
+        const char *name;
+        int (*fn)(void);
+        int fwd, bwd;
+    } cases[] = {
+        {"forward", test_forward, 1, 0},         {"backward", test_backward, 0, 1},
+        {"fp16", test_fp16, 1, 1},               {"determinism", test_determinism, 1, 1},
+        {"graph", test_graph, 1, 1},             {"unaligned", test_unaligned, 1, 0},
+        {"large", test_large, 1, 0},             {"small", test_small, 1, 1},
+    };
+    int rc = -1;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (!strcmp(which, cases[i].name))
+            rc = run_variants(which, cases[i].fn, cases[i].fwd, cases[i].bwd, public_only);
+    if (rc == -1) {
         fprintf(stderr, "unknown test '%s'\n", which);
         return 2;
     }

@@ -52,6 +52,25 @@ def test_int64_and_int32_indices_agree(ext):
     assert torch.equal(a, b)
 
 
+def test_converted_indices_follow_in_place_changes(ext):
+    """int64 index tables are converted once and reused; an in-place change of a table
+    (a new version of the tensor) must be converted again."""
+    f, ss, si, loc, w = random_inputs(MIXED, channels=8, groups=2)
+    ss64, si64 = ss.long(), si.long()
+    first = deformable_aggregation(f, ss64, si64, loc, w)
+    assert torch.equal(first, deformable_aggregation(f, ss64, si64, loc, w))
+    # Camera 0's maps swap places with camera 1's rows: same shapes, other features.
+    moved = si.clone()
+    moved[0], moved[1] = si[1].clone(), si[0].clone()
+    ss2 = ss.clone()
+    ss2[0], ss2[1] = ss[1].clone(), ss[0].clone()
+    ss64.copy_(ss2)
+    si64.copy_(moved)
+    got = deformable_aggregation(f, ss64, si64, loc, w)
+    assert torch.equal(got, deformable_aggregation(f, ss2, moved, loc, w))
+    assert not torch.equal(got, first)
+
+
 def test_cpu_deterministic_across_thread_counts(ext):
     f, ss, si, loc, w = realistic_inputs(anchors=96)
     threads = torch.get_num_threads()

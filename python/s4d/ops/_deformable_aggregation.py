@@ -17,6 +17,7 @@ the library's backward (not differentiable twice). Export: one ONNX node
 s4d::DeformableAggregation with attribute plugin_version="1".
 """
 import warnings
+import weakref
 from typing import Optional, Tuple
 
 import torch
@@ -106,17 +107,49 @@ def _check_args(features, spatial_shape, scale_start_index, sampling_location, w
             raise ValueError(f"{_NAME}: {name} must be contiguous (call .contiguous() first)")
 
 
+# Index tensors converted for a call: (weakref to the caller's tensor, its version, target
+# device) -> the int32 copy on that device. Sparse4D passes the same two small tables on
+# every call; converting them each time cost a host-to-device copy, which synchronises the
+# stream, in the forward and again in the backward.
+_INDEX_CACHE = {}
+_INDEX_CACHE_SIZE = 16
+
+
+def _converted_index(t, device):
+    if t.dtype == torch.int32 and t.device == device and t.is_contiguous():
+        return t, False
+    key = (id(t), device)
+    hit = _INDEX_CACHE.get(key)
+    if hit is not None and hit[0]() is t and hit[1] == t._version:
+        return hit[2], False
+    conv = t.to(torch.int32).contiguous()
+    moved = conv.device != device
+    if moved:
+        conv = conv.to(device)
+    if len(_INDEX_CACHE) >= _INDEX_CACHE_SIZE:
+        _INDEX_CACHE.pop(next(iter(_INDEX_CACHE)))
+    _INDEX_CACHE[key] = (weakref.ref(t), t._version, conv)
+    return conv, moved
+
+
 def _index_tensors(features, spatial_shape, scale_start_index):
-    """int32 copies of the index tensors on features' device. The CPU kernels
-    check the layout themselves; for CUDA it is checked here on host copies
-    when the caller keeps them on the CPU, and by the kernels' row guard
-    otherwise (a host check would synchronise the stream)."""
-    ss = spatial_shape.to(torch.int32).contiguous()
-    si = scale_start_index.to(torch.int32).contiguous()
-    if features.is_cuda and ss.device.type == "cpu":
-        load_extension().da_check_indices(ss, si, features.shape[1])
-        ss = ss.to(features.device)
-        si = si.to(features.device)
+    """int32 copies of the index tensors on features' device, converted once per tensor
+    (and per in-place change of it): later calls with the same tensors reuse the copies.
+    The CPU kernels check the layout themselves; for CUDA it is checked here on host copies
+    when the caller keeps them on the CPU, and by the kernels' row guard otherwise (a host
+    check would synchronise the stream)."""
+    dev = features.device
+    if features.is_cuda and spatial_shape.device.type == "cpu":
+        key_ss, key_si = (id(spatial_shape), dev), (id(scale_start_index), dev)
+        fresh = any(_INDEX_CACHE.get(k) is None or _INDEX_CACHE[k][0]() is not t
+                    or _INDEX_CACHE[k][1] != t._version
+                    for k, t in ((key_ss, spatial_shape), (key_si, scale_start_index)))
+        if fresh:
+            load_extension().da_check_indices(spatial_shape.to(torch.int32).contiguous(),
+                                              scale_start_index.to(torch.int32).contiguous(),
+                                              features.shape[1])
+    ss, _ = _converted_index(spatial_shape, dev)
+    si, _ = _converted_index(scale_start_index, dev)
     return ss, si
 
 
@@ -128,12 +161,12 @@ def _forward_impl(features, spatial_shape, scale_start_index, sampling_location,
 
 
 def _backward_impl(features, spatial_shape, scale_start_index, sampling_location, weights,
-                   grad_output, need_f, need_loc, need_w):
+                   grad_output, need_f, need_loc, need_w, deterministic=False):
     ext = load_extension()
     ss, si = _index_tensors(features, spatial_shape, scale_start_index)
     grad_output = grad_output.to(features.dtype).contiguous()
     return ext.da_backward(features, ss, si, sampling_location, weights, grad_output,
-                           need_f, need_loc, need_w)
+                           need_f, need_loc, need_w, deterministic)
 
 
 # ----------------------------------------------------------------- ONNX (TorchScript exporter)
@@ -183,6 +216,7 @@ class _DeformableAggregationFunction(torch.autograd.Function):
                 deterministic):
         ctx.save_for_backward(features, spatial_shape, scale_start_index, sampling_location,
                               weights)
+        ctx.deterministic = bool(deterministic)
         return _forward_impl(features, spatial_shape, scale_start_index, sampling_location,
                              weights, deterministic)
 
@@ -192,7 +226,8 @@ class _DeformableAggregationFunction(torch.autograd.Function):
         features, ss, si, loc, w = ctx.saved_tensors
         need = ctx.needs_input_grad
         gf, gl, gw = _backward_impl(features, ss, si, loc, w, grad_output,
-                                    bool(need[0]), bool(need[3]), bool(need[4]))
+                                    bool(need[0]), bool(need[3]), bool(need[4]),
+                                    ctx.deterministic)
         return gf, None, None, gl, gw, None
 
     symbolic = staticmethod(_onnx_symbolic)
@@ -224,17 +259,17 @@ def _register_library_op():
     @torch.library.custom_op("s4d::deformable_aggregation_backward", mutates_args=())
     def da_backward_op(features: Tensor, spatial_shape: Tensor, scale_start_index: Tensor,
                        sampling_location: Tensor, weights: Tensor, grad_output: Tensor,
-                       need_features: bool, need_location: bool, need_weights: bool
-                       ) -> Tuple[Tensor, Tensor, Tensor]:
+                       need_features: bool, need_location: bool, need_weights: bool,
+                       deterministic: bool) -> Tuple[Tensor, Tensor, Tensor]:
         grads = _backward_impl(features, spatial_shape, scale_start_index, sampling_location,
                                weights, grad_output, need_features, need_location,
-                               need_weights)
+                               need_weights, deterministic)
         # Custom ops return tensors only: an empty tensor stands for "not computed".
         return tuple(g if g is not None else features.new_empty((0,)) for g in grads)
 
     @da_backward_op.register_fake
     def _(features, spatial_shape, scale_start_index, sampling_location, weights, grad_output,
-          need_features, need_location, need_weights):
+          need_features, need_location, need_weights, deterministic):
         return (torch.empty_like(features) if need_features else features.new_empty((0,)),
                 torch.empty_like(sampling_location) if need_location
                 else features.new_empty((0,)),
@@ -242,12 +277,14 @@ def _register_library_op():
 
     def setup_context(ctx, inputs, output):
         ctx.save_for_backward(*inputs[:5])
+        ctx.deterministic = bool(inputs[5])
 
     def backward(ctx, grad_output):
         features, ss, si, loc, w = ctx.saved_tensors
         need = ctx.needs_input_grad
         gf, gl, gw = da_backward_op(features, ss, si, loc, w, grad_output.contiguous(),
-                                    bool(need[0]), bool(need[3]), bool(need[4]))
+                                    bool(need[0]), bool(need[3]), bool(need[4]),
+                                    ctx.deterministic)
         return (gf if need[0] else None, None, None, gl if need[3] else None,
                 gw if need[4] else None, None)
 
@@ -281,9 +318,11 @@ def deformable_aggregation(features: torch.Tensor, spatial_shape: torch.Tensor,
                            deterministic: Optional[bool] = None) -> torch.Tensor:
     """Deformable feature aggregation of Sparse4D (see the module docstring).
 
-    deterministic: on CUDA, pick the bitwise-reproducible forward kernel;
-    None follows torch.are_deterministic_algorithms_enabled(). The CPU kernel
-    is always deterministic.
+    deterministic: on CUDA, pick the bitwise-reproducible kernels: the forward,
+    and a backward whose grad_features has no float atomics (its other two
+    gradients are reproducible either way); None follows
+    torch.are_deterministic_algorithms_enabled(). The CPU kernels are always
+    deterministic.
     """
     if torch.jit.is_tracing():
         # Under tracing the checks read sizes as traced values; they are static

@@ -74,6 +74,23 @@ def test_deterministic_forward_bitwise_over_10_runs():
         assert torch.equal(deformable_aggregation(f, ss, si, loc, w, deterministic=True), first)
 
 
+def test_deterministic_backward_bitwise_and_matches_cpu():
+    f, ss, si, loc, w = _workload(anchors=300, channels=128)
+    grad = torch.randn(1, 300, 128, generator=torch.Generator().manual_seed(7))
+    cpu_in = [t.clone().requires_grad_(True) for t in (f, loc, w)]
+    deformable_aggregation(cpu_in[0], ss, si, cpu_in[1], cpu_in[2]).backward(grad)
+    runs = []
+    for _ in range(3):
+        gpu_in = [t.cuda().requires_grad_(True) for t in (f, loc, w)]
+        deformable_aggregation(gpu_in[0], ss, si, gpu_in[1], gpu_in[2],
+                               deterministic=True).backward(grad.cuda())
+        runs.append([t.grad for t in gpu_in])
+    for name, c, g0, g1, g2 in zip(("features", "sampling_location", "weights"), cpu_in,
+                                   *runs):
+        assert torch.equal(g0, g1) and torch.equal(g0, g2), name
+        assert rel_l2(g0.cpu(), c.grad) <= 1e-5, name
+
+
 def test_cuda_fp16():
     f, ss, si, loc, w = _workload()
     fh, wh = f.half(), w.half()

@@ -1,0 +1,640 @@
+/*
+ * Deformable aggregation on CUDA: the item kernels (forward and backward).
+ *
+ * Work split. One block per (batch, anchor) and channel slice, as small as 2-8
+ * warps so that every anchor of the realistic workload is resident at once (no
+ * partial last wave). The block
+ *   1. compacts the valid (point, camera) pairs with warp ballots (about 19% of
+ *      them on the realistic workload), keeping their locations in shared memory;
+ *   2. turns every valid (pair, level) into an item record, one thread per item:
+ *      the 4 corner rows (int32, -1 outside the map), the 4 bilinear weights and
+ *      the offset of the item's weights. All corner arithmetic happens here, once
+ *      per item instead of once per warp instruction stream;
+ *   3. lets its warps walk the records round-robin. Per item a warp reads one
+ *      record from shared memory and issues all of the item's feature loads at
+ *      once (16-byte vectors, a lane holds 4 or 8 channels), then its multiply-adds:
+ *      about 60 instructions per item where the first kernels spent several hundred;
+ *   4. adds the warps' partial sums in warp order (forward), so the result is the
+ *      same bit for bit on every run.
+ * Items are numbered level-major (all pairs at level 0, then level 1, ...), so every
+ * warp gets a share of every level (fine levels miss in L1, coarse ones hit).
+ *
+ * Backward: the same items; each lane keeps its channels of grad_output in
+ * registers for the whole anchor. Per item the warp forms the 4 corner dot products
+ * (grad_output . feature row), reduces them over each group's lanes with shuffles
+ * (grad_weights) and over the warp (grad_sampling_location, summed over levels in
+ * level order in shared memory), and either scatters grad_features with vector
+ * atomics or, for the deterministic backward, writes the item's record and sort key
+ * for the gather of da_cuda_det.cu.
+ */
+#include "da_cuda_common.cuh"
+
+namespace s4d_da_cu {
+namespace {
+
+constexpr int kTile = 128; /* item records set up per round */
+
+/* The raw 8- or 16-byte vector that holds VEC elements of TF. */
+template <typename TF, int VEC> struct RawVec;
+template <> struct RawVec<float, 4> {
+    using T = float4;
+};
+template <> struct RawVec<__half, 8> {
+    using T = uint4;
+};
+template <> struct RawVec<__half, 4> {
+    using T = uint2;
+};
+
+template <typename TF, int VEC>
+__device__ __forceinline__ typename RawVec<TF, VEC>::T ldv(const TF *p)
+{
+    return __ldg(reinterpret_cast<const typename RawVec<TF, VEC>::T *>(p));
+}
+
+__device__ __forceinline__ void unpack(const float4 &r, float *o)
+{
+    o[0] = r.x;
+    o[1] = r.y;
+    o[2] = r.z;
+    o[3] = r.w;
+}
+
+__device__ __forceinline__ void unpack(const uint4 &r, float *o)
+{
+    const __half2 *h = reinterpret_cast<const __half2 *>(&r);
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        float2 f = __half22float2(h[j]);
+        o[2 * j] = f.x;
+        o[2 * j + 1] = f.y;
+    }
+}
+
+__device__ __forceinline__ void unpack(const uint2 &r, float *o)
+{
+    const __half2 *h = reinterpret_cast<const __half2 *>(&r);
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        float2 f = __half22float2(h[j]);
+        o[2 * j] = f.x;
+        o[2 * j + 1] = f.y;
+    }
+}
+
+__device__ __forceinline__ int comp(const int4 &v, int q)
+{
+    return q == 0 ? v.x : q == 1 ? v.y : q == 2 ? v.z : v.w;
+}
+
+__device__ __forceinline__ float comp(const float4 &v, int q)
+{
+    return q == 0 ? v.x : q == 1 ? v.y : q == 2 ? v.z : v.w;
+}
+
+/* Shared memory. The per-item arrays have fixed sizes and live in static shared memory, so
+   their addresses are constants of the code rather than registers; the per-anchor arrays
+   (sized by N x L and P x N) follow in dynamic shared memory. */
+template <int W, int RED> struct FwdTile {
+    int4 rows[kTile];   /* corner rows, -1 outside the map */
+    float4 cw[kTile];   /* corner weights */
+    float red[RED];     /* the warps' partial sums (16-byte aligned: float4 stores) */
+    int wrel[kTile];    /* offset of the item's weights from the anchor's */
+    int cnt[W + 1];     /* valid pairs per warp */
+};
+
+template <int W> struct BwdTile {
+    int4 rows[kTile];
+    float4 cw[kTile];
+    float4 geo[kTile];  /* lh, lw, W and H of the map */
+    float2 itg[kTile];  /* the item's location gradient */
+    int wrel[kTile];
+    int cnt[W + 1];
+};
+
+struct Dyn {
+    MapInfo *maps; /* N x L */
+    int *pidx;     /* P x N: indices of the valid pairs */
+    float2 *pxy;   /* P x N: their locations */
+    float2 *pacc;  /* P x N, backward: location gradient per pair */
+};
+
+__host__ __device__ inline size_t dyn_bytes(int64_t NL, int64_t PN)
+{
+    return sizeof(MapInfo) * (size_t)NL + (sizeof(float2) * 2 + sizeof(int)) * (size_t)PN;
+}
+
+__device__ inline Dyn dyn_at(char *base, int64_t NL, int64_t PN)
+{
+    Dyn d;
+    d.maps = reinterpret_cast<MapInfo *>(base);
+    d.pxy = reinterpret_cast<float2 *>(d.maps + NL);
+    d.pacc = d.pxy + PN;
+    d.pidx = reinterpret_cast<int *>(d.pacc + PN);
+    return d;
+}
+
+/* Writes the valid pairs of (b, a) in ascending order with their locations; returns their
+   count (the same in every thread). Starts and ends with a barrier's worth of ordering:
+   everything a thread wrote before the call is visible to the block after it. */
+template <int W>
+__device__ inline int compact_pairs(const Params &p, const Dyn &s, int *cnt, int64_t ba)
+{
+    constexpr int T = W * 32;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t PN = p.P * p.N;
+    int total = 0;
+    for (int64_t base = 0; base < PN; base += T) {
+        const int64_t i = base + threadIdx.x;
+        bool v = false;
+        float x = 0.0f, y = 0.0f;
+        if (i < PN) {
+            const float *xy = p.loc + 2 * (ba * PN + i);
+            x = __ldg(xy);
+            y = __ldg(xy + 1);
+            v = loc_valid(x, y);
+        }
+        const unsigned mask = __ballot_sync(0xffffffffu, v);
+        if (lane == 0)
+            cnt[warp] = __popc(mask);
+        __syncthreads();
+        int off = total, chunk = 0;
+#pragma unroll
+        for (int w = 0; w < W; w++) {
+            const int c = cnt[w];
+            off += w < warp ? c : 0;
+            chunk += c;
+        }
+        if (v) {
+            const int j = off + __popc(mask & ((1u << lane) - 1u));
+            s.pidx[j] = (int)i;
+            s.pxy[j] = make_float2(x, y);
+        }
+        total += chunk;
+        __syncthreads();
+    }
+    return total;
+}
+
+/* The record of item it (level-major numbering) of an anchor with nvalid valid pairs. */
+__device__ inline void make_item(const Dyn &s, int it, int nvalid, int L32, int N32, Corners &cr,
+                                 int &pi, int &l, int &map)
+{
+    l = it / nvalid;
+    const int j = it - l * nvalid;
+    pi = s.pidx[j];
+    const float2 xy = s.pxy[j];
+    map = (pi % N32) * L32 + l;
+    make_corners(s.maps[map], xy.x, xy.y, cr);
+}
+
+/* ------------------------------------------------------------------ forward */
+
+template <typename TF, int VEC, int K, int W, int U, int MINB>
+__global__ void __launch_bounds__(W * 32, MINB)
+    fwd_items_kernel(Params p, bool w_half, bool o_half)
+{
+    constexpr int T = W * 32;
+    constexpr int slice_w = 32 * VEC * K;
+    using Raw = typename RawVec<TF, VEC>::T;
+    extern __shared__ __align__(16) char smem_raw[];
+    __shared__ FwdTile<W, W * slice_w> tile;
+    const Dyn s = dyn_at(smem_raw, p.N * p.L, p.P * p.N);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int C32 = (int)p.C, L32 = (int)p.L, N32 = (int)p.N, G32 = (int)p.G;
+    const int c_begin = (int)blockIdx.y * slice_w;
+    int cst[K], grp[K];
+    bool cok[K];
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        cst[k] = c_begin + k * 32 * VEC + lane * VEC;
+        cok[k] = cst[k] < C32;
+        grp[k] = cok[k] ? cst[k] / (int)p.cpg : 0;
+    }
+    load_maps(p, s.maps);
+    __syncthreads();
+    const int64_t nba = p.bs * p.A, PN = p.P * p.N, PNLG = PN * p.L * p.G;
+    const TF *feat = static_cast<const TF *>(p.feat);
+    for (int64_t ba = blockIdx.x; ba < nba; ba += gridDim.x) {
+        const int64_t b = ba / p.A;
+        const TF *fb = feat + b * p.F * p.C;
+        const int64_t woff = ba * PNLG;
+        const int nvalid = compact_pairs<W>(p, s, tile.cnt, ba);
+        const int items = nvalid * L32;
+        float acc[K][VEC];
+#pragma unroll
+        for (int k = 0; k < K; k++)
+#pragma unroll
+            for (int v = 0; v < VEC; v++)
+                acc[k][v] = 0.0f;
+        for (int tile0 = 0; tile0 < items; tile0 += kTile) {
+            const int tn = min(kTile, items - tile0);
+            for (int t = threadIdx.x; t < tn; t += T) {
+                Corners cr;
+                int pi, l, map;
+                make_item(s, tile0 + t, nvalid, L32, N32, cr, pi, l, map);
+                tile.rows[t] = make_int4((int)cr.row[0], (int)cr.row[1], (int)cr.row[2], (int)cr.row[3]);
+                tile.cw[t] = make_float4(cr.w[0], cr.w[1], cr.w[2], cr.w[3]);
+                tile.wrel[t] = (pi * L32 + l) * G32;
+            }
+            __syncthreads();
+            for (int t = warp; t < tn; t += W * U) {
+                int4 r[U];
+                float4 c[U];
+                float wg[U][K];
+#pragma unroll
+                for (int u = 0; u < U; u++) {
+                    const int tu = t + u * W;
+                    const bool has = u == 0 || tu < tn;
+                    r[u] = has ? tile.rows[tu] : make_int4(-1, -1, -1, -1);
+                    c[u] = has ? tile.cw[tu] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                    const int wr = has ? tile.wrel[tu] : 0;
+#pragma unroll
+                    for (int k = 0; k < K; k++)
+                        wg[u][k] = has && cok[k] ? load_w(p.weights, w_half, woff + wr + grp[k]) : 0.0f;
+                }
+                /* Every load of the U items first, then the arithmetic. */
+                Raw f[U][K][4];
+#pragma unroll
+                for (int u = 0; u < U; u++)
+#pragma unroll
+                    for (int q = 0; q < 4; q++) {
+                        const int rq = comp(r[u], q);
+#pragma unroll
+                        for (int k = 0; k < K; k++)
+                            if (rq >= 0 && cok[k])
+                                f[u][k][q] = ldv<TF, VEC>(fb + (int64_t)rq * C32 + cst[k]);
+                    }
+#pragma unroll
+                for (int u = 0; u < U; u++)
+#pragma unroll
+                    for (int q = 0; q < 4; q++) {
+                        const int rq = comp(r[u], q);
+                        const float cq = comp(c[u], q);
+#pragma unroll
+                        for (int k = 0; k < K; k++) {
+                            if (rq < 0 || !cok[k])
+                                continue;
+                            float v[VEC];
+                            unpack(f[u][k][q], v);
+                            const float coef = wg[u][k] * cq;
+#pragma unroll
+                            for (int e = 0; e < VEC; e++)
+                                acc[k][e] += coef * v[e];
+                        }
+                    }
+            }
+            __syncthreads();
+        }
+        /* Partial sums meet in shared memory and are added in warp order. */
+#pragma unroll
+        for (int k = 0; k < K; k++)
+#pragma unroll
+            for (int v = 0; v < VEC; v += 4)
+                *reinterpret_cast<float4 *>(tile.red + warp * slice_w + k * 32 * VEC + lane * VEC + v) =
+                    make_float4(acc[k][v], acc[k][v + 1], acc[k][v + 2], acc[k][v + 3]);
+        __syncthreads();
+        for (int c = threadIdx.x; c < slice_w && c_begin + c < C32; c += T) {
+            float sum = 0.0f;
+#pragma unroll
+            for (int w = 0; w < W; w++)
+                sum += tile.red[w * slice_w + c];
+            store_f(p.out, o_half, ba * p.C + c_begin + c, sum);
+        }
+        __syncthreads();
+    }
+}
+
+/* ------------------------------------------------------------------ backward */
+
+template <int VEC>
+__device__ __forceinline__ void load_go(const void *p, bool half, int64_t off, float *o)
+{
+    if (half)
+        load_n<VEC>(static_cast<const __half *>(p) + off, o, true);
+    else
+        load_n<VEC>(static_cast<const float *>(p) + off, o, true);
+}
+
+template <typename TF, int VEC, int K, int W, int MINB, bool DET>
+__global__ void __launch_bounds__(W * 32, MINB)
+    bwd_items_kernel(Params p, bool w_half, bool g_half, bool vec_gf, int lpg, DetBuffers d)
+{
+    constexpr int T = W * 32;
+    using Raw = typename RawVec<TF, VEC>::T;
+    extern __shared__ __align__(16) char smem_raw[];
+    __shared__ BwdTile<W> tile;
+    const Dyn s = dyn_at(smem_raw, p.N * p.L, p.P * p.N);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int C32 = (int)p.C, L32 = (int)p.L, N32 = (int)p.N, G32 = (int)p.G;
+    int cst[K], grp[K];
+    bool cok[K];
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        cst[k] = k * 32 * VEC + lane * VEC;
+        cok[k] = cst[k] < C32;
+        grp[k] = cok[k] ? cst[k] / (int)p.cpg : 0;
+    }
+    load_maps(p, s.maps);
+    __syncthreads();
+    const int64_t nba = p.bs * p.A, PN = p.P * p.N, PNL = PN * p.L, PNLG = PNL * p.G;
+    const TF *feat = static_cast<const TF *>(p.feat);
+    TF *gfeat = static_cast<TF *>(p.grad_feat);
+    void *gw = p.grad_w;
+    float *gloc = p.grad_loc;
+    for (int64_t ba = blockIdx.x; ba < nba; ba += gridDim.x) {
+        const int64_t b = ba / p.A;
+        const TF *fb = feat + b * p.F * p.C;
+        const int64_t woff = ba * PNLG;
+        /* Invalid pairs get zero gradients: clear the anchor's slices, coalesced; valid items
+           overwrite their entries after the barriers of the compaction. */
+        for (int64_t i = threadIdx.x; i < PN; i += T)
+            s.pacc[i] = make_float2(0.0f, 0.0f);
+        if (gw)
+            for (int64_t i = threadIdx.x; i < PNLG; i += T)
+                store_f(gw, w_half, woff + i, 0.0f);
+        if (DET)
+            for (int64_t i = threadIdx.x; i < PNL; i += T) {
+                d.keys[ba * PNL + i] = d.sentinel;
+                d.slots[ba * PNL + i] = (uint32_t)(ba * PNL + i);
+            }
+        const int nvalid = compact_pairs<W>(p, s, tile.cnt, ba);
+        const int items = nvalid * L32;
+        float go[K][VEC];
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            if (cok[k])
+                load_go<VEC>(p.grad_out, g_half, ba * p.C + cst[k], go[k]);
+            else
+#pragma unroll
+                for (int v = 0; v < VEC; v++)
+                    go[k][v] = 0.0f;
+        }
+        for (int tile0 = 0; tile0 < items; tile0 += kTile) {
+            const int tn = min(kTile, items - tile0);
+            for (int t = threadIdx.x; t < tn; t += T) {
+                Corners cr;
+                int pi, l, map;
+                make_item(s, tile0 + t, nvalid, L32, N32, cr, pi, l, map);
+                const int4 rows = make_int4((int)cr.row[0], (int)cr.row[1], (int)cr.row[2], (int)cr.row[3]);
+                const float4 cw = make_float4(cr.w[0], cr.w[1], cr.w[2], cr.w[3]);
+                const MapInfo m = s.maps[map];
+                tile.rows[t] = rows;
+                tile.cw[t] = cw;
+                tile.geo[t] = make_float4(cr.lh, cr.lw, (float)m.w, (float)m.h);
+                tile.wrel[t] = (pi * L32 + l) * G32;
+                if (DET && (rows.x >= 0 || rows.y >= 0 || rows.z >= 0 || rows.w >= 0)) {
+                    /* Key: the linear index of the top-left corner, shifted by W + 1 so that a
+                       corner at row or column -1 stays non-negative. */
+                    const int64_t slot = (ba * PN + pi) * p.L + l;
+                    int h0, w0;
+                    float lh, lw;
+                    const float2 xy = s.pxy[(tile0 + t) - l * nvalid];
+                    pixel_coords(m, xy.x, xy.y, h0, w0, lh, lw);
+                    const int64_t tl = (int64_t)m.start + (int64_t)h0 * m.w + w0 + m.w + 1;
+                    d.keys[slot] = (uint32_t)(b * d.key_stride + tl);
+                    d.rec_rows[slot] = rows;
+                    d.rec_cw[slot] = cw;
+                    d.rec_meta[slot] = make_int2(map, (int)ba);
+                }
+            }
+            __syncthreads();
+            for (int t = warp; t < tn; t += W) {
+                const int4 r = tile.rows[t];
+                const float4 c = tile.cw[t];
+                const float4 geo = tile.geo[t];
+                const int wr = tile.wrel[t];
+                float wg[K];
+#pragma unroll
+                for (int k = 0; k < K; k++)
+                    wg[k] = cok[k] ? load_w(p.weights, w_half, woff + wr + grp[k]) : 0.0f;
+                Raw f[K][4];
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    const int rq = comp(r, q);
+#pragma unroll
+                    for (int k = 0; k < K; k++)
+                        if (rq >= 0 && cok[k])
+                            f[k][q] = ldv<TF, VEC>(fb + (int64_t)rq * C32 + cst[k]);
+                }
+                const float lh = geo.x, lw = geo.y;
+                float gx = 0.0f, gy = 0.0f;
+#pragma unroll
+                for (int k = 0; k < K; k++) {
+                    float dq[4];
+#pragma unroll
+                    for (int q = 0; q < 4; q++) {
+                        dq[q] = 0.0f;
+                        if (comp(r, q) >= 0 && cok[k]) {
+                            float v[VEC];
+                            unpack(f[k][q], v);
+#pragma unroll
+                            for (int e = 0; e < VEC; e++)
+                                dq[q] += go[k][e] * v[e];
+                        }
+                    }
+                    /* d(corner weight)/d(lw) and /d(lh), summed over the corners. */
+                    const float cx = (1.0f - lh) * (dq[1] - dq[0]) + lh * (dq[3] - dq[2]);
+                    const float cy = (1.0f - lw) * (dq[2] - dq[0]) + lw * (dq[3] - dq[1]);
+                    gx += wg[k] * cx;
+                    gy += wg[k] * cy;
+                    if (gw) {
+                        float sv = c.x * dq[0] + c.y * dq[1] + c.z * dq[2] + c.w * dq[3];
+                        for (int o = lpg >> 1; o > 0; o >>= 1)
+                            sv += __shfl_xor_sync(0xffffffffu, sv, o);
+                        if (cok[k] && (lane & (lpg - 1)) == 0)
+                            store_f(gw, w_half, woff + wr + grp[k], sv);
+                    }
+                    if (!DET && gfeat) {
+#pragma unroll
+                        for (int q = 0; q < 4; q++) {
+                            const int rq = comp(r, q);
+                            if (rq < 0 || !cok[k])
+                                continue;
+                            const float coef = wg[k] * comp(c, q);
+                            float add[VEC];
+#pragma unroll
+                            for (int e = 0; e < VEC; e++)
+                                add[e] = coef * go[k][e];
+                            atomic_add_n<VEC>(gfeat + (b * p.F + rq) * p.C + cst[k], add, vec_gf);
+                        }
+                    }
+                }
+                if (gloc) {
+#pragma unroll
+                    for (int o = 16; o > 0; o >>= 1) {
+                        gx += __shfl_xor_sync(0xffffffffu, gx, o);
+                        gy += __shfl_xor_sync(0xffffffffu, gy, o);
+                    }
+                    if (lane == 0)
+                        tile.itg[t] = make_float2(gx * geo.z, gy * geo.w);
+                }
+            }
+            __syncthreads();
+            /* Each pair adds its items of this round in level order. */
+            if (gloc) {
+                for (int j = threadIdx.x; j < nvalid; j += T) {
+                    const int pi = s.pidx[j];
+                    float2 a = s.pacc[pi];
+                    for (int l = 0; l < L32; l++) {
+                        const int it = l * nvalid + j - tile0;
+                        if (it >= 0 && it < tn) {
+                            a.x += tile.itg[it].x;
+                            a.y += tile.itg[it].y;
+                        }
+                    }
+                    s.pacc[pi] = a;
+                }
+            }
+            __syncthreads();
+        }
+        if (gloc)
+            for (int64_t i = threadIdx.x; i < PN; i += T) {
+                const float2 a = s.pacc[i];
+                gloc[2 * (ba * PN + i)] = a.x;
+                gloc[2 * (ba * PN + i) + 1] = a.y;
+            }
+        __syncthreads();
+    }
+}
+
+/* ------------------------------------------------------------------ launchers */
+
+constexpr size_t kMaxSmem = 48 * 1024;
+
+unsigned grid_x(int64_t nba)
+{
+    return (unsigned)(nba < (1 << 20) ? nba : (1 << 20));
+}
+
+template <typename TF, int VEC, int K, int W, int U, int MINB>
+s4d_status launch_fwd_t(const Params &p, bool w_half, bool o_half, cudaStream_t st, s4d_errbuf *err)
+{
+    const int64_t slice_w = 32 * VEC * K;
+    const int64_t slices = (p.C + slice_w - 1) / slice_w;
+    const size_t smem = dyn_bytes(p.N * p.L, p.P * p.N);
+    dim3 grid(grid_x(p.bs * p.A), (unsigned)slices);
+    fwd_items_kernel<TF, VEC, K, W, U, MINB><<<grid, W * 32, smem, st>>>(p, w_half, o_half);
+    return launch_status(err, "item forward kernel launch");
+}
+
+/* The forward shapes: channels per lane (cpl) sets the vector width and the number of
+   vectors per lane; 8-wide float16 vectors and two 4-wide float32 vectors both cover
+   256 channels per warp. */
+template <typename TF>
+s4d_status launch_fwd_dtype(const Params &p, const FwdShape &s, bool w_half, bool o_half,
+                            cudaStream_t st, s4d_errbuf *err)
+{
+    constexpr bool H = sizeof(TF) == 2;
+    constexpr int V8 = H ? 8 : 4, K8 = H ? 1 : 2; /* 8 channels per lane */
+    /* Blocks per SM each shape is compiled for (its register cap): float32 with 8 channels
+       per lane holds 32 loaded values per item and needs up to 72 registers, still 7 blocks
+       of 4 warps per SM, 924 resident blocks for the 900 anchors. */
+    const int key = s.warps * 100 + s.cpl * 10 + s.unroll;
+    switch (key) {
+    case 481: return launch_fwd_t<TF, V8, K8, 4, 1, H ? 8 : 7>(p, w_half, o_half, st, err);
+    case 881: return launch_fwd_t<TF, V8, K8, 8, 1, H ? 4 : 3>(p, w_half, o_half, st, err);
+    case 281: return launch_fwd_t<TF, V8, K8, 2, 1, H ? 16 : 14>(p, w_half, o_half, st, err);
+    case 441: return launch_fwd_t<TF, 4, 1, 4, 1, 8>(p, w_half, o_half, st, err);
+    case 482: return launch_fwd_t<TF, V8, K8, 4, 2, H ? 6 : 4>(p, w_half, o_half, st, err);
+    case 442: return launch_fwd_t<TF, 4, 1, 4, 2, H ? 8 : 6>(p, w_half, o_half, st, err);
+    default: break;
+    }
+    return s4d_da_fail(err, S4D_ERR_INTERNAL, "deformable_aggregation: no item forward for %d warps, "
+                       "%d channels per lane, %d items in flight", s.warps, s.cpl, s.unroll);
+}
+
+template <typename TF, int VEC, int K, int W, int MINB>
+s4d_status launch_bwd_t(const Params &p, bool w_half, bool g_half, bool vec_gf, int lpg,
+                        const DetBuffers *det, cudaStream_t st, s4d_errbuf *err)
+{
+    const size_t smem = dyn_bytes(p.N * p.L, p.P * p.N);
+    dim3 grid(grid_x(p.bs * p.A));
+    DetBuffers d;
+    if (det) {
+        d = *det;
+        bwd_items_kernel<TF, VEC, K, W, MINB, true><<<grid, W * 32, smem, st>>>(
+            p, w_half, g_half, vec_gf, lpg, d);
+    } else {
+        memset(&d, 0, sizeof d);
+        bwd_items_kernel<TF, VEC, K, W, MINB, false><<<grid, W * 32, smem, st>>>(
+            p, w_half, g_half, vec_gf, lpg, d);
+    }
+    return launch_status(err, "item backward kernel launch");
+}
+
+template <typename TF>
+s4d_status launch_bwd_dtype(const Params &p, const BwdShape &s, bool w_half, bool g_half,
+                            bool vec_gf, const DetBuffers *det, cudaStream_t st, s4d_errbuf *err)
+{
+    constexpr int V = 16 / sizeof(TF);
+    const int K = (int)((p.C + 32 * V - 1) / (32 * V));
+    const int lpg = (int)(p.cpg / V);
+    if (K == 1 && s.warps == 4)
+        return launch_bwd_t<TF, V, 1, 4, 8>(p, w_half, g_half, vec_gf, lpg, det, st, err);
+    if (K == 1 && s.warps == 8)
+        return launch_bwd_t<TF, V, 1, 8, 4>(p, w_half, g_half, vec_gf, lpg, det, st, err);
+    if (K == 2 && s.warps == 4)
+        return launch_bwd_t<TF, V, 2, 4, 6>(p, w_half, g_half, vec_gf, lpg, det, st, err);
+    if (K == 2 && s.warps == 8)
+        return launch_bwd_t<TF, V, 2, 8, 3>(p, w_half, g_half, vec_gf, lpg, det, st, err);
+    return s4d_da_fail(err, S4D_ERR_INTERNAL, "deformable_aggregation: no item backward for %d warps "
+                       "and %d vectors per lane", s.warps, K);
+}
+
+bool pow2(int64_t v)
+{
+    return v > 0 && (v & (v - 1)) == 0;
+}
+
+} /* namespace */
+
+bool fwd_items_supported(const Params &p, const FwdShape &s, size_t feat_size, const void *feat)
+{
+    const int64_t vec = feat_size == 2 && s.cpl == 8 ? 8 : 4;
+    const size_t vbytes = (size_t)vec * feat_size;
+    if (p.C % vec || p.cpg % vec || !aligned(feat, vbytes))
+        return false;
+    /* 32-bit item arithmetic: relative weight offsets and channel indices. */
+    if (p.P * p.N * p.L * p.G >= INT32_MAX || p.C >= INT32_MAX / 2)
+        return false;
+    const int64_t slice_w = 32 * s.cpl;
+    if ((p.C + slice_w - 1) / slice_w > 65535)
+        return false;
+    /* Static tile (at most 4.6 KB of records plus the partial sums of 8 warps x 256
+       channels) and the dynamic per-anchor arrays. */
+    return dyn_bytes(p.N * p.L, p.P * p.N) + 13 * 1024 <= kMaxSmem;
+}
+
+bool bwd_items_supported(const Params &p, const BwdShape &s, size_t feat_size,
+                         const s4d_da_backward_args *a)
+{
+    const int64_t vec = 16 / (int64_t)feat_size;
+    const size_t gsz = s4d_dtype_size(a->grad_output_dtype);
+    if (p.C % vec || p.cpg % vec || !aligned(a->features, 16) ||
+        !aligned(a->grad_output, (size_t)vec * gsz) || !aligned(a->grad_features, 16))
+        return false;
+    /* Whole groups in power-of-two runs of lanes, and every channel in one block. */
+    if (!pow2(p.cpg / vec) || p.cpg / vec > 32 || p.C > 2 * 32 * vec)
+        return false;
+    if (p.P * p.N * p.L * p.G >= INT32_MAX || p.bs * p.A >= INT32_MAX)
+        return false;
+    return dyn_bytes(p.N * p.L, p.P * p.N) + 8 * 1024 <= kMaxSmem;
+}
+
+s4d_status launch_fwd_items(const Params &p, const FwdShape &s, bool feat_half, bool w_half,
+                            bool o_half, cudaStream_t st, s4d_errbuf *err)
+{
+    return feat_half ? launch_fwd_dtype<__half>(p, s, w_half, o_half, st, err)
+                     : launch_fwd_dtype<float>(p, s, w_half, o_half, st, err);
+}
+
+s4d_status launch_bwd_items(const Params &p, const BwdShape &s, bool feat_half, bool w_half,
+                            bool g_half, const DetBuffers *det, cudaStream_t st, s4d_errbuf *err)
+{
+    /* bwd_items_supported checked grad_features' alignment for the vector atomics. */
+    return feat_half ? launch_bwd_dtype<__half>(p, s, w_half, g_half, true, det, st, err)
+                     : launch_bwd_dtype<float>(p, s, w_half, g_half, true, det, st, err);
+}
+
+} /* namespace s4d_da_cu */
