@@ -5,12 +5,15 @@
  * result, never in a crash, a hang or an unbounded allocation.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "s4d/engine.h"
+#include "s4d/npy.h"
 
 #include "check.h"
 
@@ -43,11 +46,97 @@ static void case_onnx_attr_tensor_null(void)
     }
 }
 
+/* Each reader refuses the path with S4D_ERR_IO and a message holding `want`. */
+static void expect_refused(const char *path, const char *want)
+{
+    s4d_errbuf err = {{0}};
+    s4d_engine *e = NULL;
+    s4d_status st = s4d_engine_build_onnx_file(path, NULL, &e, &err);
+    printf("  build %s -> %s: %s\n", path, s4d_status_string(st), err.msg);
+    CHECK(st == S4D_ERR_IO && e == NULL && strstr(err.msg, path) && strstr(err.msg, want),
+          "build: %d %s", st, err.msg);
+    s4d_engine_destroy(e);
+    e = NULL;
+    st = s4d_engine_load_file(path, NULL, &e, &err);
+    CHECK(st == S4D_ERR_IO && e == NULL && strstr(err.msg, path) && strstr(err.msg, want),
+          "load: %d %s", st, err.msg);
+    s4d_engine_destroy(e);
+    s4d_npy a;
+    st = s4d_npy_load(path, &a, &err);
+    CHECK(st == S4D_ERR_IO && a.data == NULL && strstr(err.msg, path) && strstr(err.msg, want),
+          "npy: %d %s", st, err.msg);
+}
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    static const char msg[] = "a reader blocked on a FIFO or a device (no answer within 20 s)\n";
+    if (write(2, msg, sizeof msg - 1) < 0)
+        _exit(3);
+    _exit(1);
+}
+
+static void case_read_limits(void)
+{
+    /* A reader that waits on a pipe or reads /dev/zero until memory runs out fails here. */
+    signal(SIGALRM, on_alarm);
+    alarm(20);
+    unsetenv("S4D_MAX_FILE_BYTES");
+    expect_refused("/dev/zero", "not a regular file (a character device)");
+    expect_refused(g_scratch, "not a regular file (a directory)");
+    char *fifo = path_in(g_scratch, "fifo");
+    unlink(fifo);
+    CHECK(mkfifo(fifo, 0600) == 0, "mkfifo %s", fifo);
+    expect_refused(fifo, "not a regular file (a pipe)");
+    unlink(fifo);
+
+    /* The size limit and its environment variable. */
+    char *big = path_in(g_scratch, "3000_bytes.npy");
+    FILE *f = fopen(big, "wb");
+    for (int i = 0; f && i < 3000; i++)
+        fputc(i * 7, f);
+    CHECK(f && fclose(f) == 0, "cannot write %s", big);
+    setenv("S4D_MAX_FILE_BYTES", "2999", 1);
+    expect_refused(big, "3000 bytes, more than the limit of 2999");
+    setenv("S4D_MAX_FILE_BYTES", "2K", 1);
+    expect_refused(big, "S4D_MAX_FILE_BYTES");
+    const char *malformed[] = {"abc", "0", "-5", "12Q", "99999999999999999999999", "1G5",
+                               "20000000000000G"};
+    for (size_t i = 0; i < sizeof malformed / sizeof malformed[0]; i++) {
+        setenv("S4D_MAX_FILE_BYTES", malformed[i], 1);
+        s4d_npy a;
+        s4d_errbuf err = {{0}};
+        s4d_status st = s4d_npy_load(big, &a, &err);
+        if (i == 0)
+            printf("  S4D_MAX_FILE_BYTES=%s -> %s: %s\n", malformed[i], s4d_status_string(st),
+                   err.msg);
+        CHECK(st == S4D_ERR_INVALID_ARG && strstr(err.msg, "S4D_MAX_FILE_BYTES") &&
+                  strstr(err.msg, malformed[i]),
+              "%s: %d %s", malformed[i], st, err.msg);
+    }
+    /* At or above the file's size the bytes are read and reach the parser. */
+    const char *enough[] = {"3000", "3k", "1M", "1g"};
+    for (size_t i = 0; i < sizeof enough / sizeof enough[0]; i++) {
+        setenv("S4D_MAX_FILE_BYTES", enough[i], 1);
+        s4d_npy a;
+        s4d_errbuf err = {{0}};
+        s4d_status st = s4d_npy_load(big, &a, &err);
+        CHECK(st == S4D_ERR_PARSE && strstr(err.msg, "magic"), "%s: %d %s", enough[i], st,
+              err.msg);
+    }
+    unsetenv("S4D_MAX_FILE_BYTES");
+    s4d_npy a;
+    s4d_errbuf err = {{0}};
+    CHECK(s4d_npy_load(big, &a, &err) == S4D_ERR_PARSE, "default limit: %s", err.msg);
+    alarm(0);
+}
+
 static const struct {
     const char *name;
     void (*fn)(void);
 } cases[] = {
     {"onnx_attr_tensor_null", case_onnx_attr_tensor_null},
+    {"read_limits", case_read_limits},
 };
 
 int main(int argc, char **argv)
