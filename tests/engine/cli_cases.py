@@ -188,6 +188,28 @@ def case_wrong_input_shape():
     expect(p.stderr, "[3, 2]", "[2, 3]")
 
 
+def case_hostile_flags():
+    # Flags once accepted silently: non-finite tolerances, empty and repeated --loadInputs.
+    x = m("mlp_in/x.npy")
+    for flag in ("--rtol=inf", "--atol=nan", "--rtol=-inf", "--atol=1e999"):
+        p = run(f"--onnx={m('mlp.onnx')}", flag, ok=False)
+        expect(p.stderr, flag.split("=")[0], "finite")
+    for spec in (",,,", "", f"x:{x},", f",x:{x}", f"x:{x},,y:{x}"):
+        p = run(f"--onnx={m('mlp.onnx')}", f"--loadInputs={spec}", ok=False)
+        expect(p.stderr, "--loadInputs", "name:file.npy")
+    p = run(f"--onnx={m('mlp.onnx')}", f"--loadInputs=x:{x},x:{scratch('other.npy')}", ok=False)
+    expect(p.stderr, "'x' is given twice", "other.npy")
+    p = run(f"--onnx={m('mlp.onnx')}", f"--loadInputs=x:{x}", f"--loadInputs=x:{x}", ok=False)
+    expect(p.stderr, "'x' is given twice")
+    # Error paths after --loadInputs was parsed: the sanitizer build reports any leak (and the
+    # extra stderr lines fail run()).
+    p = run(f"--onnx={scratch('missing.onnx')}", f"--loadInputs=x:{x}", ok=False)
+    expect(p.stderr, "missing.onnx")
+    p = run(f"--onnx={m('mlp.onnx')}", f"--loadInputs=x:{x}", "--plugins=/nonexistent/lib.so",
+            ok=False)
+    expect(p.stderr, "lib.so")
+
+
 def case_bounded_reads():
     # Devices, directories and pipes are refused at once, before any read; a file over the size
     # limit names the limit and the variable that raises it.
