@@ -5,6 +5,7 @@
  * result, never in a crash, a hang or an unbounded allocation.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,12 +132,77 @@ static void case_read_limits(void)
     alarm(0);
 }
 
+static s4d_npy load_npy(const char *name)
+{
+    s4d_npy a;
+    s4d_errbuf err = {{0}};
+    if (s4d_npy_load(path_in(g_cases, name), &a, &err) != S4D_OK) {
+        fprintf(stderr, "cannot load %s: %s\n", name, err.msg);
+        exit(1);
+    }
+    return a;
+}
+
+/* Grid values of inf, NaN and 1e30 once became int64 casts out of range (undefined). */
+static void case_grid_sample_nonfinite(void)
+{
+    const char *names[] = {"gs_bilinear_zeros_0",      "gs_nearest_zeros_0",
+                           "gs_bilinear_border_1",     "gs_bilinear_reflection_0",
+                           "gs_bilinear_reflection_1", "gs_nearest_reflection_0"};
+    s4d_npy x = load_npy("gs_x.npy"), grid = load_npy("gs_grid.npy");
+    for (size_t m = 0; m < sizeof names / sizeof names[0]; m++) {
+        char file[256];
+        snprintf(file, sizeof file, "%s.onnx", names[m]);
+        s4d_engine *e = NULL;
+        s4d_context *ctx = NULL;
+        s4d_errbuf err = {{0}};
+        if (s4d_engine_build_onnx_file(path_in(g_cases, file), NULL, &e, &err) != S4D_OK ||
+            s4d_context_create(e, NULL, &ctx, &err) != S4D_OK) {
+            CHECK(0, "%s: %s", file, err.msg);
+            s4d_engine_destroy(e);
+            continue;
+        }
+        CHECK(s4d_context_bind(ctx, "x", x.dtype, x.rank, x.dims, x.data) == S4D_OK, "bind x");
+        CHECK(s4d_context_bind(ctx, "grid", grid.dtype, grid.rank, grid.dims, grid.data) ==
+                  S4D_OK,
+              "bind grid");
+        CHECK(s4d_context_run(ctx, NULL) == S4D_OK, "%s: %s", file, s4d_context_errmsg(ctx));
+        const void *out = NULL;
+        s4d_tensor_info ti;
+        memset(&ti, 0, sizeof ti);
+        s4d_context_output(ctx, "y", &out, &ti);
+        size_t bytes = ti.bytes;
+        snprintf(file, sizeof file, "%s_ref.npy", names[m]);
+        s4d_npy ref = load_npy(file);
+        CHECK(out && bytes == ref.bytes / 2, "%s: %zu output bytes", names[m], bytes);
+        int bad = 0, nans = 0, zeros = 0;
+        for (size_t i = 0; out && i < bytes / 4; i++) {
+            double got = ((const float *)out)[i], want = ((const double *)ref.data)[i];
+            nans += isnan(want);
+            zeros += want == 0;
+            if (isnan(want) ? !isnan(got) : !(fabs(got - want) <= 1e-5 + 1e-5 * fabs(want))) {
+                if (bad++ < 3)
+                    fprintf(stderr, "  %s [%zu]: got %.9g, want %.9g\n", names[m], i, got, want);
+            }
+        }
+        printf("  %s: %zu values (%d NaN, %d zero in the reference), %d off\n", names[m],
+               bytes / 4, nans, zeros, bad);
+        CHECK(bad == 0, "%s: %d values differ from the reference", names[m], bad);
+        s4d_npy_free(&ref);
+        s4d_context_destroy(ctx);
+        s4d_engine_destroy(e);
+    }
+    s4d_npy_free(&x);
+    s4d_npy_free(&grid);
+}
+
 static const struct {
     const char *name;
     void (*fn)(void);
 } cases[] = {
     {"onnx_attr_tensor_null", case_onnx_attr_tensor_null},
     {"read_limits", case_read_limits},
+    {"grid_sample_nonfinite", case_grid_sample_nonfinite},
 };
 
 int main(int argc, char **argv)
