@@ -5,12 +5,13 @@ BUILD     ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 30
+SOAK_FRAMES ?= 2000
 JOBS      ?= $(shell nproc)
 CMAKE_ARGS ?=
 PRESET    ?= tiny
 
-.PHONY: all deps deps-test build python test test-c test-python test-asan fuzz fuzz-build demo \
-        clean
+.PHONY: all deps deps-test build python test test-c test-python test-asan fuzz fuzz-build soak \
+        demo clean
 
 all: build python
 
@@ -60,6 +61,11 @@ fuzz: fuzz-build
 	@for t in onnx engine npy; do \
 	  tests/fuzz/run_fuzz.sh $$t $(FUZZ_SECONDS) $(FUZZ_BUILD) || exit 1; \
 	done
+
+# The soak test's long mode: SOAK_FRAMES frames of the tiny head in one process.
+soak: all
+	@SOAK_FRAMES=$(SOAK_FRAMES) PYTHON=$(PYTHON) tests/soak/run_soak.sh $(CURDIR) \
+	  $(BUILD)/bin/soak $(BUILD)/lib/libs4d_plugins.so $(BUILD)/soak
 
 demo: all
 	@PRESET=$(PRESET) BUILD=$(BUILD) PYTHON=$(PYTHON) scripts/demo.sh
