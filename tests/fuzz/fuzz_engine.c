@@ -74,7 +74,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fuzz_fail("a successful load gave no engine");
     fuzz_roundtrip_engine(e);
     /* Running what was loaded tests the loader's promise that it verifies what it runs. */
-    if (runnable && !getenv("S4D_FUZZ_ENGINE_NO_RUN"))
+    const char *no_run = getenv("S4D_FUZZ_ENGINE_NO_RUN");
+    if (runnable && !(no_run && no_run[0]))
         fuzz_run_engine(e);
     s4d_engine_destroy(e);
     return 0;

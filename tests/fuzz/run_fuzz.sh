@@ -31,4 +31,6 @@ if ! "$bin" "${args[@]}" "$@" "$work/corpus" "$here/corpus/$target" >"$log" 2>&1
   echo "fuzz $target: FINDING (full log: $log); keep the input as tests/fuzz/corpus/$target/regress-<what>" >&2
   exit 1
 fi
-grep -E "^stat::number_of_executed_units|^Done" "$log" | sed "s/^/fuzz $target: /"
+# libFuzzer ends with "Done N runs in S second(s)"; with -fork, the last "#N: ..." line counts.
+grep -E "^Done [0-9]+ runs" "$log" | sed "s/^/fuzz $target: /" ||
+  grep -E "^#[0-9]+:" "$log" | tail -n 1 | sed "s/^/fuzz $target: /"
