@@ -3,11 +3,15 @@
 PYTHON    ?= /usr/bin/python3
 BUILD     ?= build
 ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 30
+SOAK_FRAMES ?= 2000
 JOBS      ?= $(shell nproc)
 CMAKE_ARGS ?=
 PRESET    ?= tiny
 
-.PHONY: all deps deps-test build python test test-c test-python test-asan demo clean
+.PHONY: all deps deps-test build python test test-c test-python test-asan fuzz fuzz-build soak \
+        demo clean
 
 all: build python
 
@@ -29,7 +33,7 @@ python: deps
 	fi
 
 test: deps-test all
-	@$(MAKE) --no-print-directory test-c test-python test-asan
+	@$(MAKE) --no-print-directory test-c test-python test-asan fuzz
 
 test-c:
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
@@ -46,9 +50,26 @@ test-asan: deps-test
 	@cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) --timeout 900 -LE no_asan
 
+# The libFuzzer targets (clang, ASan + UBSan), each run for FUZZ_SECONDS over the
+# committed corpus (tests/fuzz/README.md); `make test` runs them briefly.
+fuzz-build: deps-test
+	@CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DS4D_CUDA=OFF \
+	  -DS4D_FUZZ=ON >/dev/null
+	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_targets
+
+fuzz: fuzz-build
+	@for t in onnx engine npy; do \
+	  tests/fuzz/run_fuzz.sh $$t $(FUZZ_SECONDS) $(FUZZ_BUILD) || exit 1; \
+	done
+
+# The soak test's long mode: SOAK_FRAMES frames of the tiny head in one process.
+soak: all
+	@SOAK_FRAMES=$(SOAK_FRAMES) PYTHON=$(PYTHON) tests/soak/run_soak.sh $(CURDIR) \
+	  $(BUILD)/bin/soak $(BUILD)/lib/libs4d_plugins.so $(BUILD)/soak
+
 demo: all
 	@PRESET=$(PRESET) BUILD=$(BUILD) PYTHON=$(PYTHON) scripts/demo.sh
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
 	find python -name '*.so' -delete

@@ -6,7 +6,8 @@ set -euo pipefail
 build_pkgs=(cmake make gcc g++ pkg-config protobuf-c-compiler libprotobuf-c-dev libonnx-dev
             libopenblas-dev libpng-dev python3 python3-dev python3-numpy python3-torch libtorch-dev
             python3-onnx python3-setuptools)
-test_pkgs=(python3-pytest libonnx-testdata)
+# clang and libFuzzer build the fuzz targets that `make test` runs.
+test_pkgs=(python3-pytest libonnx-testdata clang libfuzzer-14-dev libclang-rt-14-dev)
 
 case "${1:-test}" in
   build|demo) want=("${build_pkgs[@]}") ;;

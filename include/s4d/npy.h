@@ -31,7 +31,8 @@ typedef struct s4d_npy {
 } s4d_npy;
 
 /*
- * Parses .npy bytes (not retained) or reads a file. On failure *out is
+ * Parses .npy bytes (not retained) or reads a file (a regular file no larger
+ * than 2 GiB or S4D_MAX_FILE_BYTES: docs/engine-api.md). On failure *out is
  * zeroed and err (may be NULL) names the problem. Statuses: S4D_OK,
  * S4D_ERR_INVALID_ARG, S4D_ERR_IO, S4D_ERR_PARSE, S4D_ERR_UNSUPPORTED,
  * S4D_ERR_NO_MEMORY.

@@ -235,6 +235,7 @@ static s4d_status convert_attr(const Onnx__AttributeProto *a, const char *node, 
     out->name = s4d_strdup(a->name);
     if (!out->name)
         return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
+    const char *aname = out->name;
     int type = attr_type_of(a);
     char what[512];
     switch (type) {
@@ -247,7 +248,12 @@ static s4d_status convert_attr(const Onnx__AttributeProto *a, const char *node, 
         out->s_len = a->s.len;
         break;
     case S4D_ATTR_TENSOR: {
-        snprintf(what, sizeof what, "node '%s' attribute '%s'", node, a->name);
+        /* A writer may set the type and leave the field out; the field is optional in proto2. */
+        if (!a->t)
+            return s4d_fmt_err(err, errsz, S4D_ERR_PARSE,
+                               "node '%s': attribute '%s' has type TENSOR but holds no tensor",
+                               node, aname);
+        snprintf(what, sizeof what, "node '%s' attribute '%s'", node, aname);
         out->t = calloc(1, sizeof *out->t);
         if (!out->t)
             return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
@@ -281,12 +287,12 @@ static s4d_status convert_attr(const Onnx__AttributeProto *a, const char *node, 
         break;
     case S4D_ATTR_UNDEFINED:
         return s4d_fmt_err(err, errsz, S4D_ERR_PARSE, "node '%s': attribute '%s' has no value",
-                           node, a->name);
+                           node, aname);
     default:
         return s4d_fmt_err(err, errsz, S4D_ERR_UNSUPPORTED,
                            "node '%s': attribute '%s' of type %s is not supported (s4d has no "
                            "subgraphs, sparse tensors or type attributes)",
-                           node, a->name, attr_type_name(type));
+                           node, aname, attr_type_name(type));
     }
     out->type = (s4d_attr_type)type;
     return S4D_OK;

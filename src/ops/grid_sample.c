@@ -78,8 +78,9 @@ static double reflect(double x, double lo2, double hi2)
     double mn = lo2 / 2, span = (hi2 - lo2) / 2;
     x = fabs(x - mn);
     double extra = fmod(x, span);
-    int64_t flips = (int64_t)floor(x / span);
-    return (flips % 2 == 0) ? extra + mn : span - extra + mn;
+    /* The parity in floating point: x / span may lie far outside int64 (1e30, inf). */
+    double flips = floor(x / span);
+    return fmod(flips, 2.0) == 0.0 ? extra + mn : span - extra + mn;
 }
 
 static double clampd(double v, double lo, double hi)
@@ -138,6 +139,12 @@ static void gs_rows(void *arg, int64_t begin, int64_t end)
                 continue;
             }
             double fx = floor(x), fy = floor(y);
+            /* No corner lies inside the map: zeros, and no cast of a value outside int64. */
+            if (!(fx >= -1 && fx <= (double)p->w && fy >= -1 && fy <= (double)p->h)) {
+                for (int64_t c = 0; c < p->c; c++)
+                    ys[c * oplane] = 0.0f;
+                continue;
+            }
             int64_t x0 = (int64_t)fx, y0 = (int64_t)fy;
             float lx = (float)(x - fx), ly = (float)(y - fy);
             float wt[4], cw[4] = {(1 - lx) * (1 - ly), lx * (1 - ly), (1 - lx) * ly, lx * ly};

@@ -3,11 +3,14 @@
 #include "util/util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 s4d_status s4d_fmt_err(char *buf, size_t size, s4d_status status, const char *fmt, ...)
 {
@@ -31,38 +34,104 @@ char *s4d_strdup(const char *s)
     return d;
 }
 
+/* 2 GiB: the largest protobuf message (so the largest ONNX model without external data), and far
+   above any engine of the models s4d targets. A hostile path must not make a reader allocate more. */
+#define DEFAULT_MAX_FILE_BYTES (UINT64_C(2) << 30)
+
+s4d_status s4d_max_file_bytes(uint64_t *limit, char *err, size_t errsz)
+{
+    *limit = DEFAULT_MAX_FILE_BYTES;
+    const char *env = getenv("S4D_MAX_FILE_BYTES");
+    if (!env || !env[0])
+        return S4D_OK;
+    uint64_t v = 0;
+    const char *s = env;
+    for (; *s >= '0' && *s <= '9'; s++) {
+        if (v > (UINT64_MAX - 9) / 10)
+            break;
+        v = v * 10 + (uint64_t)(*s - '0');
+    }
+    int shift = 0;
+    if (s != env) {
+        switch (*s) {
+        case 'K': case 'k': shift = 10; s++; break;
+        case 'M': case 'm': shift = 20; s++; break;
+        case 'G': case 'g': shift = 30; s++; break;
+        default: break;
+        }
+    }
+    if (s == env || *s || v == 0 || v > (UINT64_MAX >> shift))
+        return s4d_fmt_err(err, errsz, S4D_ERR_INVALID_ARG,
+                           "S4D_MAX_FILE_BYTES='%s' is not a byte count (a positive integer, "
+                           "optionally followed by K, M or G)",
+                           env);
+    *limit = v << shift;
+    return S4D_OK;
+}
+
 s4d_status s4d_read_file(const char *path, uint8_t **data, size_t *size, char *err, size_t errsz)
 {
     *data = NULL;
     *size = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    uint64_t limit;
+    s4d_status st = s4d_max_file_bytes(&limit, err, errsz);
+    if (st != S4D_OK)
+        return st;
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer before fstat can refuse it. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
         return s4d_fmt_err(err, errsz, S4D_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-    uint8_t *buf = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (cap - len < 65536) {
-            size_t ncap = cap ? cap * 2 : 1 << 20;
-            uint8_t *nb = realloc(buf, ncap + 1);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory reading '%s'", path);
-            }
-            buf = nb;
-            cap = ncap;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        st = s4d_fmt_err(err, errsz, S4D_ERR_IO, "cannot stat '%s': %s", path, strerror(errno));
+        close(fd);
+        return st;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return s4d_fmt_err(err, errsz, S4D_ERR_IO,
+                           "'%s' is not a regular file (%s); s4d reads models, engines and "
+                           ".npy arrays from regular files only",
+                           path,
+                           S_ISDIR(sb.st_mode)   ? "a directory"
+                           : S_ISCHR(sb.st_mode) ? "a character device"
+                           : S_ISBLK(sb.st_mode) ? "a block device"
+                           : S_ISFIFO(sb.st_mode) ? "a pipe"
+                           : S_ISSOCK(sb.st_mode) ? "a socket"
+                                                  : "another kind of file");
+    }
+    uint64_t want = (uint64_t)sb.st_size;
+    if (sb.st_size < 0 || want > limit || want >= SIZE_MAX) {
+        close(fd);
+        return s4d_fmt_err(err, errsz, S4D_ERR_IO,
+                           "'%s' holds %llu bytes, more than the limit of %llu (set the "
+                           "environment variable S4D_MAX_FILE_BYTES to raise it)",
+                           path, (unsigned long long)sb.st_size, (unsigned long long)limit);
+    }
+    size_t len = 0, n = (size_t)want;
+    uint8_t *buf = malloc(n + 1);
+    if (!buf) {
+        close(fd);
+        return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory reading '%s' (%zu bytes)",
+                           path, n);
+    }
+    while (len < n) {
+        ssize_t got = read(fd, buf + len, n - len);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0) {
+            st = got < 0 ? s4d_fmt_err(err, errsz, S4D_ERR_IO, "cannot read '%s': %s", path,
+                                       strerror(errno))
+                         : s4d_fmt_err(err, errsz, S4D_ERR_IO,
+                                       "'%s' shrank while being read (%zu of %zu bytes)", path,
+                                       len, n);
+            free(buf);
+            close(fd);
+            return st;
         }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0)
-            break;
+        len += (size_t)got;
     }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return s4d_fmt_err(err, errsz, S4D_ERR_IO, "cannot read '%s'", path);
-    }
+    close(fd);
     buf[len] = 0;
     *data = buf;
     *size = len;

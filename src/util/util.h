@@ -24,8 +24,15 @@ s4d_status s4d_fmt_err(char *buf, size_t size, s4d_status status, const char *fm
 /* Duplicates a string; NULL in gives "" out; NULL on allocation failure. */
 char *s4d_strdup(const char *s);
 
-/* Reads a whole file into a malloc'd buffer (one spare NUL byte past the end). */
+/*
+ * Reads a whole regular file into a malloc'd buffer (one spare NUL byte past the end). Devices,
+ * pipes and directories are refused, and so is a file larger than s4d_max_file_bytes(), before
+ * anything is allocated: S4D_ERR_IO with a one-line message naming the path.
+ */
 s4d_status s4d_read_file(const char *path, uint8_t **data, size_t *size, char *err, size_t errsz);
+/* The file size limit: 2 GiB, or the environment variable S4D_MAX_FILE_BYTES (bytes, or with a
+   K, M or G suffix); S4D_ERR_INVALID_ARG naming the variable when it is malformed. */
+s4d_status s4d_max_file_bytes(uint64_t *limit, char *err, size_t errsz);
 s4d_status s4d_write_file(const char *path, const void *data, size_t size, char *err, size_t errsz);
 
 /* FNV-1a, 64-bit. Pass 0 as seed to start; feed the result back to continue. */

@@ -64,7 +64,8 @@ void fill_random(s4d_tensor *t, double lo, double hi)
         case S4D_DTYPE_INT64: ((int64_t *)t->data)[i] = (int64_t)floor(rnd_uniform(lo, hi + 1)); break;
         case S4D_DTYPE_INT32: ((int32_t *)t->data)[i] = (int32_t)floor(rnd_uniform(lo, hi + 1)); break;
         case S4D_DTYPE_BOOL: ((uint8_t *)t->data)[i] = (uint8_t)(rnd_u64() & 1); break;
-        case S4D_DTYPE_UINT8: ((uint8_t *)t->data)[i] = (uint8_t)floor(rnd_uniform(lo, hi + 1)); break;
+        /* Through int64: a negative double converted straight to uint8 is undefined. */
+        case S4D_DTYPE_UINT8: ((uint8_t *)t->data)[i] = (uint8_t)(int64_t)floor(rnd_uniform(lo, hi + 1)); break;
         default: memset(t->data, 0, (size_t)n * s4d_dtype_size(t->dtype)); return;
         }
     }

@@ -15,8 +15,9 @@ DA_INPUTS = ",".join(f"{n}:{os.path.join(MODELS, 'da_in_' + n + '.npy')}"
                      for n in ("feat_in", "query", "sampling_location"))
 
 
-def run(*args, ok=True):
-    p = subprocess.run([EXE, *args], capture_output=True, text=True, errors="replace", timeout=100)
+def run(*args, ok=True, env=None):
+    p = subprocess.run([EXE, *args], capture_output=True, text=True, errors="replace", timeout=100,
+                       env=env)
     print("$ s4dexec", " ".join(args))
     print(p.stdout, end="")
     print(p.stderr, end="", file=sys.stderr)
@@ -185,6 +186,54 @@ def case_wrong_input_shape():
     np.save(scratch("x23.npy"), np.zeros((3, 2), np.float32))
     p = run(f"--onnx={m('mlp.onnx')}", f"--loadInputs=x:{scratch('x23.npy')}", ok=False)
     expect(p.stderr, "[3, 2]", "[2, 3]")
+
+
+def case_hostile_flags():
+    # Flags once accepted silently: non-finite tolerances, empty and repeated --loadInputs.
+    x = m("mlp_in/x.npy")
+    for flag in ("--rtol=inf", "--atol=nan", "--rtol=-inf", "--atol=1e999"):
+        p = run(f"--onnx={m('mlp.onnx')}", flag, ok=False)
+        expect(p.stderr, flag.split("=")[0], "finite")
+    for spec in (",,,", "", f"x:{x},", f",x:{x}", f"x:{x},,y:{x}"):
+        p = run(f"--onnx={m('mlp.onnx')}", f"--loadInputs={spec}", ok=False)
+        expect(p.stderr, "--loadInputs", "name:file.npy")
+    p = run(f"--onnx={m('mlp.onnx')}", f"--loadInputs=x:{x},x:{scratch('other.npy')}", ok=False)
+    expect(p.stderr, "'x' is given twice", "other.npy")
+    p = run(f"--onnx={m('mlp.onnx')}", f"--loadInputs=x:{x}", f"--loadInputs=x:{x}", ok=False)
+    expect(p.stderr, "'x' is given twice")
+    # Error paths after --loadInputs was parsed: the sanitizer build reports any leak (and the
+    # extra stderr lines fail run()).
+    p = run(f"--onnx={scratch('missing.onnx')}", f"--loadInputs=x:{x}", ok=False)
+    expect(p.stderr, "missing.onnx")
+    p = run(f"--onnx={m('mlp.onnx')}", f"--loadInputs=x:{x}", "--plugins=/nonexistent/lib.so",
+            ok=False)
+    expect(p.stderr, "lib.so")
+
+
+def case_bounded_reads():
+    # Devices, directories and pipes are refused at once, before any read; a file over the size
+    # limit names the limit and the variable that raises it.
+    for flag in ("--onnx=", "--loadEngine="):
+        for path, kind in (("/dev/zero", "a character device"), (MODELS, "a directory")):
+            p = run(flag + path, ok=False)
+            expect(p.stderr, path, f"not a regular file ({kind})")
+    p = run(f"--onnx={m('mlp.onnx')}", "--loadInputs=x:/dev/zero", ok=False)
+    expect(p.stderr, "'x'", "/dev/zero", "not a regular file")
+    fifo = scratch("fifo")
+    if os.path.exists(fifo):
+        os.unlink(fifo)
+    os.mkfifo(fifo)
+    p = run(f"--onnx={fifo}", ok=False)
+    expect(p.stderr, "not a regular file (a pipe)")
+    size = os.path.getsize(m("mlp.onnx"))
+    env = dict(os.environ, S4D_MAX_FILE_BYTES=str(size - 1))
+    p = run(f"--onnx={m('mlp.onnx')}", ok=False, env=env)
+    expect(p.stderr, f"{size} bytes", f"limit of {size - 1}", "S4D_MAX_FILE_BYTES")
+    env["S4D_MAX_FILE_BYTES"] = str(size)
+    run(f"--onnx={m('mlp.onnx')}", "--iterations=1", env=env)
+    env["S4D_MAX_FILE_BYTES"] = "lots"
+    p = run(f"--onnx={m('mlp.onnx')}", ok=False, env=env)
+    expect(p.stderr, "S4D_MAX_FILE_BYTES='lots'")
 
 
 if __name__ == "__main__":

@@ -141,40 +141,63 @@ static int parse_double(const char *s, const char *flag, double *out)
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || *end || end == s || !(v >= 0))
-        return fail("%s expects a non-negative number, got '%s'", flag, s);
+    /* isfinite: an infinite tolerance would pass any output, NaN would fail every one. */
+    if (errno || *end || end == s || !(v >= 0) || !isfinite(v))
+        return fail("%s expects a finite non-negative number, got '%s'", flag, s);
     *out = v;
     return 0;
 }
 
+/* Entries are split by hand, not with strtok, so that empty entries (",,") are refused. */
 static int parse_loads(options *o, const char *spec)
 {
-    char *copy = strdup(spec);
-    if (!copy)
-        return fail("out of memory");
-    char *save = NULL;
-    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        char *colon = strrchr(tok, ':');
-        if (!colon || colon == tok || !colon[1]) {
-            int rc = fail("--loadInputs expects name:file.npy entries, got '%s'", tok);
-            free(copy);
-            return rc;
-        }
-        if (o->num_loads == MAX_LOADS) {
-            free(copy);
+    if (!spec[0])
+        return fail("--loadInputs expects name:file.npy entries, got nothing");
+    const char *p = spec;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        const char *colon = NULL;
+        for (size_t i = 0; i < len; i++)
+            if (p[i] == ':')
+                colon = p + i;
+        if (!colon || colon == p || colon + 1 == p + len)
+            return fail("--loadInputs expects name:file.npy entries, got '%.*s'%s", (int)len, p,
+                        len ? "" : " (an empty entry)");
+        if (o->num_loads == MAX_LOADS)
             return fail("--loadInputs: more than %d entries", MAX_LOADS);
-        }
-        *colon = 0;
-        o->loads[o->num_loads].name = strdup(tok);
-        o->loads[o->num_loads].path = strdup(colon + 1);
-        if (!o->loads[o->num_loads].name || !o->loads[o->num_loads].path) {
-            free(copy);
+        input_file *f = &o->loads[o->num_loads];
+        f->name = strndup(p, (size_t)(colon - p));
+        f->path = strndup(colon + 1, len - (size_t)(colon - p) - 1);
+        if (!f->name || !f->path) {
+            free(f->name);
+            free(f->path);
+            f->name = f->path = NULL;
             return fail("out of memory");
         }
         o->num_loads++;
+        for (int k = 0; k + 1 < o->num_loads; k++)
+            if (strcmp(o->loads[k].name, f->name) == 0)
+                return fail("--loadInputs: input '%s' is given twice ('%s' and '%s')", f->name,
+                            o->loads[k].path, f->path);
+        if (!comma)
+            return 0;
+        p = comma + 1;
     }
-    free(copy);
-    return 0;
+}
+
+static void free_options(options *o)
+{
+    for (int i = 0; i < o->num_loads; i++) {
+        free(o->loads[i].name);
+        free(o->loads[i].path);
+    }
+    o->num_loads = 0;
+    for (int i = 0; i < o->num_shapes; i++) {
+        free((char *)o->shapes[i].name);
+        free(o->shape_values[i]);
+    }
+    o->num_shapes = 0;
 }
 
 /* --shapes=name:AxBxC,name2:D: the numbers may be fractional (values of a scales input). */
@@ -680,74 +703,73 @@ static int run_all(const options *o, s4d_engine *e)
     return rc;
 }
 
+/* Builds or loads the engine, saves it, runs it; every failure returns 1 after one message. */
+static int run_main(const options *o)
+{
+    s4d_errbuf err = {{0}};
+    for (int i = 0; i < o->num_plugins; i++) {
+        if (s4d_plugins_load(NULL, o->plugins[i], &err) != S4D_OK)
+            return fail("--plugins=%s: %s", o->plugins[i], err.msg);
+        if (o->verbose)
+            printf("[plugins] loaded %s\n", o->plugins[i]);
+    }
+    if (o->verbose)
+        print_creators();
+    s4d_engine *e = NULL;
+    if (o->onnx) {
+        s4d_build_options bo;
+        s4d_build_options_init(&bo);
+        bo.device = strcmp(o->device, "cuda") == 0 ? S4D_DEVICE_CUDA : S4D_DEVICE_CPU;
+        bo.fp16 = o->fp16;
+        bo.input_specs = o->shapes;
+        bo.num_input_specs = o->num_shapes;
+        bo.allow_fallback = o->allow_fallback;
+        bo.tf32 = o->tf32;
+        double t0 = now_ms();
+        if (s4d_engine_build_onnx_file(o->onnx, &bo, &e, &err) != S4D_OK)
+            return fail("%s", err.msg);
+        printf("[build] %s: %d layers in %.1f ms\n", o->onnx, s4d_engine_num_layers(e),
+               now_ms() - t0);
+    } else {
+        if (o->fp16 || o->num_shapes || o->allow_fallback || o->tf32)
+            return fail("--fp16, --shapes, --allowFallback and --tf32 apply when building "
+                        "(--onnx); a loaded engine keeps what it was built with");
+        if (s4d_engine_load_file(o->load_engine, NULL, &e, &err) != S4D_OK)
+            return fail("%s", err.msg);
+        if (o->device_given && strcmp(device_name(s4d_engine_device(e)), o->device) != 0) {
+            int r = fail("--device=%s, but %s was built for %s", o->device, o->load_engine,
+                         device_name(s4d_engine_device(e)));
+            s4d_engine_destroy(e);
+            return r;
+        }
+        printf("[load] %s: %d layers\n", o->load_engine, s4d_engine_num_layers(e));
+    }
+    int rc = 0;
+    if (o->save_engine) {
+        if (s4d_engine_save(e, o->save_engine) != S4D_OK)
+            rc = fail("--saveEngine=%s: %s", o->save_engine, s4d_engine_errmsg(e));
+        else
+            printf("[save] %s\n", o->save_engine);
+    }
+    if (!rc && (o->dump_layers || o->verbose))
+        dump_layers(e);
+    if (!rc)
+        rc = run_all(o, e);
+    s4d_engine_destroy(e);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     options o;
     int help;
-    if (parse_args(argc, argv, &o, &help))
-        return 1;
-    if (help) {
+    int rc = parse_args(argc, argv, &o, &help);
+    if (!rc && help)
         fputs(usage_text, stdout);
-        return 0;
-    }
-    s4d_errbuf err = {{0}};
-    for (int i = 0; i < o.num_plugins; i++) {
-        if (s4d_plugins_load(NULL, o.plugins[i], &err) != S4D_OK)
-            return fail("--plugins=%s: %s", o.plugins[i], err.msg);
-        if (o.verbose)
-            printf("[plugins] loaded %s\n", o.plugins[i]);
-    }
-    if (o.verbose)
-        print_creators();
-    s4d_engine *e = NULL;
-    int rc = 0;
-    if (o.onnx) {
-        s4d_build_options bo;
-        s4d_build_options_init(&bo);
-        bo.device = strcmp(o.device, "cuda") == 0 ? S4D_DEVICE_CUDA : S4D_DEVICE_CPU;
-        bo.fp16 = o.fp16;
-        bo.input_specs = o.shapes;
-        bo.num_input_specs = o.num_shapes;
-        bo.allow_fallback = o.allow_fallback;
-        bo.tf32 = o.tf32;
-        double t0 = now_ms();
-        if (s4d_engine_build_onnx_file(o.onnx, &bo, &e, &err) != S4D_OK)
-            return fail("%s", err.msg);
-        printf("[build] %s: %d layers in %.1f ms\n", o.onnx, s4d_engine_num_layers(e),
-               now_ms() - t0);
-    } else {
-        if (o.fp16 || o.num_shapes || o.allow_fallback || o.tf32)
-            return fail("--fp16, --shapes, --allowFallback and --tf32 apply when building "
-                        "(--onnx); a loaded engine keeps what it was built with");
-        if (s4d_engine_load_file(o.load_engine, NULL, &e, &err) != S4D_OK)
-            return fail("%s", err.msg);
-        if (o.device_given && strcmp(device_name(s4d_engine_device(e)), o.device) != 0) {
-            s4d_engine_destroy(e);
-            return fail("--device=%s, but %s was built for %s", o.device, o.load_engine,
-                        device_name(s4d_engine_device(e)));
-        }
-        printf("[load] %s: %d layers\n", o.load_engine, s4d_engine_num_layers(e));
-    }
-    if (o.save_engine) {
-        if (s4d_engine_save(e, o.save_engine) != S4D_OK)
-            rc = fail("--saveEngine=%s: %s", o.save_engine, s4d_engine_errmsg(e));
-        else
-            printf("[save] %s\n", o.save_engine);
-    }
-    if (!rc && (o.dump_layers || o.verbose))
-        dump_layers(e);
-    if (!rc)
-        rc = run_all(&o, e);
-    for (int i = 0; i < o.num_loads; i++) {
-        free(o.loads[i].name);
-        free(o.loads[i].path);
-    }
-    for (int i = 0; i < o.num_shapes; i++) {
-        free((char *)o.shapes[i].name);
-        free(o.shape_values[i]);
-    }
-    s4d_engine_destroy(e);
-    if (!rc)
+    else if (!rc)
+        rc = run_main(&o);
+    free_options(&o);
+    if (!rc && !help)
         printf("[done] PASSED\n");
     return rc;
 }

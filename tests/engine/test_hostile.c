@@ -1,0 +1,227 @@
+/*
+ * Hostile inputs, one case per process: test_hostile CASE CASES_DIR SCRATCH_DIR.
+ * CASES_DIR comes from make_hostile.py. Each case is a defect once found by
+ * fuzzing or by hand; it must end in a clear error or in the reference
+ * result, never in a crash, a hang or an unbounded allocation.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "s4d/engine.h"
+#include "s4d/npy.h"
+
+#include "check.h"
+
+static const char *g_cases;
+static const char *g_scratch;
+
+static char *path_in(const char *dir, const char *name)
+{
+    static char buf[8][4096];
+    static int next;
+    char *p = buf[next++ % 8];
+    snprintf(p, 4096, "%s/%s", dir, name);
+    return p;
+}
+
+static void case_onnx_attr_tensor_null(void)
+{
+    const char *models[2] = {"attr_tensor_null_constant.onnx", "attr_tensor_null_node.onnx"};
+    const char *nodes[2] = {"'const_no_tensor'", "'cos_no_tensor'"};
+    for (int i = 0; i < 2; i++) {
+        s4d_engine *e = NULL;
+        s4d_errbuf err = {{0}};
+        s4d_status st = s4d_engine_build_onnx_file(path_in(g_cases, models[i]), NULL, &e, &err);
+        printf("  %s -> %s: %s\n", models[i], s4d_status_string(st), err.msg);
+        CHECK(st == S4D_ERR_PARSE && e == NULL, "status %d", st);
+        CHECK(strstr(err.msg, nodes[i]) && strstr(err.msg, "'value'") &&
+                  strstr(err.msg, "holds no tensor"),
+              "message: %s", err.msg);
+        s4d_engine_destroy(e);
+    }
+}
+
+/* Each reader refuses the path with S4D_ERR_IO and a message holding `want`. */
+static void expect_refused(const char *path, const char *want)
+{
+    s4d_errbuf err = {{0}};
+    s4d_engine *e = NULL;
+    s4d_status st = s4d_engine_build_onnx_file(path, NULL, &e, &err);
+    printf("  build %s -> %s: %s\n", path, s4d_status_string(st), err.msg);
+    CHECK(st == S4D_ERR_IO && e == NULL && strstr(err.msg, path) && strstr(err.msg, want),
+          "build: %d %s", st, err.msg);
+    s4d_engine_destroy(e);
+    e = NULL;
+    st = s4d_engine_load_file(path, NULL, &e, &err);
+    CHECK(st == S4D_ERR_IO && e == NULL && strstr(err.msg, path) && strstr(err.msg, want),
+          "load: %d %s", st, err.msg);
+    s4d_engine_destroy(e);
+    s4d_npy a;
+    st = s4d_npy_load(path, &a, &err);
+    CHECK(st == S4D_ERR_IO && a.data == NULL && strstr(err.msg, path) && strstr(err.msg, want),
+          "npy: %d %s", st, err.msg);
+}
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    static const char msg[] = "a reader blocked on a FIFO or a device (no answer within 20 s)\n";
+    if (write(2, msg, sizeof msg - 1) < 0)
+        _exit(3);
+    _exit(1);
+}
+
+static void case_read_limits(void)
+{
+    /* A reader that waits on a pipe or reads /dev/zero until memory runs out fails here. */
+    signal(SIGALRM, on_alarm);
+    alarm(20);
+    unsetenv("S4D_MAX_FILE_BYTES");
+    expect_refused("/dev/zero", "not a regular file (a character device)");
+    expect_refused(g_scratch, "not a regular file (a directory)");
+    char *fifo = path_in(g_scratch, "fifo");
+    unlink(fifo);
+    CHECK(mkfifo(fifo, 0600) == 0, "mkfifo %s", fifo);
+    expect_refused(fifo, "not a regular file (a pipe)");
+    unlink(fifo);
+
+    /* The size limit and its environment variable. */
+    char *big = path_in(g_scratch, "3000_bytes.npy");
+    FILE *f = fopen(big, "wb");
+    for (int i = 0; f && i < 3000; i++)
+        fputc(i * 7, f);
+    CHECK(f && fclose(f) == 0, "cannot write %s", big);
+    setenv("S4D_MAX_FILE_BYTES", "2999", 1);
+    expect_refused(big, "3000 bytes, more than the limit of 2999");
+    setenv("S4D_MAX_FILE_BYTES", "2K", 1);
+    expect_refused(big, "S4D_MAX_FILE_BYTES");
+    const char *malformed[] = {"abc", "0", "-5", "12Q", "99999999999999999999999", "1G5",
+                               "20000000000000G"};
+    for (size_t i = 0; i < sizeof malformed / sizeof malformed[0]; i++) {
+        setenv("S4D_MAX_FILE_BYTES", malformed[i], 1);
+        s4d_npy a;
+        s4d_errbuf err = {{0}};
+        s4d_status st = s4d_npy_load(big, &a, &err);
+        if (i == 0)
+            printf("  S4D_MAX_FILE_BYTES=%s -> %s: %s\n", malformed[i], s4d_status_string(st),
+                   err.msg);
+        CHECK(st == S4D_ERR_INVALID_ARG && strstr(err.msg, "S4D_MAX_FILE_BYTES") &&
+                  strstr(err.msg, malformed[i]),
+              "%s: %d %s", malformed[i], st, err.msg);
+    }
+    /* At or above the file's size the bytes are read and reach the parser. */
+    const char *enough[] = {"3000", "3k", "1M", "1g"};
+    for (size_t i = 0; i < sizeof enough / sizeof enough[0]; i++) {
+        setenv("S4D_MAX_FILE_BYTES", enough[i], 1);
+        s4d_npy a;
+        s4d_errbuf err = {{0}};
+        s4d_status st = s4d_npy_load(big, &a, &err);
+        CHECK(st == S4D_ERR_PARSE && strstr(err.msg, "magic"), "%s: %d %s", enough[i], st,
+              err.msg);
+    }
+    unsetenv("S4D_MAX_FILE_BYTES");
+    s4d_npy a;
+    s4d_errbuf err = {{0}};
+    CHECK(s4d_npy_load(big, &a, &err) == S4D_ERR_PARSE, "default limit: %s", err.msg);
+    alarm(0);
+}
+
+static s4d_npy load_npy(const char *name)
+{
+    s4d_npy a;
+    s4d_errbuf err = {{0}};
+    if (s4d_npy_load(path_in(g_cases, name), &a, &err) != S4D_OK) {
+        fprintf(stderr, "cannot load %s: %s\n", name, err.msg);
+        exit(1);
+    }
+    return a;
+}
+
+/* Grid values of inf, NaN and 1e30 once became int64 casts out of range (undefined). */
+static void case_grid_sample_nonfinite(void)
+{
+    const char *names[] = {"gs_bilinear_zeros_0",      "gs_nearest_zeros_0",
+                           "gs_bilinear_border_1",     "gs_bilinear_reflection_0",
+                           "gs_bilinear_reflection_1", "gs_nearest_reflection_0"};
+    s4d_npy x = load_npy("gs_x.npy"), grid = load_npy("gs_grid.npy");
+    for (size_t m = 0; m < sizeof names / sizeof names[0]; m++) {
+        char file[256];
+        snprintf(file, sizeof file, "%s.onnx", names[m]);
+        s4d_engine *e = NULL;
+        s4d_context *ctx = NULL;
+        s4d_errbuf err = {{0}};
+        if (s4d_engine_build_onnx_file(path_in(g_cases, file), NULL, &e, &err) != S4D_OK ||
+            s4d_context_create(e, NULL, &ctx, &err) != S4D_OK) {
+            CHECK(0, "%s: %s", file, err.msg);
+            s4d_engine_destroy(e);
+            continue;
+        }
+        CHECK(s4d_context_bind(ctx, "x", x.dtype, x.rank, x.dims, x.data) == S4D_OK, "bind x");
+        CHECK(s4d_context_bind(ctx, "grid", grid.dtype, grid.rank, grid.dims, grid.data) ==
+                  S4D_OK,
+              "bind grid");
+        CHECK(s4d_context_run(ctx, NULL) == S4D_OK, "%s: %s", file, s4d_context_errmsg(ctx));
+        const void *out = NULL;
+        s4d_tensor_info ti;
+        memset(&ti, 0, sizeof ti);
+        s4d_context_output(ctx, "y", &out, &ti);
+        size_t bytes = ti.bytes;
+        snprintf(file, sizeof file, "%s_ref.npy", names[m]);
+        s4d_npy ref = load_npy(file);
+        CHECK(out && bytes == ref.bytes / 2, "%s: %zu output bytes", names[m], bytes);
+        int bad = 0, nans = 0, zeros = 0;
+        for (size_t i = 0; out && i < bytes / 4; i++) {
+            double got = ((const float *)out)[i], want = ((const double *)ref.data)[i];
+            nans += isnan(want);
+            zeros += want == 0;
+            if (isnan(want) ? !isnan(got) : !(fabs(got - want) <= 1e-5 + 1e-5 * fabs(want))) {
+                if (bad++ < 3)
+                    fprintf(stderr, "  %s [%zu]: got %.9g, want %.9g\n", names[m], i, got, want);
+            }
+        }
+        printf("  %s: %zu values (%d NaN, %d zero in the reference), %d off\n", names[m],
+               bytes / 4, nans, zeros, bad);
+        CHECK(bad == 0, "%s: %d values differ from the reference", names[m], bad);
+        s4d_npy_free(&ref);
+        s4d_context_destroy(ctx);
+        s4d_engine_destroy(e);
+    }
+    s4d_npy_free(&x);
+    s4d_npy_free(&grid);
+}
+
+static const struct {
+    const char *name;
+    void (*fn)(void);
+} cases[] = {
+    {"onnx_attr_tensor_null", case_onnx_attr_tensor_null},
+    {"read_limits", case_read_limits},
+    {"grid_sample_nonfinite", case_grid_sample_nonfinite},
+};
+
+int main(int argc, char **argv)
+{
+    if (argc != 4) {
+        fprintf(stderr, "usage: test_hostile CASE CASES_DIR SCRATCH_DIR\n");
+        return 2;
+    }
+    g_cases = argv[2];
+    g_scratch = argv[3];
+    mkdir(g_scratch, 0777);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (strcmp(cases[i].name, argv[1]) == 0) {
+            printf("case %s\n", argv[1]);
+            cases[i].fn();
+            printf("%s: %s\n", argv[1], g_failures ? "FAILED" : "passed");
+            return g_failures ? 1 : 0;
+        }
+    }
+    fprintf(stderr, "unknown case '%s'\n", argv[1]);
+    return 2;
+}
