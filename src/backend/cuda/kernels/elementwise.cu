@@ -134,12 +134,12 @@ __device__ __forceinline__ void load_pack(typename Cvt<T>::C (&x)[N], const T *p
 {
     if (N > 1 && walks) {
         Pack<T, N> pk = *reinterpret_cast<const Pack<T, N> *>(p + off);
-#pragma unroll
+S4D_EW_UNROLL
         for (int j = 0; j < N; j++)
             x[j] = Cvt<T>::in(pk.v[j]);
     } else {
         typename Cvt<T>::C v = Cvt<T>::in(p[off]);
-#pragma unroll
+S4D_EW_UNROLL
         for (int j = 0; j < N; j++)
             x[j] = v;
     }
@@ -156,7 +156,7 @@ __device__ __forceinline__ TO binary_out(R r)
 
 /* TO: T, or uint8_t for bool results. N = 1: one element per step. */
 template <class Op, class T, class TO, int N>
-__global__ void __launch_bounds__(kThreads)
+__global__ void S4D_EW_BOUNDS
     binary_kernel(TO *out, const T *a, const T *b, const __grid_constant__ Geom g)
 {
     using C = typename Cvt<T>::C;
@@ -171,7 +171,7 @@ __global__ void __launch_bounds__(kThreads)
         load_pack<T, N>(x, a, off[0], g.contig[0]);
         load_pack<T, N>(y, b, off[1], g.contig[1]);
         Pack<TO, N> r;
-#pragma unroll
+S4D_EW_UNROLL
         for (int j = 0; j < N; j++)
             r.v[j] = binary_out<Op, T, TO>(Op::f(x[j], y[j]));
         *reinterpret_cast<Pack<TO, N> *>(out + i) = r;
@@ -192,12 +192,9 @@ cudaError_t launch_binary(void *out, const void *a, const void *b, const Geom &g
     const void *in[2] = {a, b};
     const size_t es[2] = {sizeof(T), sizeof(T)};
     if (packs_ok(g, N, out, sizeof(TO), in, es))
-        binary_kernel<Op, T, TO, N><<<grid_for(g.n / N), kThreads, 0, stream>>>(
-            (TO *)out, (const T *)a, (const T *)b, g);
-    else
-        binary_kernel<Op, T, TO, 1><<<grid_for(g.n), kThreads, 0, stream>>>(
-            (TO *)out, (const T *)a, (const T *)b, g);
-    return launched();
+        return launch(binary_kernel<Op, T, TO, N>, g.n / N, stream, (TO *)out, (const T *)a,
+                      (const T *)b, g);
+    return launch(binary_kernel<Op, T, TO, 1>, g.n, stream, (TO *)out, (const T *)a, (const T *)b, g);
 }
 
 /* float32 or float16 (T); cudaErrorInvalidValue for ops they do not have. */
@@ -337,7 +334,7 @@ __device__ uint64_t binary_u64(int op, uint64_t x, uint64_t y)
     }
 }
 
-__global__ void __launch_bounds__(kThreads)
+__global__ void S4D_EW_BOUNDS
     binary_any_kernel(int op, int ta, int tb, int to, void *out, const void *a, const void *b,
                       const __grid_constant__ Geom g)
 {
@@ -363,7 +360,7 @@ __global__ void __launch_bounds__(kThreads)
 /* ---- Mean's division ---- */
 
 template <class T>
-__global__ void __launch_bounds__(kThreads) divide_kernel(T *data, int64_t n, int64_t count)
+__global__ void S4D_EW_BOUNDS divide_kernel(T *data, int64_t n, int64_t count)
 {
     using C = typename Cvt<T>::C;
     const C k = (C)(double)count;
@@ -375,7 +372,7 @@ __global__ void __launch_bounds__(kThreads) divide_kernel(T *data, int64_t n, in
 /* ---- Where ---- */
 
 template <class E, int N>
-__global__ void __launch_bounds__(kThreads)
+__global__ void S4D_EW_BOUNDS
     where_kernel(E *out, const uint8_t *cond, const E *x, const E *y, const __grid_constant__ Geom g)
 {
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -391,7 +388,7 @@ __global__ void __launch_bounds__(kThreads)
         load_pack<E, N>(xv, x, off[1], g.contig[1]);
         load_pack<E, N>(yv, y, off[2], g.contig[2]);
         Pack<E, N> r;
-#pragma unroll
+S4D_EW_UNROLL
         for (int j = 0; j < N; j++)
             r.v[j] = c[j] ? xv[j] : yv[j];
         *reinterpret_cast<Pack<E, N> *>(out + i) = r;
@@ -411,12 +408,10 @@ cudaError_t launch_where(void *out, const void *cond, const void *x, const void 
     const void *in[3] = {cond, x, y};
     const size_t es[3] = {1, sizeof(E), sizeof(E)};
     if (packs_ok(g, N, out, sizeof(E), in, es))
-        where_kernel<E, N><<<grid_for(g.n / N), kThreads, 0, stream>>>(
-            (E *)out, (const uint8_t *)cond, (const E *)x, (const E *)y, g);
-    else
-        where_kernel<E, 1><<<grid_for(g.n), kThreads, 0, stream>>>(
-            (E *)out, (const uint8_t *)cond, (const E *)x, (const E *)y, g);
-    return launched();
+        return launch(where_kernel<E, N>, g.n / N, stream, (E *)out, (const uint8_t *)cond,
+                      (const E *)x, (const E *)y, g);
+    return launch(where_kernel<E, 1>, g.n, stream, (E *)out, (const uint8_t *)cond, (const E *)x,
+                  (const E *)y, g);
 }
 
 /* ---- Cast ---- */
@@ -426,7 +421,7 @@ __device__ __forceinline__ bool int_like(int dt)
     return !dt_is_float(dt);
 }
 
-__global__ void __launch_bounds__(kThreads)
+__global__ void S4D_EW_BOUNDS
     cast_any_kernel(int from, int to, void *out, const void *in, int64_t n)
 {
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -441,7 +436,7 @@ __global__ void __launch_bounds__(kThreads)
 
 /* float32 <-> float16, the casts of mixed-precision engines, by packs of 8. */
 template <class F, class T>
-__global__ void __launch_bounds__(kThreads)
+__global__ void S4D_EW_BOUNDS
     cast_float_kernel(T *out, const F *in, int64_t n, int packs_ok)
 {
     constexpr int N = 8;
@@ -451,7 +446,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int64_t v = tid; v < packs; v += stride) {
         Pack<F, N> a = *reinterpret_cast<const Pack<F, N> *>(in + v * N);
         Pack<T, N> r;
-#pragma unroll
+S4D_EW_UNROLL
         for (int j = 0; j < N; j++) {
             if constexpr (sizeof(T) == 2)
                 r.v[j] = __float2half_rn(a.v[j]);
@@ -499,9 +494,7 @@ extern "C" cudaError_t s4d_cu_binary(int op, int dtype_a, int dtype_b, int dtype
     }
     if (dtype_a == S4D_DTYPE_BFLOAT16 || dtype_b == S4D_DTYPE_BFLOAT16)
         return cudaErrorInvalidValue;
-    binary_any_kernel<<<grid_for(g.n), kThreads, 0, stream>>>(op, dtype_a, dtype_b, dtype_out,
-                                                               out, a, b, g);
-    return launched();
+    return launch(binary_any_kernel, g.n, stream, op, dtype_a, dtype_b, dtype_out, out, a, b, g);
 }
 
 extern "C" cudaError_t s4d_cu_mean_divide(int dtype, void *data, int64_t n, int64_t count,
@@ -512,18 +505,11 @@ extern "C" cudaError_t s4d_cu_mean_divide(int dtype, void *data, int64_t n, int6
     if (n == 0)
         return cudaSuccess;
     switch (dtype) {
-    case S4D_DTYPE_FLOAT32:
-        divide_kernel<float><<<grid_for(n), kThreads, 0, stream>>>((float *)data, n, count);
-        break;
-    case S4D_DTYPE_FLOAT16:
-        divide_kernel<__half><<<grid_for(n), kThreads, 0, stream>>>((__half *)data, n, count);
-        break;
-    case S4D_DTYPE_FLOAT64:
-        divide_kernel<double><<<grid_for(n), kThreads, 0, stream>>>((double *)data, n, count);
-        break;
+    case S4D_DTYPE_FLOAT32: return launch(divide_kernel<float>, n, stream, (float *)data, n, count);
+    case S4D_DTYPE_FLOAT16: return launch(divide_kernel<__half>, n, stream, (__half *)data, n, count);
+    case S4D_DTYPE_FLOAT64: return launch(divide_kernel<double>, n, stream, (double *)data, n, count);
     default: return cudaErrorInvalidValue;
     }
-    return launched();
 }
 
 extern "C" cudaError_t s4d_cu_where(size_t elem_size, void *out, const void *cond, const void *x,
@@ -543,6 +529,11 @@ extern "C" cudaError_t s4d_cu_where(size_t elem_size, void *out, const void *con
     }
 }
 
+extern "C" cudaError_t s4d_cu_copy(void *dst, const void *src, size_t bytes, cudaStream_t stream)
+{
+    return bytes ? copy_async(dst, src, bytes, stream) : cudaSuccess;
+}
+
 extern "C" cudaError_t s4d_cu_cast(int from, int to, void *out, const void *in, int64_t n,
                                    cudaStream_t stream)
 {
@@ -551,18 +542,16 @@ extern "C" cudaError_t s4d_cu_cast(int from, int to, void *out, const void *in, 
     if (n == 0)
         return cudaSuccess;
     if (from == to)
-        return cudaMemcpyAsync(out, in, (size_t)n * dt_size(from), cudaMemcpyDeviceToDevice,
-                               stream);
+        return copy_async(out, in, (size_t)n * dt_size(from), stream);
     if (from == S4D_DTYPE_FLOAT32 && to == S4D_DTYPE_FLOAT16) {
         int ok = aligned(in, 32) && aligned(out, 16);
-        cast_float_kernel<float, __half><<<grid_for(ok ? n / 8 + 1 : n), kThreads, 0, stream>>>(
-            (__half *)out, (const float *)in, n, ok);
-    } else if (from == S4D_DTYPE_FLOAT16 && to == S4D_DTYPE_FLOAT32) {
-        int ok = aligned(in, 16) && aligned(out, 32);
-        cast_float_kernel<__half, float><<<grid_for(ok ? n / 8 + 1 : n), kThreads, 0, stream>>>(
-            (float *)out, (const __half *)in, n, ok);
-    } else {
-        cast_any_kernel<<<grid_for(n), kThreads, 0, stream>>>(from, to, out, in, n);
+        return launch(cast_float_kernel<float, __half>, ok ? n / 8 + 1 : n, stream, (__half *)out,
+                      (const float *)in, n, ok);
     }
-    return launched();
+    if (from == S4D_DTYPE_FLOAT16 && to == S4D_DTYPE_FLOAT32) {
+        int ok = aligned(in, 16) && aligned(out, 32);
+        return launch(cast_float_kernel<__half, float>, ok ? n / 8 + 1 : n, stream, (float *)out,
+                      (const __half *)in, n, ok);
+    }
+    return launch(cast_any_kernel, n, stream, from, to, out, in, n);
 }

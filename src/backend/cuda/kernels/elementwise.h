@@ -22,6 +22,17 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+/* The host build of these kernels (elementwise_common.cuh) has names of its own. */
+#if defined(S4D_EW_HOST_BUILD)
+#define s4d_cu_binary s4d_cu_host_binary
+#define s4d_cu_mean_divide s4d_cu_host_mean_divide
+#define s4d_cu_where s4d_cu_host_where
+#define s4d_cu_cast s4d_cu_host_cast
+#define s4d_cu_unary s4d_cu_host_unary
+#define s4d_cu_is_class s4d_cu_host_is_class
+#define s4d_cu_copy s4d_cu_host_copy
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -59,6 +70,9 @@ cudaError_t s4d_cu_mean_divide(int dtype, void *data, int64_t n, int64_t count,
    elem_size bytes (1, 2, 4 or 8). */
 cudaError_t s4d_cu_where(size_t elem_size, void *out, const void *cond, const void *x,
                          const void *y, const s4d_cu_bcast *g, cudaStream_t stream);
+
+/* bytes from src to dst, both device memory, on stream. */
+cudaError_t s4d_cu_copy(void *dst, const void *src, size_t bytes, cudaStream_t stream);
 
 /* n elements from dtype_from to dtype_to, as the host's Cast. */
 cudaError_t s4d_cu_cast(int dtype_from, int dtype_to, void *out, const void *in, int64_t n,

@@ -1,11 +1,16 @@
 /*
  * What the element-wise kernels share (internal to kernels/elementwise*.cu):
  * division by run-time constants without a divide instruction, the broadcast
- * geometry of up to three inputs, 16-byte packs, float16 conversion, and
- * element access by run-time dtype for the rarely used types.
+ * geometry of up to three inputs, 16-byte packs, float16 conversion, element
+ * access by run-time dtype for the rarely used types, and the launch.
  *
- * The index helpers are __host__ __device__ so that a host test can check
- * them against plain division (tests/cuda/test_elementwise_index.cu).
+ * Host build: with S4D_EW_HOST_BUILD defined, a host C++ compiler builds the
+ * same kernel sources into plain functions that launch() runs as loops over an
+ * emulated grid, on host memory, under the names s4d_cu_host_* (see
+ * elementwise.h). tests/cuda/test_elementwise_host.cpp checks them against
+ * the host reference on a machine without a GPU: the index math, packs,
+ * tails, dtype handling and formulas are the device code's own; only the
+ * math library differs (the host's).
  */
 #ifndef S4D_BACKEND_CUDA_KERNELS_ELEMENTWISE_COMMON_CUH
 #define S4D_BACKEND_CUDA_KERNELS_ELEMENTWISE_COMMON_CUH
@@ -13,9 +18,26 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "backend/cuda/kernels/elementwise.h"
 #include "s4d/types.h"
+
+#if defined(S4D_EW_HOST_BUILD) && defined(__CUDACC__)
+#error "S4D_EW_HOST_BUILD is for host C++ compilers"
+#endif
+
+/* #pragma unroll and launch bounds for the device pass only. */
+#if defined(__CUDA_ARCH__)
+#define S4D_EW_UNROLL _Pragma("unroll")
+#else
+#define S4D_EW_UNROLL
+#endif
+#if defined(__CUDACC__)
+#define S4D_EW_BOUNDS __launch_bounds__(s4d_ew::kThreads)
+#else
+#define S4D_EW_BOUNDS
+#endif
 
 namespace s4d_ew {
 
@@ -34,6 +56,89 @@ static inline bool aligned(const void *p, size_t bytes)
 {
     return ((uintptr_t)p % bytes) == 0;
 }
+
+#if defined(S4D_EW_HOST_BUILD)
+/* The emulated grid the host build's kernels read. */
+struct EmuDim {
+    unsigned x;
+};
+static EmuDim blockIdx, threadIdx, blockDim, gridDim;
+#endif
+
+/*
+ * Launches kernel with one thread per item of `work` (capped; the kernels
+ * stride) on stream; cudaGetLastError() after it. The host build runs every
+ * thread of the grid in turn.
+ */
+template <class... P, class... A>
+static inline cudaError_t launch(void (*kernel)(P...), int64_t work, cudaStream_t stream, A... args)
+{
+    const unsigned grid = grid_for(work);
+#if defined(S4D_EW_HOST_BUILD)
+    (void)stream;
+    gridDim.x = grid;
+    blockDim.x = kThreads;
+    for (unsigned b = 0; b < grid; b++) {
+        blockIdx.x = b;
+        for (unsigned t = 0; t < (unsigned)kThreads; t++) {
+            threadIdx.x = t;
+            kernel(args...);
+        }
+    }
+    return cudaSuccess;
+#else
+    kernel<<<grid, kThreads, 0, stream>>>(args...);
+    return cudaGetLastError();
+#endif
+}
+
+/* Device-to-device copy on stream (a memcpy in the host build). */
+static inline cudaError_t copy_async(void *dst, const void *src, size_t bytes, cudaStream_t stream)
+{
+#if defined(S4D_EW_HOST_BUILD)
+    (void)stream;
+    memcpy(dst, src, bytes);
+    return cudaSuccess;
+#else
+    return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream);
+#endif
+}
+
+/* Bit casts and products and sums rounded one by one (never contracted into an FMA). */
+__device__ __forceinline__ uint32_t float_bits(float f)
+{
+#if defined(__CUDA_ARCH__)
+    return __float_as_uint(f);
+#else
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+#endif
+}
+
+__device__ __forceinline__ float bits_float(uint32_t u)
+{
+#if defined(__CUDA_ARCH__)
+    return __uint_as_float(u);
+#else
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+#endif
+}
+
+#if defined(__CUDA_ARCH__)
+__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(a, b); }
+#else
+/* Host passes: the host build compiles with -ffp-contract=off. */
+__device__ __forceinline__ float mul_rn(float a, float b) { return a * b; }
+__device__ __forceinline__ double mul_rn(double a, double b) { return a * b; }
+__device__ __forceinline__ float add_rn(float a, float b) { return a + b; }
+__device__ __forceinline__ double add_rn(double a, double b) { return a + b; }
+#endif
 
 /*
  * n / d for 0 <= n < 2^63 and 1 <= d < 2^63 by a multiply-high: with s the
@@ -103,13 +208,6 @@ static inline bool make_geom(const s4d_cu_bcast *b, Geom *g)
         g->contig[k] = g->st[k][b->rank - 1] != 0;
     return true;
 }
-
-/* #pragma unroll for the device pass only (the host compiler does not know it). */
-#if defined(__CUDA_ARCH__)
-#define S4D_EW_UNROLL _Pragma("unroll")
-#else
-#define S4D_EW_UNROLL
-#endif
 
 /* Element offsets of the NIN inputs at output element i. */
 template <int NIN>
@@ -193,13 +291,13 @@ __host__ __device__ __forceinline__ bool dt_is_float(int dt)
 
 __device__ __forceinline__ float bf16_to_float(uint16_t h)
 {
-    return __uint_as_float((uint32_t)h << 16);
+    return bits_float((uint32_t)h << 16);
 }
 
 /* Round to nearest even; NaN stays a quiet NaN (as the host's s4d_float_to_bf16). */
 __device__ __forceinline__ uint16_t float_to_bf16(float f)
 {
-    uint32_t x = __float_as_uint(f);
+    uint32_t x = float_bits(f);
     if ((x & 0x7fffffffu) > 0x7f800000u)
         return (uint16_t)((x >> 16) | 0x40u);
     x += 0x7fffu + ((x >> 16) & 1u);
@@ -313,12 +411,6 @@ static inline size_t dt_size(int dt)
     case S4D_DTYPE_FLOAT64: case S4D_DTYPE_INT64: case S4D_DTYPE_UINT64: return 8;
     default: return 0;
     }
-}
-
-/* The value from the last launch (cudaSuccess when it went out). */
-static inline cudaError_t launched()
-{
-    return cudaGetLastError();
 }
 
 } /* namespace s4d_ew */

@@ -53,12 +53,6 @@ S4D_EW_MATH(floor)
 S4D_EW_MATH(ceil)
 S4D_EW_MATH(rint)
 
-/* Products and sums rounded one by one (never contracted into an FMA). */
-__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
-__device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
-__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
-__device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(a, b); }
-
 /* The op's parameters in the compute type. */
 template <class C>
 struct UP {
@@ -158,7 +152,7 @@ S4D_EW_UNARY(UMish, x * m_tanh(softplus(x)))
 
 /* float32 and float16: N-element packs when both pointers allow, then the tail. */
 template <class Op, class T>
-__global__ void __launch_bounds__(kThreads)
+__global__ void S4D_EW_BOUNDS
     unary_kernel(T *out, const T *in, int64_t n, const s4d_cu_unary_args args, int use_packs)
 {
     using C = typename Cvt<T>::C;
@@ -169,7 +163,7 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t packs = use_packs ? n / N : 0;
     for (int64_t v = tid; v < packs; v += stride) {
         Pack<T, N> x = *reinterpret_cast<const Pack<T, N> *>(in + v * N), y;
-#pragma unroll
+S4D_EW_UNROLL
         for (int j = 0; j < N; j++)
             y.v[j] = Cvt<T>::out(Op::f(Cvt<T>::in(x.v[j]), p));
         *reinterpret_cast<Pack<T, N> *>(out + v * N) = y;
@@ -184,10 +178,7 @@ cudaError_t launch_unary(void *out, const void *in, int64_t n, const s4d_cu_unar
 {
     constexpr int N = 16 / sizeof(T);
     int packs = aligned(in, 16) && aligned(out, 16);
-    unary_kernel<Op, T><<<grid_for(packs ? n / N + 1 : n), kThreads, 0, s>>>((T *)out,
-                                                                             (const T *)in, n, a,
-                                                                             packs);
-    return launched();
+    return launch(unary_kernel<Op, T>, packs ? n / N + 1 : n, s, (T *)out, (const T *)in, n, a, packs);
 }
 
 template <class T>
@@ -283,7 +274,7 @@ __device__ double unary_f64(int op, double x, const UP<double> &p)
     }
 }
 
-__global__ void __launch_bounds__(kThreads)
+__global__ void S4D_EW_BOUNDS
     unary_f64_kernel(int op, double *out, const double *in, int64_t n,
                      const s4d_cu_unary_args args)
 {
@@ -294,7 +285,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 /* Integers widened to 64 bits: Neg and Abs wrap (the minimum stays itself). */
-__global__ void __launch_bounds__(kThreads)
+__global__ void S4D_EW_BOUNDS
     unary_int_kernel(int op, int dt, void *out, const void *in, int64_t n,
                      const s4d_cu_unary_args args)
 {
@@ -325,7 +316,7 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
-__global__ void __launch_bounds__(kThreads)
+__global__ void S4D_EW_BOUNDS
     not_kernel(uint8_t *out, const uint8_t *in, int64_t n, int use_packs)
 {
     constexpr int N = 16;
@@ -334,7 +325,7 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t packs = use_packs ? n / N : 0;
     for (int64_t v = tid; v < packs; v += stride) {
         Pack<uint8_t, N> x = *reinterpret_cast<const Pack<uint8_t, N> *>(in + v * N), y;
-#pragma unroll
+S4D_EW_UNROLL
         for (int j = 0; j < N; j++)
             y.v[j] = !x.v[j];
         *reinterpret_cast<Pack<uint8_t, N> *>(out + v * N) = y;
@@ -343,7 +334,7 @@ __global__ void __launch_bounds__(kThreads)
         out[i] = !in[i];
 }
 
-__global__ void __launch_bounds__(kThreads)
+__global__ void S4D_EW_BOUNDS
     is_class_kernel(int inf, int neg, int pos, int dt, uint8_t *out, const void *in, int64_t n)
 {
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -377,21 +368,17 @@ extern "C" cudaError_t s4d_cu_unary(int op, int dtype, void *out, const void *in
     case S4D_DTYPE_FLOAT32: return unary_float<float>(op, out, in, n, *args, stream);
     case S4D_DTYPE_FLOAT16: return unary_float<__half>(op, out, in, n, *args, stream);
     case S4D_DTYPE_FLOAT64:
-        unary_f64_kernel<<<grid_for(n), kThreads, 0, stream>>>(op, (double *)out,
-                                                               (const double *)in, n, *args);
-        return launched();
+        return launch(unary_f64_kernel, n, stream, op, (double *)out, (const double *)in, n, *args);
     case S4D_DTYPE_BOOL: {
         int packs = aligned(in, 16) && aligned(out, 16);
-        not_kernel<<<grid_for(packs ? n / 16 + 1 : n), kThreads, 0, stream>>>(
-            (uint8_t *)out, (const uint8_t *)in, n, packs);
-        return launched();
+        return launch(not_kernel, packs ? n / 16 + 1 : n, stream, (uint8_t *)out, (const uint8_t *)in, n,
+                      packs);
     }
     case S4D_DTYPE_INT8: case S4D_DTYPE_INT16: case S4D_DTYPE_INT32: case S4D_DTYPE_INT64:
     case S4D_DTYPE_UINT8: case S4D_DTYPE_UINT16: case S4D_DTYPE_UINT32: case S4D_DTYPE_UINT64:
         if (!int_op(op))
             return cudaErrorInvalidValue;
-        unary_int_kernel<<<grid_for(n), kThreads, 0, stream>>>(op, dtype, out, in, n, *args);
-        return launched();
+        return launch(unary_int_kernel, n, stream, op, dtype, out, in, n, *args);
     default: return cudaErrorInvalidValue;
     }
 }
@@ -404,7 +391,6 @@ extern "C" cudaError_t s4d_cu_is_class(int inf, int detect_negative, int detect_
         return cudaErrorInvalidValue;
     if (n == 0)
         return cudaSuccess;
-    is_class_kernel<<<grid_for(n), kThreads, 0, stream>>>(inf, detect_negative, detect_positive,
-                                                          dtype, (uint8_t *)out, in, n);
-    return launched();
+    return launch(is_class_kernel, n, stream, inf, detect_negative, detect_positive, dtype,
+                  (uint8_t *)out, in, n);
 }

@@ -98,11 +98,9 @@ static s4d_status run_binary(s4d_op_ctx *ctx)
     if (ctx->num_inputs == 1) {
         /* One input has the output's shape: a copy. */
         size_t bytes = (size_t)n * s4d_dtype_size(out->dtype);
-        if (bytes)
-            st = s4d_cuda_check(ctx,
-                                cudaMemcpyAsync(out->data, ctx->inputs[0].data, bytes,
-                                                cudaMemcpyDeviceToDevice, s4d_cuda_stream(ctx)),
-                                "copying the single input");
+        st = s4d_cuda_check(ctx, s4d_cu_copy(out->data, ctx->inputs[0].data, bytes,
+                                             s4d_cuda_stream(ctx)),
+                            "copying the single input");
     } else {
         st = binary_step(ctx, p->op, out, &ctx->inputs[0], &ctx->inputs[1]);
         for (int i = 2; i < ctx->num_inputs && st == S4D_OK; i++)
