@@ -60,9 +60,11 @@ struct Buf {
         t.rank = (int)dims.size();
         for (size_t d = 0; d < dims.size(); d++)
             t.dims[d] = dims[d];
-        size_t es = s4d_dtype_size(dt), bytes = (size_t)numel() * es + 2 * es + 64;
-        base = aligned_alloc(64, (bytes + 63) / 64 * 64);
-        memset(base, 0xa5, (bytes + 63) / 64 * 64);
+        /* Exactly the bytes used, so that a sanitizer sees any overrun. */
+        size_t es = s4d_dtype_size(dt), bytes = (size_t)numel() * es + (shift ? es : 0);
+        if (posix_memalign(&base, 64, bytes ? bytes : 1) != 0)
+            abort();
+        memset(base, 0xa5, bytes);
         t.data = (char *)base + (shift ? es : 0);
     }
     Buf(const Buf &) = delete;
