@@ -10,7 +10,7 @@
  * exact halves and integer edge cases; some runs put every pointer one element
  * off 16-byte alignment so that the one-by-one paths run too.
  *
- *   test_elementwise_host [GROUP]   GROUP: table fastdiv binary variadic unary clip where cast
+ *   test_elementwise_host [GROUP]   GROUP: table errors fastdiv binary variadic unary clip where cast
  *                                   (default: all)
  */
 #ifndef S4D_EW_HOST_BUILD
@@ -310,6 +310,70 @@ void group_fastdiv()
     }
 }
 
+/* Refusals: a node without params, and launcher arguments outside what the kernels have. */
+void group_errors()
+{
+    auto expect = [](bool ok, const char *what) {
+        g_runs++;
+        if (!ok) {
+            fprintf(stderr, "FAIL errors: %s was accepted\n", what);
+            g_failures++;
+        }
+    };
+    Buf x(S4D_DTYPE_FLOAT32, {4, 4}), y(S4D_DTYPE_FLOAT32, {4, 4});
+    s4d_tensor ins[2] = {x.t, x.t};
+    char err[256] = "";
+    s4d_op_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.node_name = "n";
+    ctx.op_type = "Add";
+    ctx.num_inputs = 2;
+    ctx.inputs = ins;
+    ctx.num_outputs = 1;
+    ctx.outputs = &y.t;
+    ctx.err = err;
+    ctx.err_size = sizeof err;
+    for (const char *op : {"Add", "Relu", "IsInf"}) {
+        const s4d_kernel *k = cuda_kernel(op, 17);
+        err[0] = 0;
+        expect(k && k->supports && k->supports(&ctx) != S4D_OK && strstr(err, "parameters"),
+               "a node without params");
+        err[0] = 0;
+        expect(k && k->run(&ctx) != S4D_OK && strstr(err, "parameters"), "running without params");
+    }
+    s4d_cu_bcast g;
+    memset(&g, 0, sizeof g);
+    g.rank = 1;
+    g.num_inputs = 2;
+    g.dims[0] = 16;
+    g.strides[0][0] = g.strides[1][0] = 1;
+    expect(s4d_cu_binary(S4D_BINOP_COUNT, S4D_DTYPE_FLOAT32, S4D_DTYPE_FLOAT32, S4D_DTYPE_FLOAT32, y.t.data,
+                         x.t.data, x.t.data, &g, nullptr) == cudaErrorInvalidValue, "an unknown binary op");
+    expect(s4d_cu_binary(S4D_BIN_ADD, S4D_DTYPE_FLOAT32, S4D_DTYPE_INT32, S4D_DTYPE_FLOAT32, y.t.data,
+                         x.t.data, x.t.data, &g, nullptr) == cudaErrorInvalidValue, "Add of two dtypes");
+    expect(s4d_cu_binary(S4D_BIN_AND, S4D_DTYPE_FLOAT32, S4D_DTYPE_FLOAT32, S4D_DTYPE_BOOL, y.t.data,
+                         x.t.data, x.t.data, &g, nullptr) == cudaErrorInvalidValue, "And of floats");
+    expect(s4d_cu_binary(S4D_BIN_SUB, S4D_DTYPE_BOOL, S4D_DTYPE_BOOL, S4D_DTYPE_BOOL, y.t.data, x.t.data,
+                         x.t.data, &g, nullptr) == cudaErrorInvalidValue, "Sub of bools");
+    g.rank = 9;
+    expect(s4d_cu_binary(S4D_BIN_ADD, S4D_DTYPE_FLOAT32, S4D_DTYPE_FLOAT32, S4D_DTYPE_FLOAT32, y.t.data,
+                         x.t.data, x.t.data, &g, nullptr) == cudaErrorInvalidValue, "rank 9");
+    g.rank = 1;
+    g.num_inputs = 3;
+    expect(s4d_cu_where(3, y.t.data, x.t.data, x.t.data, x.t.data, &g, nullptr) == cudaErrorInvalidValue,
+           "Where of 3-byte elements");
+    s4d_cu_unary_args a;
+    memset(&a, 0, sizeof a);
+    expect(s4d_cu_unary(S4D_UN_NOT, S4D_DTYPE_FLOAT32, y.t.data, x.t.data, 16, &a, nullptr) ==
+               cudaErrorInvalidValue, "Not of floats");
+    expect(s4d_cu_unary(S4D_UN_EXP, S4D_DTYPE_INT32, y.t.data, x.t.data, 16, &a, nullptr) ==
+               cudaErrorInvalidValue, "Exp of integers");
+    expect(s4d_cu_cast(S4D_DTYPE_STRING, S4D_DTYPE_FLOAT32, y.t.data, x.t.data, 16, nullptr) ==
+               cudaErrorInvalidValue, "Cast of strings");
+    expect(s4d_cu_is_class(0, 0, 0, S4D_DTYPE_INT32, y.t.data, x.t.data, 16, nullptr) ==
+               cudaErrorInvalidValue, "IsNaN of integers");
+}
+
 struct Pattern {
     const char *name;
     std::vector<int64_t> a, b;
@@ -570,7 +634,8 @@ int main(int argc, char **argv)
     struct {
         const char *name;
         void (*fn)();
-    } groups[] = {{"table", group_table},   {"fastdiv", group_fastdiv}, {"binary", group_binary},
+    } groups[] = {{"table", group_table},   {"errors", group_errors}, {"fastdiv", group_fastdiv},
+                  {"binary", group_binary},
                   {"variadic", group_variadic},
                   {"unary", group_unary}, {"clip", group_clip},     {"where", group_where},
                   {"cast", group_cast}};
@@ -584,7 +649,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "unknown group '%s'\n", group);
         return 2;
     }
-    printf("%s: %d runs agree bit for bit, %d failed, %d combinations the schemas refuse\n", group,
+    printf("%s: %d checks pass (outputs bit for bit), %d failed, %d combinations the schemas refuse\n", group,
            g_runs - g_failures, g_failures, g_skipped);
     return g_failures ? 1 : 0;
 }
