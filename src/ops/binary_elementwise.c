@@ -1,8 +1,10 @@
 /*
  * Element-wise binary ops with ONNX multidirectional broadcasting: Add, Sub,
  * Mul, Div, Pow, Mod, PRelu, the comparisons (Equal, Greater, Less,
- * GreaterOrEqual, LessOrEqual), the logic ops (And, Or, Xor), and the variadic Min, Max, Sum
- * and Mean, which fold their inputs pairwise through the same row kernels.
+ * GreaterOrEqual, LessOrEqual), the logic ops (And, Or, Xor), and the
+ * variadic Min, Max, Sum and Mean, which fold their inputs pairwise through the
+ * same row kernels. infer() leaves the op (Mod resolved by its fmod
+ * attribute) in s4d_binary_params (ops/elementwise.h).
  *
  * Integer arithmetic wraps (two's complement) instead of invoking undefined
  * behaviour, and integer division by zero yields 0: a model's data must never
@@ -11,11 +13,7 @@
 #include <math.h>
 
 #include "ops/broadcast.h"
-
-typedef enum binop {
-    OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_POW, OP_MIN, OP_MAX,
-    OP_EQ, OP_GT, OP_LT, OP_GE, OP_LE, OP_AND, OP_OR, OP_XOR, OP_PRELU, OP_MOD, OP_FMOD
-} binop;
+#include "ops/elementwise.h"
 
 /* One contiguous run of the output; sa/sb are 1 (walk) or 0 (broadcast). */
 typedef void (*row_fn)(void *o, const void *a, int64_t sa, const void *b, int64_t sb, int64_t n);
@@ -136,45 +134,45 @@ static void pow_f32(void *o_, const void *a_, int64_t sa, const void *b_, int64_
     }                                                            \
     return NULL
 
-static row_fn pick_row(binop op, s4d_dtype dt)
+static row_fn pick_row(s4d_binop op, s4d_dtype dt)
 {
     switch (op) {
-    case OP_ADD: PICK_NUM(add);
-    case OP_SUB: PICK_NUM(sub);
-    case OP_MUL: PICK_NUM(mul);
-    case OP_DIV: PICK_NUM(div);
-    case OP_MIN: PICK_NUM(min);
-    case OP_MAX: PICK_NUM(max);
-    case OP_EQ:
+    case S4D_BIN_ADD: PICK_NUM(add);
+    case S4D_BIN_SUB: PICK_NUM(sub);
+    case S4D_BIN_MUL: PICK_NUM(mul);
+    case S4D_BIN_DIV: PICK_NUM(div);
+    case S4D_BIN_MIN: PICK_NUM(min);
+    case S4D_BIN_MAX: PICK_NUM(max);
+    case S4D_BIN_EQ:
         if (dt == S4D_DTYPE_BOOL)
             return eq_bool;
         PICK_NUM(eq);
-    case OP_GT: PICK_NUM(gt);
-    case OP_LT: PICK_NUM(lt);
-    case OP_GE: PICK_NUM(ge);
-    case OP_LE: PICK_NUM(le);
-    case OP_AND: return dt == S4D_DTYPE_BOOL ? and_bool : NULL;
-    case OP_OR: return dt == S4D_DTYPE_BOOL ? or_bool : NULL;
-    case OP_XOR: return dt == S4D_DTYPE_BOOL ? xor_bool : NULL;
-    case OP_PRELU: PICK_NUM(prelu);
-    case OP_FMOD: PICK_NUM(fmod);
-    case OP_MOD: PICK_NUM(mod);
-    case OP_POW: return dt == S4D_DTYPE_FLOAT32 || dt == S4D_DTYPE_FLOAT16 ? pow_f32 : NULL;
+    case S4D_BIN_GT: PICK_NUM(gt);
+    case S4D_BIN_LT: PICK_NUM(lt);
+    case S4D_BIN_GE: PICK_NUM(ge);
+    case S4D_BIN_LE: PICK_NUM(le);
+    case S4D_BIN_AND: return dt == S4D_DTYPE_BOOL ? and_bool : NULL;
+    case S4D_BIN_OR: return dt == S4D_DTYPE_BOOL ? or_bool : NULL;
+    case S4D_BIN_XOR: return dt == S4D_DTYPE_BOOL ? xor_bool : NULL;
+    case S4D_BIN_PRELU: PICK_NUM(prelu);
+    case S4D_BIN_FMOD: PICK_NUM(fmod);
+    case S4D_BIN_MOD: PICK_NUM(mod);
+    case S4D_BIN_POW: return dt == S4D_DTYPE_FLOAT32 || dt == S4D_DTYPE_FLOAT16 ? pow_f32 : NULL;
     }
     return NULL;
 }
 
-static int is_compare(binop op)
+static int is_compare(s4d_binop op)
 {
-    return op == OP_EQ || op == OP_GT || op == OP_LT || op == OP_GE || op == OP_LE || op == OP_AND ||
-           op == OP_OR || op == OP_XOR;
+    return op == S4D_BIN_EQ || op == S4D_BIN_GT || op == S4D_BIN_LT || op == S4D_BIN_GE || op == S4D_BIN_LE || op == S4D_BIN_AND ||
+           op == S4D_BIN_OR || op == S4D_BIN_XOR;
 }
 
 /* ---- the broadcast driver ------------------------------------------------ */
 
 typedef struct bin_job {
     s4d_bcast b;
-    binop op;
+    s4d_binop op;
     row_fn row;   /* NULL: generic double path (mixed-type Pow) */
     int half;     /* float16 through float32 kernels */
     s4d_dtype ta, tb, to;
@@ -210,10 +208,10 @@ static void generic_row(const bin_job *j, char *o, const char *a, int64_t sa, co
     for (int64_t i = 0; i < n; i++) {
         double x = s4d_load_f64(j->ta, a, i * sa), y = s4d_load_f64(j->tb, b, i * sb), v;
         switch (j->op) {
-        case OP_POW: v = pow(x, y); break;
-        case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_MIN: case OP_MAX: case OP_EQ:
-        case OP_GT: case OP_LT: case OP_GE: case OP_LE: case OP_AND: case OP_OR: case OP_XOR:
-        case OP_PRELU: case OP_MOD: case OP_FMOD:
+        case S4D_BIN_POW: v = pow(x, y); break;
+        case S4D_BIN_ADD: case S4D_BIN_SUB: case S4D_BIN_MUL: case S4D_BIN_DIV: case S4D_BIN_MIN: case S4D_BIN_MAX: case S4D_BIN_EQ:
+        case S4D_BIN_GT: case S4D_BIN_LT: case S4D_BIN_GE: case S4D_BIN_LE: case S4D_BIN_AND: case S4D_BIN_OR: case S4D_BIN_XOR:
+        case S4D_BIN_PRELU: case S4D_BIN_MOD: case S4D_BIN_FMOD:
         default: v = 0; break;
         }
         s4d_store_f64(j->to, o, i, v);
@@ -241,7 +239,7 @@ static void bin_rows(void *vp, int64_t r0, int64_t r1)
 }
 
 /* out = op(a, b) with broadcasting; out's dtype/dims are already set. */
-static void bin_apply(s4d_op_ctx *ctx, binop op, s4d_tensor *out, const s4d_tensor *a, const s4d_tensor *b)
+static void bin_apply(s4d_op_ctx *ctx, s4d_binop op, s4d_tensor *out, const s4d_tensor *a, const s4d_tensor *b)
 {
     bin_job *j = &(bin_job){0};
     const s4d_tensor *ins[2] = {a, b};
@@ -264,17 +262,17 @@ static void bin_apply(s4d_op_ctx *ctx, binop op, s4d_tensor *out, const s4d_tens
 
 /* ---- infer / run ---------------------------------------------------------- */
 
-static const char *in_name(binop op, int i)
+static const char *in_name(s4d_binop op, int i)
 {
-    if (op == OP_MIN || op == OP_MAX)
+    if (op == S4D_BIN_MIN || op == S4D_BIN_MAX)
         return "data";
     return i == 0 ? "A" : "B";
 }
 
-static s4d_status check_dtype(s4d_op_ctx *ctx, binop op, int i)
+static s4d_status check_dtype(s4d_op_ctx *ctx, s4d_binop op, int i)
 {
     s4d_dtype dt = ctx->inputs[i].dtype;
-    if (op == OP_POW) {
+    if (op == S4D_BIN_POW) {
         int ok = i == 0 ? (dt == S4D_DTYPE_FLOAT32 || dt == S4D_DTYPE_FLOAT64 || dt == S4D_DTYPE_FLOAT16 ||
                            dt == S4D_DTYPE_INT32 || dt == S4D_DTYPE_INT64)
                         : (s4d_dtype_is_int(dt) || dt == S4D_DTYPE_FLOAT32 || dt == S4D_DTYPE_FLOAT64 ||
@@ -294,7 +292,7 @@ static s4d_status check_dtype(s4d_op_ctx *ctx, binop op, int i)
     return S4D_OK;
 }
 
-static s4d_status infer_n(s4d_op_ctx *ctx, binop op, int lo, int hi)
+static s4d_status infer_n(s4d_op_ctx *ctx, s4d_binop op, int lo, int hi)
 {
     s4d_status st = s4d_check_arity(ctx, lo, hi, 1);
     if (st != S4D_OK)
@@ -314,10 +312,18 @@ static s4d_status infer_n(s4d_op_ctx *ctx, binop op, int lo, int hi)
     if ((st = s4d_bcast_shape(ctx, ins, ctx->num_inputs, &rank, dims)) != S4D_OK)
         return st;
     s4d_set_out(ctx, 0, is_compare(op) ? S4D_DTYPE_BOOL : ctx->inputs[0].dtype, rank, dims);
+    if (ctx->params)
+        *(s4d_binary_params *)ctx->params = (s4d_binary_params){.op = op};
     return S4D_OK;
 }
 
-static s4d_status run_n(s4d_op_ctx *ctx, binop op)
+/* The op from the params infer wrote; `dflt` when run without them (white-box tests). */
+static s4d_binop params_op(const s4d_op_ctx *ctx, s4d_binop dflt)
+{
+    return ctx->params ? (s4d_binop)((const s4d_binary_params *)ctx->params)->op : dflt;
+}
+
+static s4d_status run_n(s4d_op_ctx *ctx, s4d_binop op)
 {
     s4d_tensor *out = &ctx->outputs[0];
     if (ctx->num_inputs == 1) {
@@ -330,40 +336,45 @@ static s4d_status run_n(s4d_op_ctx *ctx, binop op)
     return S4D_OK;
 }
 
-#define BINARY_OP(NAME, ONNX, SINCE, OP)                                           \
-    static s4d_status infer_##NAME(s4d_op_ctx *ctx) { return infer_n(ctx, OP, 2, 2); } \
-    static s4d_status run_##NAME(s4d_op_ctx *ctx) { return run_n(ctx, OP); }         \
-    const s4d_op_schema s4d_op_##NAME = {"", ONNX, SINCE, infer_##NAME, NULL, run_##NAME};
+#define BIN_SCHEMA(NAME, ONNX, SINCE) \
+    const s4d_op_schema s4d_op_##NAME = {"", ONNX, SINCE, infer_##NAME, NULL, run_##NAME, \
+                                         sizeof(s4d_binary_params), 0};
 
-BINARY_OP(add, "Add", 7, OP_ADD)
-BINARY_OP(sub, "Sub", 7, OP_SUB)
-BINARY_OP(mul, "Mul", 7, OP_MUL)
-BINARY_OP(div, "Div", 7, OP_DIV)
-BINARY_OP(pow, "Pow", 7, OP_POW)
-BINARY_OP(equal, "Equal", 7, OP_EQ)
-BINARY_OP(greater, "Greater", 7, OP_GT)
-BINARY_OP(less, "Less", 7, OP_LT)
-BINARY_OP(greater_equal, "GreaterOrEqual", 12, OP_GE)
-BINARY_OP(less_equal, "LessOrEqual", 12, OP_LE)
-BINARY_OP(and, "And", 7, OP_AND)
-BINARY_OP(or, "Or", 7, OP_OR)
-BINARY_OP(xor, "Xor", 7, OP_XOR)
+#define BINARY_OP(NAME, ONNX, SINCE, OP)                                                \
+    static s4d_status infer_##NAME(s4d_op_ctx *ctx) { return infer_n(ctx, OP, 2, 2); } \
+    static s4d_status run_##NAME(s4d_op_ctx *ctx) { return run_n(ctx, params_op(ctx, OP)); } \
+    BIN_SCHEMA(NAME, ONNX, SINCE)
+
+BINARY_OP(add, "Add", 7, S4D_BIN_ADD)
+BINARY_OP(sub, "Sub", 7, S4D_BIN_SUB)
+BINARY_OP(mul, "Mul", 7, S4D_BIN_MUL)
+BINARY_OP(div, "Div", 7, S4D_BIN_DIV)
+BINARY_OP(pow, "Pow", 7, S4D_BIN_POW)
+BINARY_OP(equal, "Equal", 7, S4D_BIN_EQ)
+BINARY_OP(greater, "Greater", 7, S4D_BIN_GT)
+BINARY_OP(less, "Less", 7, S4D_BIN_LT)
+BINARY_OP(greater_equal, "GreaterOrEqual", 12, S4D_BIN_GE)
+BINARY_OP(less_equal, "LessOrEqual", 12, S4D_BIN_LE)
+BINARY_OP(and, "And", 7, S4D_BIN_AND)
+BINARY_OP(or, "Or", 7, S4D_BIN_OR)
+BINARY_OP(xor, "Xor", 7, S4D_BIN_XOR)
 
 /* Mod: the fmod attribute picks the sign convention. */
-static s4d_status infer_mod(s4d_op_ctx *ctx)
+static s4d_binop mod_op(const s4d_op_ctx *ctx)
 {
-    return infer_n(ctx, s4d_op_attr_int(ctx, "fmod", 0) ? OP_FMOD : OP_MOD, 2, 2);
+    return s4d_op_attr_int(ctx, "fmod", 0) ? S4D_BIN_FMOD : S4D_BIN_MOD;
 }
+static s4d_status infer_mod(s4d_op_ctx *ctx) { return infer_n(ctx, mod_op(ctx), 2, 2); }
 static s4d_status run_mod(s4d_op_ctx *ctx)
 {
-    return run_n(ctx, s4d_op_attr_int(ctx, "fmod", 0) ? OP_FMOD : OP_MOD);
+    return run_n(ctx, ctx->params ? params_op(ctx, S4D_BIN_MOD) : mod_op(ctx));
 }
-const s4d_op_schema s4d_op_mod = {"", "Mod", 10, infer_mod, NULL, run_mod};
+BIN_SCHEMA(mod, "Mod", 10)
 
 /* PRelu: slope broadcasts to X (unidirectionally), so the output has X's shape. */
 static s4d_status infer_prelu(s4d_op_ctx *ctx)
 {
-    s4d_status st = infer_n(ctx, OP_PRELU, 2, 2);
+    s4d_status st = infer_n(ctx, S4D_BIN_PRELU, 2, 2);
     if (st != S4D_OK)
         return st;
     const s4d_tensor *x = &ctx->inputs[0], *o = &ctx->outputs[0];
@@ -374,32 +385,36 @@ static s4d_status infer_prelu(s4d_op_ctx *ctx)
         return s4d_op_error(ctx, S4D_ERR_SHAPE, "input 1 (slope) must broadcast to the shape of input 0 (X)");
     return S4D_OK;
 }
-static s4d_status run_prelu(s4d_op_ctx *ctx) { return run_n(ctx, OP_PRELU); }
-const s4d_op_schema s4d_op_prelu = {"", "PRelu", 9, infer_prelu, NULL, run_prelu};
+static s4d_status run_prelu(s4d_op_ctx *ctx) { return run_n(ctx, params_op(ctx, S4D_BIN_PRELU)); }
+BIN_SCHEMA(prelu, "PRelu", 9)
 
 /* Variadic: Min, Max, Sum, Mean take 1 or more inputs (broadcast since opset 8). */
-static s4d_status infer_min(s4d_op_ctx *ctx) { return infer_n(ctx, OP_MIN, 1, 64); }
-static s4d_status infer_max(s4d_op_ctx *ctx) { return infer_n(ctx, OP_MAX, 1, 64); }
-static s4d_status run_min(s4d_op_ctx *ctx) { return run_n(ctx, OP_MIN); }
-static s4d_status run_max(s4d_op_ctx *ctx) { return run_n(ctx, OP_MAX); }
+static s4d_status infer_min(s4d_op_ctx *ctx) { return infer_n(ctx, S4D_BIN_MIN, 1, 64); }
+static s4d_status infer_max(s4d_op_ctx *ctx) { return infer_n(ctx, S4D_BIN_MAX, 1, 64); }
+static s4d_status run_min(s4d_op_ctx *ctx) { return run_n(ctx, params_op(ctx, S4D_BIN_MIN)); }
+static s4d_status run_max(s4d_op_ctx *ctx) { return run_n(ctx, params_op(ctx, S4D_BIN_MAX)); }
 
-static s4d_status infer_sum_mean(s4d_op_ctx *ctx)
+static s4d_status infer_sum_mean(s4d_op_ctx *ctx, int mean)
 {
-    s4d_status st = infer_n(ctx, OP_ADD, 1, 64);
+    s4d_status st = infer_n(ctx, S4D_BIN_ADD, 1, 64);
     if (st != S4D_OK)
         return st;
     s4d_dtype dt = ctx->inputs[0].dtype;
     if (dt != S4D_DTYPE_FLOAT32 && dt != S4D_DTYPE_FLOAT64 && dt != S4D_DTYPE_FLOAT16)
         return s4d_op_error(ctx, S4D_ERR_DTYPE, "input 0 (data_0) has dtype %s, expected a float type",
                             s4d_dtype_name(dt));
+    if (ctx->params)
+        ((s4d_binary_params *)ctx->params)->mean = mean;
     return S4D_OK;
 }
 
-static s4d_status run_sum(s4d_op_ctx *ctx) { return run_n(ctx, OP_ADD); }
+static s4d_status infer_sum(s4d_op_ctx *ctx) { return infer_sum_mean(ctx, 0); }
+static s4d_status infer_mean(s4d_op_ctx *ctx) { return infer_sum_mean(ctx, 1); }
+static s4d_status run_sum(s4d_op_ctx *ctx) { return run_n(ctx, params_op(ctx, S4D_BIN_ADD)); }
 
 static s4d_status run_mean(s4d_op_ctx *ctx)
 {
-    run_n(ctx, OP_ADD);
+    run_n(ctx, params_op(ctx, S4D_BIN_ADD));
     s4d_tensor *out = &ctx->outputs[0];
     int64_t n = s4d_tensor_numel(out);
     double k = ctx->num_inputs;
@@ -426,7 +441,7 @@ static s4d_status run_mean(s4d_op_ctx *ctx)
     return s4d_op_error(ctx, S4D_ERR_DTYPE, "output dtype %s is not a float type", s4d_dtype_name(out->dtype));
 }
 
-const s4d_op_schema s4d_op_min = {"", "Min", 8, infer_min, NULL, run_min};
-const s4d_op_schema s4d_op_max = {"", "Max", 8, infer_max, NULL, run_max};
-const s4d_op_schema s4d_op_sum = {"", "Sum", 8, infer_sum_mean, NULL, run_sum};
-const s4d_op_schema s4d_op_mean = {"", "Mean", 8, infer_sum_mean, NULL, run_mean};
+BIN_SCHEMA(min, "Min", 8)
+BIN_SCHEMA(max, "Max", 8)
+BIN_SCHEMA(sum, "Sum", 8)
+BIN_SCHEMA(mean, "Mean", 8)
