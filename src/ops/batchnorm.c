@@ -6,9 +6,12 @@
  */
 #include <math.h>
 
-#include "ops/dense_util.h"
+#include <string.h>
 
-static s4d_status bn_check(s4d_op_ctx *ctx)
+#include "ops/dense_util.h"
+#include "ops/reduce.h"
+
+static s4d_status bn_check(s4d_op_ctx *ctx, s4d_batchnorm_params *p)
 {
     if (ctx->num_inputs != 5)
         return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "expects 5 inputs (X, scale, B, mean, var), got %d",
@@ -32,14 +35,24 @@ static s4d_status bn_check(s4d_op_ctx *ctx)
             return s4d_op_error(ctx, S4D_ERR_SHAPE, "input %d must be [%lld] (the channel count)", i,
                                 (long long)x->dims[1]);
     }
+    memset(p, 0, sizeof *p);
+    p->epsilon = s4d_op_attr_float(ctx, "epsilon", 1e-5f);
+    p->n = x->dims[0];
+    p->c = x->dims[1];
+    p->plane = 1;
+    for (int i = 2; i < x->rank; i++)
+        p->plane *= x->dims[i];
     return S4D_OK;
 }
 
 static s4d_status bn_infer(s4d_op_ctx *ctx)
 {
-    s4d_status st = bn_check(ctx);
+    s4d_batchnorm_params p;
+    s4d_status st = bn_check(ctx, &p);
     if (st != S4D_OK)
         return st;
+    if (ctx->params)
+        memcpy(ctx->params, &p, sizeof p);
     ctx->outputs[0] = ctx->inputs[0];
     ctx->outputs[0].data = NULL;
     return S4D_OK;
@@ -68,17 +81,20 @@ static void bn_planes(void *arg, int64_t begin, int64_t end)
 
 static s4d_status bn_run(s4d_op_ctx *ctx)
 {
-    s4d_status st = bn_check(ctx);
-    if (st != S4D_OK)
-        return st;
+    s4d_batchnorm_params local;
+    const s4d_batchnorm_params *p = ctx->params;
+    if (!p) {
+        s4d_status st = bn_check(ctx, &local);
+        if (st != S4D_OK)
+            return st;
+        p = &local;
+    }
     const s4d_tensor *x = &ctx->inputs[0];
     bn_job j = {x->data, ctx->inputs[1].data, ctx->inputs[2].data, ctx->inputs[3].data,
-                ctx->inputs[4].data, ctx->outputs[0].data, s4d_op_attr_float(ctx, "epsilon", 1e-5f),
-                x->dims[1], 1};
-    for (int i = 2; i < x->rank; i++)
-        j.plane *= x->dims[i];
-    s4d_parallel_for(ctx->pool, x->dims[0] * x->dims[1], 1 + 4096 / (j.plane + 1), bn_planes, &j);
+                ctx->inputs[4].data, ctx->outputs[0].data, p->epsilon, p->c, p->plane};
+    s4d_parallel_for(ctx->pool, p->n * p->c, 1 + 4096 / (j.plane + 1), bn_planes, &j);
     return S4D_OK;
 }
 
-const s4d_op_schema s4d_op_batchnorm = {"", "BatchNormalization", 7, bn_infer, NULL, bn_run};
+const s4d_op_schema s4d_op_batchnorm = {"", "BatchNormalization", 7, bn_infer, NULL, bn_run,
+                                        sizeof(s4d_batchnorm_params), 0};

@@ -9,15 +9,9 @@
 #include <string.h>
 
 #include "ops/dense_util.h"
+#include "ops/reduce.h"
 
-typedef struct ln_plan {
-    int axis;
-    int64_t rows, cols;
-    int64_t s_str[S4D_MAX_RANK], b_str[S4D_MAX_RANK]; /* over the normalised dims */
-    int nrank;
-    int64_t ndims[S4D_MAX_RANK];
-    int scale_dense, bias_dense, has_bias;
-} ln_plan;
+typedef s4d_layernorm_params ln_plan;
 
 static s4d_status ln_plan_make(s4d_op_ctx *ctx, ln_plan *p)
 {
@@ -66,6 +60,7 @@ static s4d_status ln_plan_make(s4d_op_ctx *ctx, ln_plan *p)
         else
             p->bias_dense = dense;
     }
+    p->epsilon = s4d_op_attr_float(ctx, "epsilon", 1e-5f);
     return S4D_OK;
 }
 
@@ -75,6 +70,8 @@ static s4d_status ln_infer(s4d_op_ctx *ctx)
     s4d_status st = ln_plan_make(ctx, &p);
     if (st != S4D_OK)
         return st;
+    if (ctx->params)
+        memcpy(ctx->params, &p, sizeof p);
     const s4d_tensor *x = &ctx->inputs[0];
     ctx->outputs[0] = *x;
     ctx->outputs[0].data = NULL;
@@ -143,15 +140,20 @@ static void ln_rows(void *arg, int64_t begin, int64_t end)
 
 static s4d_status ln_run(s4d_op_ctx *ctx)
 {
-    ln_plan p;
-    s4d_status st = ln_plan_make(ctx, &p);
-    if (st != S4D_OK)
-        return st;
-    ln_job j = {&p, ctx->inputs[0].data, ctx->inputs[1].data, p.has_bias ? ctx->inputs[2].data : NULL,
+    ln_plan local;
+    const ln_plan *p = ctx->params;
+    if (!p) {
+        s4d_status st = ln_plan_make(ctx, &local);
+        if (st != S4D_OK)
+            return st;
+        p = &local;
+    }
+    ln_job j = {p, ctx->inputs[0].data, ctx->inputs[1].data, p->has_bias ? ctx->inputs[2].data : NULL,
                 ctx->outputs[0].data, ctx->num_outputs > 1 ? ctx->outputs[1].data : NULL,
-                ctx->num_outputs > 2 ? ctx->outputs[2].data : NULL, s4d_op_attr_float(ctx, "epsilon", 1e-5f)};
-    s4d_parallel_for(ctx->pool, p.rows, 1 + 8192 / (p.cols + 1), ln_rows, &j);
+                ctx->num_outputs > 2 ? ctx->outputs[2].data : NULL, p->epsilon};
+    s4d_parallel_for(ctx->pool, p->rows, 1 + 8192 / (p->cols + 1), ln_rows, &j);
     return S4D_OK;
 }
 
-const s4d_op_schema s4d_op_layernorm = {"", "LayerNormalization", 17, ln_infer, NULL, ln_run};
+const s4d_op_schema s4d_op_layernorm = {"", "LayerNormalization", 17, ln_infer, NULL, ln_run,
+                                        sizeof(s4d_layernorm_params), 0};

@@ -12,18 +12,22 @@
 #include <math.h>
 
 #include "ops/broadcast.h"
+#include "ops/reduce.h"
 
-typedef enum red_kind {
-    R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_SUM_SQUARE, R_L1, R_L2, R_LOG_SUM, R_LOG_SUM_EXP
-} red_kind;
+typedef s4d_reduce_kind red_kind;
+#define R_SUM S4D_REDUCE_SUM
+#define R_MEAN S4D_REDUCE_MEAN
+#define R_MAX S4D_REDUCE_MAX
+#define R_MIN S4D_REDUCE_MIN
+#define R_PROD S4D_REDUCE_PROD
+#define R_SUM_SQUARE S4D_REDUCE_SUM_SQUARE
+#define R_L1 S4D_REDUCE_L1
+#define R_L2 S4D_REDUCE_L2
+#define R_LOG_SUM S4D_REDUCE_LOG_SUM
+#define R_LOG_SUM_EXP S4D_REDUCE_LOG_SUM_EXP
 
-/* Input geometry split into kept dims (one per output element) and reduced dims. */
-typedef struct red_geom {
-    int nk, nr;
-    int64_t kdims[S4D_MAX_RANK], kst[S4D_MAX_RANK]; /* kept dims and their input strides */
-    int64_t rdims[S4D_MAX_RANK], rst[S4D_MAX_RANK]; /* reduced dims and their input strides */
-    int64_t nout, nred;
-} red_geom;
+/* Input geometry split into kept dims (one per output element) and reduced dims (reduce.h). */
+typedef s4d_reduce_geom red_geom;
 
 static void make_geom(const s4d_tensor *in, const int *mask, red_geom *g)
 {
@@ -166,7 +170,7 @@ static double reduce_float(const red_job *j, int64_t base)
             break;
         case R_L1: FOR_REDUCED(g, base, acc += fabs(s4d_load_f64(j->dt, j->x, off))); break;
         case R_LOG_SUM: FOR_REDUCED(g, base, acc += s4d_load_f64(j->dt, j->x, off)); break;
-        case R_LOG_SUM_EXP: break;
+        case R_LOG_SUM_EXP: case S4D_REDUCE_ARGMAX: case S4D_REDUCE_ARGMIN: break;
         }
     }
     switch (j->kind) {
@@ -174,6 +178,7 @@ static double reduce_float(const red_job *j, int64_t base)
     case R_L2: return sqrt(acc);
     case R_LOG_SUM: return log(acc);
     case R_SUM: case R_MAX: case R_MIN: case R_PROD: case R_SUM_SQUARE: case R_L1: case R_LOG_SUM_EXP:
+    case S4D_REDUCE_ARGMAX: case S4D_REDUCE_ARGMIN:
         break;
     }
     return acc;
@@ -208,6 +213,8 @@ static int64_t reduce_int(const red_job *j, int64_t base)
         if (j->kind == R_MEAN)
             return g->nred ? (int64_t)u / g->nred : 0;
         return (int64_t)u;
+    case S4D_REDUCE_ARGMAX: case S4D_REDUCE_ARGMIN:
+        break;
     }
     return 0;
 }
@@ -321,19 +328,13 @@ static void arg_chunk(void *vp, int64_t b, int64_t e)
 
 /* ---- attribute / input handling ------------------------------------------------- */
 
-typedef struct red_info {
-    int mask[S4D_MAX_RANK];
-    int noop; /* empty axes with noop_with_empty_axes: output = input */
-    int keepdims;
-} red_info;
-
-static s4d_status read_reduce(s4d_op_ctx *ctx, int axes_input_since, red_info *ri)
+static s4d_status read_reduce(s4d_op_ctx *ctx, int axes_input_since, s4d_reduce_params *p)
 {
     const s4d_tensor *in = &ctx->inputs[0];
     int64_t axes[S4D_MAX_RANK * 2], n = -1;
     s4d_status st;
-    ri->keepdims = s4d_op_attr_int(ctx, "keepdims", 1) != 0;
-    ri->noop = 0;
+    p->keepdims = s4d_op_attr_int(ctx, "keepdims", 1) != 0;
+    p->noop = 0;
     if (ctx->opset >= axes_input_since) {
         if (s4d_in_present(ctx, 1) && (st = s4d_const_ints(ctx, 1, "axes", axes, S4D_MAX_RANK * 2, &n)) != S4D_OK)
             return st;
@@ -349,20 +350,20 @@ static s4d_status read_reduce(s4d_op_ctx *ctx, int axes_input_since, red_info *r
         }
     }
     for (int d = 0; d < S4D_MAX_RANK; d++)
-        ri->mask[d] = 0;
+        p->mask[d] = 0;
     if (n <= 0) {
         if (s4d_op_attr_int(ctx, "noop_with_empty_axes", 0) && ctx->opset >= axes_input_since)
-            ri->noop = 1;
+            p->noop = 1;
         else
             for (int d = 0; d < in->rank; d++)
-                ri->mask[d] = 1;
+                p->mask[d] = 1;
         return S4D_OK;
     }
     for (int64_t i = 0; i < n; i++) {
         int a;
         if ((st = s4d_norm_axis(ctx, axes[i], in->rank, "axes value", &a)) != S4D_OK)
             return st;
-        ri->mask[a] = 1;
+        p->mask[a] = 1;
     }
     return S4D_OK;
 }
@@ -379,6 +380,18 @@ static void out_dims(const s4d_tensor *in, const int *mask, int keepdims, int *r
     *rank = r;
 }
 
+/* The typed parameters of a Reduce* node: attributes, the constant axes input, the geometry. */
+static s4d_status reduce_params(s4d_op_ctx *ctx, red_kind kind, int since, s4d_reduce_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->kind = kind;
+    s4d_status st = read_reduce(ctx, since, p);
+    if (st != S4D_OK)
+        return st;
+    make_geom(&ctx->inputs[0], p->mask, &p->geom);
+    return S4D_OK;
+}
+
 static s4d_status infer_reduce_k(s4d_op_ctx *ctx, red_kind kind, int since)
 {
     s4d_status st = s4d_check_arity(ctx, 1, ctx->opset >= since ? 2 : 1, 1);
@@ -389,35 +402,41 @@ static s4d_status infer_reduce_k(s4d_op_ctx *ctx, red_kind kind, int since)
              dt == S4D_DTYPE_BFLOAT16 || s4d_dtype_is_int(dt);
     if (!ok)
         return s4d_op_error(ctx, S4D_ERR_DTYPE, "input 0 (data) has unsupported dtype %s", s4d_dtype_name(dt));
-    red_info ri;
-    if ((st = read_reduce(ctx, since, &ri)) != S4D_OK)
+    s4d_reduce_params p;
+    if ((st = reduce_params(ctx, kind, since, &p)) != S4D_OK)
         return st;
-    if (ri.noop) {
+    if (ctx->params)
+        memcpy(ctx->params, &p, sizeof p);
+    if (p.noop) {
         s4d_set_out(ctx, 0, dt, ctx->inputs[0].rank, ctx->inputs[0].dims);
         return S4D_OK;
     }
     int r;
     int64_t dims[S4D_MAX_RANK];
-    out_dims(&ctx->inputs[0], ri.mask, ri.keepdims, &r, dims);
+    out_dims(&ctx->inputs[0], p.mask, p.keepdims, &r, dims);
     s4d_set_out(ctx, 0, dt, r, dims);
     return S4D_OK;
 }
 
 static s4d_status run_reduce_k(s4d_op_ctx *ctx, red_kind kind, int since)
 {
-    red_info ri;
-    s4d_status st = read_reduce(ctx, since, &ri);
-    if (st != S4D_OK)
-        return st;
+    s4d_reduce_params local;
+    const s4d_reduce_params *p = ctx->params;
+    if (!p) {
+        s4d_status st = reduce_params(ctx, kind, since, &local);
+        if (st != S4D_OK)
+            return st;
+        p = &local;
+    }
     const s4d_tensor *in = &ctx->inputs[0];
-    if (ri.noop) {
+    if (p->noop) {
         size_t bytes = (size_t)s4d_tensor_numel(in) * s4d_dtype_size(in->dtype);
         if (bytes && ctx->outputs[0].data != in->data)
             memcpy(ctx->outputs[0].data, in->data, bytes);
         return S4D_OK;
     }
     red_job *j = &(red_job){0};
-    make_geom(in, ri.mask, &j->g);
+    j->g = p->geom;
     j->kind = kind;
     j->dt = in->dtype;
     j->x = in->data;
@@ -430,7 +449,8 @@ static s4d_status run_reduce_k(s4d_op_ctx *ctx, red_kind kind, int since)
 #define REDUCE_OP(NAME, ONNX, KIND, AXES_INPUT_SINCE)                                                          \
     static s4d_status infer_##NAME(s4d_op_ctx *ctx) { return infer_reduce_k(ctx, KIND, AXES_INPUT_SINCE); } \
     static s4d_status run_##NAME(s4d_op_ctx *ctx) { return run_reduce_k(ctx, KIND, AXES_INPUT_SINCE); }     \
-    const s4d_op_schema s4d_op_##NAME = {"", ONNX, 1, infer_##NAME, NULL, run_##NAME};
+    const s4d_op_schema s4d_op_##NAME = {"", ONNX, 1, infer_##NAME, NULL, run_##NAME,                       \
+                                         sizeof(s4d_reduce_params), 0};
 
 REDUCE_OP(reduce_sum, "ReduceSum", R_SUM, 13)
 REDUCE_OP(reduce_mean, "ReduceMean", R_MEAN, 18)
@@ -445,22 +465,26 @@ REDUCE_OP(reduce_log_sum_exp, "ReduceLogSumExp", R_LOG_SUM_EXP, 18)
 
 /* ---- ArgMax / ArgMin ---------------------------------------------------------------- */
 
-static s4d_status arg_setup(s4d_op_ctx *ctx, int *mask, int *keepdims)
+static s4d_status arg_params(s4d_op_ctx *ctx, int arg_min, s4d_reduce_params *p)
 {
     const s4d_tensor *in = &ctx->inputs[0];
+    memset(p, 0, sizeof *p);
+    p->kind = arg_min ? S4D_REDUCE_ARGMIN : S4D_REDUCE_ARGMAX;
     int axis;
     s4d_status st = s4d_norm_axis(ctx, s4d_op_attr_int(ctx, "axis", 0), in->rank > 0 ? in->rank : 1, "axis", &axis);
     if (st != S4D_OK)
         return st;
     for (int d = 0; d < S4D_MAX_RANK; d++)
-        mask[d] = d == axis;
-    *keepdims = s4d_op_attr_int(ctx, "keepdims", 1) != 0;
+        p->mask[d] = d == axis;
+    p->keepdims = s4d_op_attr_int(ctx, "keepdims", 1) != 0;
+    p->select_last = s4d_op_attr_int(ctx, "select_last_index", 0) != 0;
     if (in->rank > 0 && in->dims[axis] == 0)
         return s4d_op_error(ctx, S4D_ERR_SHAPE, "cannot take the arg of an empty axis %d", axis);
+    make_geom(in, p->mask, &p->geom);
     return S4D_OK;
 }
 
-static s4d_status infer_arg(s4d_op_ctx *ctx)
+static s4d_status infer_arg(s4d_op_ctx *ctx, int arg_min)
 {
     s4d_status st = s4d_check_arity(ctx, 1, 1, 1);
     if (st != S4D_OK)
@@ -468,34 +492,45 @@ static s4d_status infer_arg(s4d_op_ctx *ctx)
     s4d_dtype dt = ctx->inputs[0].dtype;
     if (!s4d_dtype_is_float(dt) && !s4d_dtype_is_int(dt))
         return s4d_op_error(ctx, S4D_ERR_DTYPE, "input 0 (data) has unsupported dtype %s", s4d_dtype_name(dt));
-    int mask[S4D_MAX_RANK], keep, r;
-    if ((st = arg_setup(ctx, mask, &keep)) != S4D_OK)
+    s4d_reduce_params p;
+    if ((st = arg_params(ctx, arg_min, &p)) != S4D_OK)
         return st;
+    if (ctx->params)
+        memcpy(ctx->params, &p, sizeof p);
+    int r;
     int64_t dims[S4D_MAX_RANK];
-    out_dims(&ctx->inputs[0], mask, keep, &r, dims);
+    out_dims(&ctx->inputs[0], p.mask, p.keepdims, &r, dims);
     s4d_set_out(ctx, 0, S4D_DTYPE_INT64, r, dims);
     return S4D_OK;
 }
 
 static s4d_status run_arg(s4d_op_ctx *ctx, int arg_min)
 {
-    int mask[S4D_MAX_RANK], keep;
-    s4d_status st = arg_setup(ctx, mask, &keep);
-    if (st != S4D_OK)
-        return st;
+    s4d_reduce_params local;
+    const s4d_reduce_params *p = ctx->params;
+    if (!p) {
+        s4d_status st = arg_params(ctx, arg_min, &local);
+        if (st != S4D_OK)
+            return st;
+        p = &local;
+    }
     red_job *j = &(red_job){0};
-    make_geom(&ctx->inputs[0], mask, &j->g);
+    j->g = p->geom;
     j->dt = ctx->inputs[0].dtype;
     j->x = ctx->inputs[0].data;
     j->y = ctx->outputs[0].data;
     j->arg_min = arg_min;
-    j->last = s4d_op_attr_int(ctx, "select_last_index", 0) != 0;
+    j->last = p->select_last;
     s4d_parallel_for(ctx->pool, j->g.nout, 1 + 32768 / (j->g.nred ? j->g.nred : 1), arg_chunk, j);
     return S4D_OK;
 }
 
+static s4d_status infer_argmax(s4d_op_ctx *ctx) { return infer_arg(ctx, 0); }
+static s4d_status infer_argmin(s4d_op_ctx *ctx) { return infer_arg(ctx, 1); }
 static s4d_status run_argmax(s4d_op_ctx *ctx) { return run_arg(ctx, 0); }
 static s4d_status run_argmin(s4d_op_ctx *ctx) { return run_arg(ctx, 1); }
 
-const s4d_op_schema s4d_op_argmax = {"", "ArgMax", 1, infer_arg, NULL, run_argmax};
-const s4d_op_schema s4d_op_argmin = {"", "ArgMin", 1, infer_arg, NULL, run_argmin};
+const s4d_op_schema s4d_op_argmax = {"", "ArgMax", 1, infer_argmax, NULL, run_argmax,
+                                     sizeof(s4d_reduce_params), 0};
+const s4d_op_schema s4d_op_argmin = {"", "ArgMin", 1, infer_argmin, NULL, run_argmin,
+                                     sizeof(s4d_reduce_params), 0};

@@ -8,6 +8,7 @@
 #include <math.h>
 
 #include "ops/broadcast.h"
+#include "ops/reduce.h"
 
 typedef struct sm_job {
     int log;
@@ -134,15 +135,16 @@ static void sm_rows(void *vp, int64_t r0, int64_t r1)
 }
 
 /* (outer, n, inner) of the normalised block for this opset. */
-static s4d_status sm_geometry(s4d_op_ctx *ctx, int64_t *outer, int64_t *n, int64_t *inner)
+static s4d_status sm_params(s4d_op_ctx *ctx, int log, s4d_softmax_params *p)
 {
     const s4d_tensor *in = &ctx->inputs[0];
     int r = in->rank;
     int axis;
-    if (r == 0) {
-        *outer = *n = *inner = 1;
+    memset(p, 0, sizeof *p);
+    p->log = log;
+    p->outer = p->n = p->inner = 1;
+    if (r == 0)
         return S4D_OK;
-    }
     int64_t a = s4d_op_attr_int(ctx, "axis", ctx->opset >= 13 ? -1 : 1);
     if (ctx->opset < 13) {
         /* The flattening axis may equal rank (an empty trailing block). */
@@ -154,19 +156,19 @@ static s4d_status sm_geometry(s4d_op_ctx *ctx, int64_t *outer, int64_t *n, int64
         if (st != S4D_OK)
             return st;
     }
-    *outer = *n = *inner = 1;
+    p->axis = axis;
     for (int d = 0; d < r; d++) {
         if (d < axis)
-            *outer *= in->dims[d];
+            p->outer *= in->dims[d];
         else if (d == axis || ctx->opset < 13)
-            *n *= in->dims[d];
+            p->n *= in->dims[d];
         else
-            *inner *= in->dims[d];
+            p->inner *= in->dims[d];
     }
     return S4D_OK;
 }
 
-static s4d_status infer_softmax(s4d_op_ctx *ctx)
+static s4d_status infer_sm(s4d_op_ctx *ctx, int log)
 {
     s4d_status st = s4d_check_arity(ctx, 1, 1, 1);
     if (st != S4D_OK)
@@ -175,9 +177,11 @@ static s4d_status infer_softmax(s4d_op_ctx *ctx)
     if (in->dtype != S4D_DTYPE_FLOAT32 && in->dtype != S4D_DTYPE_FLOAT64 && in->dtype != S4D_DTYPE_FLOAT16)
         return s4d_op_error(ctx, S4D_ERR_DTYPE, "input 0 (input) has dtype %s, expected a float type",
                             s4d_dtype_name(in->dtype));
-    int64_t o = 1, n = 1, i = 1;
-    if ((st = sm_geometry(ctx, &o, &n, &i)) != S4D_OK)
+    s4d_softmax_params p;
+    if ((st = sm_params(ctx, log, &p)) != S4D_OK)
         return st;
+    if (ctx->params)
+        memcpy(ctx->params, &p, sizeof p);
     s4d_set_out(ctx, 0, in->dtype, in->rank, in->dims);
     return S4D_OK;
 }
@@ -234,10 +238,15 @@ static void sm_blocks(void *vp, int64_t u0, int64_t u1)
 
 static s4d_status run_sm(s4d_op_ctx *ctx, int log)
 {
-    int64_t outer = 1, n = 1, inner = 1;
-    s4d_status st = sm_geometry(ctx, &outer, &n, &inner);
-    if (st != S4D_OK)
-        return st;
+    s4d_softmax_params local;
+    const s4d_softmax_params *p = ctx->params;
+    if (!p) {
+        s4d_status st = sm_params(ctx, log, &local);
+        if (st != S4D_OK)
+            return st;
+        p = &local;
+    }
+    int64_t outer = p->outer, n = p->n, inner = p->inner;
     if (n == 0 || outer * inner == 0)
         return S4D_OK;
     sm_job j = {log, ctx->inputs[0].dtype, n, inner, ctx->inputs[0].data, ctx->outputs[0].data};
@@ -250,8 +259,12 @@ static s4d_status run_sm(s4d_op_ctx *ctx, int log)
     return S4D_OK;
 }
 
+static s4d_status infer_softmax(s4d_op_ctx *ctx) { return infer_sm(ctx, 0); }
+static s4d_status infer_log_softmax(s4d_op_ctx *ctx) { return infer_sm(ctx, 1); }
 static s4d_status run_softmax(s4d_op_ctx *ctx) { return run_sm(ctx, 0); }
 static s4d_status run_log_softmax(s4d_op_ctx *ctx) { return run_sm(ctx, 1); }
 
-const s4d_op_schema s4d_op_softmax = {"", "Softmax", 1, infer_softmax, NULL, run_softmax};
-const s4d_op_schema s4d_op_log_softmax = {"", "LogSoftmax", 1, infer_softmax, NULL, run_log_softmax};
+const s4d_op_schema s4d_op_softmax = {"", "Softmax", 1, infer_softmax, NULL, run_softmax,
+                                      sizeof(s4d_softmax_params), 0};
+const s4d_op_schema s4d_op_log_softmax = {"", "LogSoftmax", 1, infer_log_softmax, NULL, run_log_softmax,
+                                          sizeof(s4d_softmax_params), 0};

@@ -9,12 +9,9 @@
 #include <string.h>
 
 #include "ops/dense_util.h"
+#include "ops/reduce.h"
 
-typedef struct topk_plan {
-    int axis;
-    int64_t k, n, outer, inner;
-    int largest;
-} topk_plan;
+typedef s4d_topk_params topk_plan;
 
 typedef struct topk_item {
     double v;
@@ -87,6 +84,8 @@ static s4d_status topk_infer(s4d_op_ctx *ctx)
     s4d_status st = topk_plan_make(ctx, &p);
     if (st != S4D_OK)
         return st;
+    if (ctx->params)
+        memcpy(ctx->params, &p, sizeof p);
     for (int o = 0; o < 2; o++) {
         ctx->outputs[o] = ctx->inputs[0];
         ctx->outputs[o].data = NULL;
@@ -98,10 +97,14 @@ static s4d_status topk_infer(s4d_op_ctx *ctx)
 
 static size_t topk_ws(const s4d_op_ctx *ctx)
 {
-    topk_plan p;
-    if (topk_plan_make((s4d_op_ctx *)ctx, &p) != S4D_OK)
-        return 0;
-    return sizeof(topk_item) * (size_t)(p.outer * p.inner * p.n);
+    topk_plan local;
+    const topk_plan *p = ctx->params;
+    if (!p) {
+        if (topk_plan_make((s4d_op_ctx *)ctx, &local) != S4D_OK)
+            return 0;
+        p = &local;
+    }
+    return sizeof(topk_item) * (size_t)(p->outer * p->inner * p->n);
 }
 
 /* NaN above everything; ties by index. */
@@ -174,19 +177,23 @@ static void topk_slices(void *arg, int64_t begin, int64_t end)
 
 static s4d_status topk_run(s4d_op_ctx *ctx)
 {
-    topk_plan p;
-    s4d_status st = topk_plan_make(ctx, &p);
-    if (st != S4D_OK)
-        return st;
-    size_t need = sizeof(topk_item) * (size_t)(p.outer * p.inner * p.n);
+    topk_plan local;
+    const topk_plan *p = ctx->params;
+    if (!p) {
+        s4d_status st = topk_plan_make(ctx, &local);
+        if (st != S4D_OK)
+            return st;
+        p = &local;
+    }
+    size_t need = sizeof(topk_item) * (size_t)(p->outer * p->inner * p->n);
     if (ctx->workspace_size < need)
         return s4d_op_error(ctx, S4D_ERR_INTERNAL, "workspace of %zu bytes, need %zu", ctx->workspace_size, need);
-    topk_job j = {&p, ctx->inputs[0].dtype, s4d_dtype_size(ctx->inputs[0].dtype), ctx->inputs[0].data,
+    topk_job j = {p, ctx->inputs[0].dtype, s4d_dtype_size(ctx->inputs[0].dtype), ctx->inputs[0].data,
                   ctx->outputs[0].data, ctx->outputs[1].data, ctx->workspace};
-    if (p.k > 0)
-        s4d_parallel_for(ctx->pool, p.outer * p.inner, 1, topk_slices, &j);
+    if (p->k > 0)
+        s4d_parallel_for(ctx->pool, p->outer * p->inner, 1, topk_slices, &j);
     return S4D_OK;
 }
 
-const s4d_op_schema s4d_op_topk_1 = {"", "TopK", 1, topk_infer, topk_ws, topk_run};
-const s4d_op_schema s4d_op_topk_10 = {"", "TopK", 10, topk_infer, topk_ws, topk_run};
+const s4d_op_schema s4d_op_topk_1 = {"", "TopK", 1, topk_infer, topk_ws, topk_run, sizeof(s4d_topk_params), 0};
+const s4d_op_schema s4d_op_topk_10 = {"", "TopK", 10, topk_infer, topk_ws, topk_run, sizeof(s4d_topk_params), 0};
