@@ -406,6 +406,16 @@ def resize_cases(rng):
     ]:
         x = data(rng, shape)
         out.append(exact(name, resize_model(x, **kw, **attrs), {"x": x}))
+    x = data(rng, (1, 2, 6, 7))
+    out.append(exact("resize_linear_half_pixel_symmetric", model(
+        "Resize", {"x": x}, {"roi": np.zeros(0, np.float32),
+                             "scales": np.array([1, 1, 1.5, 0.7], np.float32)},
+        attrs={"mode": "linear", "coordinate_transformation_mode": "half_pixel_symmetric"},
+        outputs={"y": ((1, 2, 9, 4), TensorProto.FLOAT)}), {"x": x}))
+    x = data(rng, (2, 3, 4, 6))
+    out.append(exact("resize_opset10_nearest", model(
+        "Resize", {"x": x}, {"scales": np.array([1, 1, 3, 2], np.float32)}, opset=10,
+        attrs={"mode": "nearest"}), {"x": x}))
     # Infinities and NaN spread as on the host: a blend with w == 0 is skipped, except along
     # an axis with nothing after it, where the host blends anyway (0 * inf = NaN).
     x = data(rng, (2, 6, 5))
