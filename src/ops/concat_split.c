@@ -4,6 +4,7 @@
  * of dims[axis] * inner elements per outer index.
  */
 #include "ops/broadcast.h"
+#include "ops/movement.h"
 
 /* ---- Concat ------------------------------------------------------------------ */
 
@@ -40,6 +41,8 @@ static s4d_status infer_concat(s4d_op_ctx *ctx)
         dims[axis] += t->dims[axis];
     }
     s4d_set_out(ctx, 0, t0->dtype, t0->rank, dims);
+    if (ctx->params)
+        ((s4d_axis_params *)ctx->params)->axis = axis;
     return S4D_OK;
 }
 
@@ -72,9 +75,13 @@ static s4d_status run_concat(s4d_op_ctx *ctx)
 {
     const s4d_tensor *out = &ctx->outputs[0];
     int axis;
-    s4d_status st = s4d_norm_axis(ctx, s4d_op_attr_int(ctx, "axis", 0), out->rank, "axis", &axis);
-    if (st != S4D_OK)
-        return st;
+    if (ctx->params) {
+        axis = ((const s4d_axis_params *)ctx->params)->axis;
+    } else {
+        s4d_status st = s4d_norm_axis(ctx, s4d_op_attr_int(ctx, "axis", 0), out->rank, "axis", &axis);
+        if (st != S4D_OK)
+            return st;
+    }
     int64_t outer = 1, slice = (int64_t)s4d_dtype_size(out->dtype);
     for (int d = 0; d < axis; d++)
         outer *= out->dims[d];
@@ -85,7 +92,8 @@ static s4d_status run_concat(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
-const s4d_op_schema s4d_op_concat = {"", "Concat", 4, infer_concat, NULL, run_concat};
+const s4d_op_schema s4d_op_concat = {"", "Concat", 4, infer_concat, NULL, run_concat,
+                                     sizeof(s4d_axis_params)};
 
 /* ---- Split -------------------------------------------------------------------- */
 
@@ -165,6 +173,8 @@ static s4d_status infer_split(s4d_op_ctx *ctx)
         s4d_set_out(ctx, i, in->dtype, in->rank, in->dims);
         ctx->outputs[i].dims[axis] = sizes[i];
     }
+    if (ctx->params)
+        ((s4d_axis_params *)ctx->params)->axis = axis;
     return S4D_OK;
 }
 
@@ -173,9 +183,16 @@ static s4d_status run_split(s4d_op_ctx *ctx)
     const s4d_tensor *in = &ctx->inputs[0];
     int64_t sizes[1024];
     int axis;
-    s4d_status st = split_sizes(ctx, &axis, sizes);
-    if (st != S4D_OK)
-        return st;
+    if (ctx->params) {
+        /* Each output's length along the axis is its part. */
+        axis = ((const s4d_axis_params *)ctx->params)->axis;
+        for (int i = 0; i < ctx->num_outputs; i++)
+            sizes[i] = ctx->outputs[i].dims[axis];
+    } else {
+        s4d_status st = split_sizes(ctx, &axis, sizes);
+        if (st != S4D_OK)
+            return st;
+    }
     int64_t outer = 1, inner = (int64_t)s4d_dtype_size(in->dtype);
     for (int d = 0; d < axis; d++)
         outer *= in->dims[d];
@@ -193,4 +210,5 @@ static s4d_status run_split(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
-const s4d_op_schema s4d_op_split = {"", "Split", 2, infer_split, NULL, run_split};
+const s4d_op_schema s4d_op_split = {"", "Split", 2, infer_split, NULL, run_split,
+                                    sizeof(s4d_axis_params)};

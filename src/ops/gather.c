@@ -5,6 +5,7 @@
  * offending value instead of reading out of bounds.
  */
 #include "ops/broadcast.h"
+#include "ops/movement.h"
 
 static s4d_status check_indices_dtype(s4d_op_ctx *ctx)
 {
@@ -36,6 +37,25 @@ static s4d_status check_range(s4d_op_ctx *ctx, const s4d_tensor *idx, int64_t n)
     return S4D_OK;
 }
 
+/* The axis infer resolved, or (white-box calls without params) the attribute's. */
+static s4d_status run_axis(s4d_op_ctx *ctx, int *axis)
+{
+    if (ctx->params) {
+        *axis = ((const s4d_gather_params *)ctx->params)->axis;
+        return S4D_OK;
+    }
+    return s4d_norm_axis(ctx, s4d_op_attr_int(ctx, "axis", 0), ctx->inputs[0].rank, "axis", axis);
+}
+
+static void set_params(s4d_op_ctx *ctx, int axis, int batch_dims)
+{
+    if (ctx->params) {
+        s4d_gather_params *p = ctx->params;
+        p->axis = axis;
+        p->batch_dims = batch_dims;
+    }
+}
+
 /* ---- Gather ---------------------------------------------------------------------- */
 
 static s4d_status infer_gather(s4d_op_ctx *ctx)
@@ -61,6 +81,7 @@ static s4d_status infer_gather(s4d_op_ctx *ctx)
     for (int d = axis + 1; d < x->rank; d++)
         dims[k++] = x->dims[d];
     s4d_set_out(ctx, 0, x->dtype, r, dims);
+    set_params(ctx, axis, 0);
     return S4D_OK;
 }
 
@@ -87,7 +108,7 @@ static s4d_status run_gather(s4d_op_ctx *ctx)
 {
     const s4d_tensor *x = &ctx->inputs[0], *idx = &ctx->inputs[1];
     int axis;
-    s4d_status st = s4d_norm_axis(ctx, s4d_op_attr_int(ctx, "axis", 0), x->rank, "axis", &axis);
+    s4d_status st = run_axis(ctx, &axis);
     if (st != S4D_OK || (st = check_range(ctx, idx, x->dims[axis])) != S4D_OK)
         return st;
     gather_job j = {x, idx, ctx->outputs[0].data, s4d_tensor_numel(idx), x->dims[axis],
@@ -103,7 +124,8 @@ static s4d_status run_gather(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
-const s4d_op_schema s4d_op_gather = {"", "Gather", 1, infer_gather, NULL, run_gather};
+const s4d_op_schema s4d_op_gather = {"", "Gather", 1, infer_gather, NULL, run_gather,
+                                     sizeof(s4d_gather_params)};
 
 /* ---- GatherElements ----------------------------------------------------------------- */
 
@@ -124,6 +146,7 @@ static s4d_status infer_gather_elements(s4d_op_ctx *ctx)
             return s4d_op_error(ctx, S4D_ERR_SHAPE, "indices dim %d is %lld, larger than data's %lld", d,
                                 (long long)idx->dims[d], (long long)x->dims[d]);
     s4d_set_out(ctx, 0, x->dtype, idx->rank, idx->dims);
+    set_params(ctx, axis, 0);
     return S4D_OK;
 }
 
@@ -159,7 +182,7 @@ static s4d_status run_gather_elements(s4d_op_ctx *ctx)
 {
     const s4d_tensor *x = &ctx->inputs[0], *idx = &ctx->inputs[1];
     int axis;
-    s4d_status st = s4d_norm_axis(ctx, s4d_op_attr_int(ctx, "axis", 0), x->rank, "axis", &axis);
+    s4d_status st = run_axis(ctx, &axis);
     if (st != S4D_OK || (st = check_range(ctx, idx, x->dims[axis])) != S4D_OK)
         return st;
     ge_job j = {x, idx, ctx->outputs[0].data, axis, {0}, s4d_dtype_size(x->dtype)};
@@ -173,7 +196,7 @@ static s4d_status run_gather_elements(s4d_op_ctx *ctx)
 }
 
 const s4d_op_schema s4d_op_gather_elements = {"", "GatherElements", 11, infer_gather_elements, NULL,
-                                               run_gather_elements};
+                                               run_gather_elements, sizeof(s4d_gather_params)};
 
 /* ---- GatherND ----------------------------------------------------------------------- */
 
@@ -210,13 +233,16 @@ static s4d_status infer_gather_nd(s4d_op_ctx *ctx)
     for (int d = (int)(b + k); d < x->rank; d++)
         dims[n++] = x->dims[d];
     s4d_set_out(ctx, 0, x->dtype, r, dims);
+    set_params(ctx, 0, (int)b);
     return S4D_OK;
 }
 
 static s4d_status run_gather_nd(s4d_op_ctx *ctx)
 {
     const s4d_tensor *x = &ctx->inputs[0], *idx = &ctx->inputs[1];
-    int64_t b = s4d_op_attr_int(ctx, "batch_dims", 0), k = idx->dims[idx->rank - 1];
+    int64_t b = ctx->params ? ((const s4d_gather_params *)ctx->params)->batch_dims
+                            : s4d_op_attr_int(ctx, "batch_dims", 0);
+    int64_t k = idx->dims[idx->rank - 1];
     size_t es = s4d_dtype_size(x->dtype);
     int64_t xst[S4D_MAX_RANK], s = 1, slice = 1, nb = 1, per_batch = 1;
     for (int d = x->rank - 1; d >= 0; d--) {
@@ -250,4 +276,5 @@ static s4d_status run_gather_nd(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
-const s4d_op_schema s4d_op_gather_nd = {"", "GatherND", 11, infer_gather_nd, NULL, run_gather_nd};
+const s4d_op_schema s4d_op_gather_nd = {"", "GatherND", 11, infer_gather_nd, NULL, run_gather_nd,
+                                        sizeof(s4d_gather_params)};

@@ -8,14 +8,9 @@
 #include <string.h>
 
 #include "ops/dense_util.h"
+#include "ops/movement.h"
 
-typedef enum gs_pad { GS_ZEROS, GS_BORDER, GS_REFLECTION } gs_pad;
-
-typedef struct gs_plan {
-    int linear, align;
-    gs_pad pad;
-    int64_t n, c, h, w, ho, wo;
-} gs_plan;
+typedef s4d_grid_sample_params gs_plan;
 
 static s4d_status gs_plan_make(s4d_op_ctx *ctx, gs_plan *p)
 {
@@ -37,11 +32,11 @@ static s4d_status gs_plan_make(s4d_op_ctx *ctx, gs_plan *p)
         return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "mode '%s' (bilinear and nearest supported)", mode);
     const char *pm = s4d_op_attr_string(ctx, "padding_mode", "zeros");
     if (strcmp(pm, "zeros") == 0)
-        p->pad = GS_ZEROS;
+        p->pad = S4D_GRID_SAMPLE_ZEROS;
     else if (strcmp(pm, "border") == 0)
-        p->pad = GS_BORDER;
+        p->pad = S4D_GRID_SAMPLE_BORDER;
     else if (strcmp(pm, "reflection") == 0)
-        p->pad = GS_REFLECTION;
+        p->pad = S4D_GRID_SAMPLE_REFLECTION;
     else
         return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "padding_mode '%s' is not zeros, border or reflection", pm);
     p->align = s4d_op_attr_int(ctx, "align_corners", 0) != 0;
@@ -56,17 +51,17 @@ static s4d_status gs_plan_make(s4d_op_ctx *ctx, gs_plan *p)
 
 static s4d_status gs_infer(s4d_op_ctx *ctx)
 {
-    gs_plan p;
-    s4d_status st = gs_plan_make(ctx, &p);
+    gs_plan local, *p = ctx->params ? ctx->params : &local;
+    s4d_status st = gs_plan_make(ctx, p);
     if (st != S4D_OK)
         return st;
     s4d_tensor *y = &ctx->outputs[0];
     y->dtype = S4D_DTYPE_FLOAT32;
     y->rank = 4;
-    y->dims[0] = p.n;
-    y->dims[1] = p.c;
-    y->dims[2] = p.ho;
-    y->dims[3] = p.wo;
+    y->dims[0] = p->n;
+    y->dims[1] = p->c;
+    y->dims[2] = p->ho;
+    y->dims[3] = p->wo;
     return S4D_OK;
 }
 
@@ -93,12 +88,12 @@ static double gs_coord(const gs_plan *p, double g, int64_t size)
 {
     double x = p->align ? (g + 1) / 2 * (double)(size - 1) : ((g + 1) * (double)size - 1) / 2;
     switch (p->pad) {
-    case GS_ZEROS:
+    case S4D_GRID_SAMPLE_ZEROS:
         break;
-    case GS_BORDER:
+    case S4D_GRID_SAMPLE_BORDER:
         x = clampd(x, 0, (double)(size - 1));
         break;
-    case GS_REFLECTION:
+    case S4D_GRID_SAMPLE_REFLECTION:
         x = p->align ? reflect(x, 0, 2.0 * (double)(size - 1)) : reflect(x, -1, 2.0 * (double)size - 1);
         x = clampd(x, 0, (double)(size - 1));
         break;
@@ -127,7 +122,7 @@ static void gs_rows(void *arg, int64_t begin, int64_t end)
             if (x != x || y != y) {
                 /* A NaN location samples nothing. */
                 for (int64_t c = 0; c < p->c; c++)
-                    ys[c * oplane] = p->pad == GS_ZEROS ? 0.0f : NAN;
+                    ys[c * oplane] = p->pad == S4D_GRID_SAMPLE_ZEROS ? 0.0f : NAN;
                 continue;
             }
             if (!p->linear) {
@@ -172,9 +167,13 @@ static void gs_rows(void *arg, int64_t begin, int64_t end)
 static s4d_status gs_run(s4d_op_ctx *ctx)
 {
     gs_plan p;
-    s4d_status st = gs_plan_make(ctx, &p);
-    if (st != S4D_OK)
-        return st;
+    if (ctx->params) {
+        p = *(const gs_plan *)ctx->params;
+    } else {
+        s4d_status st = gs_plan_make(ctx, &p);
+        if (st != S4D_OK)
+            return st;
+    }
     if (p.h == 0 || p.w == 0) {
         memset(ctx->outputs[0].data, 0, sizeof(float) * (size_t)(p.n * p.c * p.ho * p.wo));
         return S4D_OK;
@@ -184,4 +183,5 @@ static s4d_status gs_run(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
-const s4d_op_schema s4d_op_grid_sample = {"", "GridSample", 16, gs_infer, NULL, gs_run};
+const s4d_op_schema s4d_op_grid_sample = {"", "GridSample", 16, gs_infer, NULL, gs_run,
+                                          sizeof(s4d_grid_sample_params)};

@@ -14,31 +14,10 @@
 #include <string.h>
 
 #include "ops/dense_util.h"
+#include "ops/movement.h"
 
-typedef enum coord_mode {
-    COORD_HALF_PIXEL,
-    COORD_PYTORCH_HALF_PIXEL,
-    COORD_ALIGN_CORNERS,
-    COORD_ASYMMETRIC,
-    COORD_TF_HALF_PIXEL_FOR_NEAREST,
-    COORD_HALF_PIXEL_SYMMETRIC
-} coord_mode;
-
-typedef enum nearest_mode { NEAR_ROUND_PREFER_FLOOR, NEAR_ROUND_PREFER_CEIL, NEAR_FLOOR, NEAR_CEIL } nearest_mode;
-
-typedef struct resize_plan {
-    int rank, linear;
-    coord_mode coord;
-    nearest_mode near;
-    int64_t in[S4D_MAX_RANK], out[S4D_MAX_RANK];
-    double scale[S4D_MAX_RANK];
-    /*
-     * The resized length align_corners divides by: the output length when
-     * sizes are given, in * scale (not rounded) when scales are, as in
-     * ONNX's reference and its test data.
-     */
-    double span[S4D_MAX_RANK];
-} resize_plan;
+typedef s4d_resize_params resize_plan;
+typedef s4d_resize_coord coord_mode;
 
 static s4d_status resize_plan_make(s4d_op_ctx *ctx, resize_plan *p)
 {
@@ -72,20 +51,20 @@ static s4d_status resize_plan_make(s4d_op_ctx *ctx, resize_plan *p)
         }
     if (strcmp(cm, "tf_half_pixel_for_nn") == 0) {
         /* The name ONNX 1.12's test data and older exporters use. */
-        p->coord = COORD_TF_HALF_PIXEL_FOR_NEAREST;
+        p->coord = S4D_RESIZE_TF_HALF_PIXEL_FOR_NEAREST;
         found = 1;
     }
     if (!found)
         return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "coordinate_transformation_mode '%s' is not supported", cm);
     const char *nm = s4d_op_attr_string(ctx, "nearest_mode", v10 ? "floor" : "round_prefer_floor");
     if (strcmp(nm, "round_prefer_floor") == 0)
-        p->near = NEAR_ROUND_PREFER_FLOOR;
+        p->near = S4D_RESIZE_ROUND_PREFER_FLOOR;
     else if (strcmp(nm, "round_prefer_ceil") == 0)
-        p->near = NEAR_ROUND_PREFER_CEIL;
+        p->near = S4D_RESIZE_ROUND_PREFER_CEIL;
     else if (strcmp(nm, "floor") == 0)
-        p->near = NEAR_FLOOR;
+        p->near = S4D_RESIZE_FLOOR;
     else if (strcmp(nm, "ceil") == 0)
-        p->near = NEAR_CEIL;
+        p->near = S4D_RESIZE_CEIL;
     else
         return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "nearest_mode '%s' is not known", nm);
 
@@ -156,14 +135,14 @@ static s4d_status resize_plan_make(s4d_op_ctx *ctx, resize_plan *p)
 
 static s4d_status resize_infer(s4d_op_ctx *ctx)
 {
-    resize_plan p;
-    s4d_status st = resize_plan_make(ctx, &p);
+    resize_plan local, *p = ctx->params ? ctx->params : &local;
+    s4d_status st = resize_plan_make(ctx, p);
     if (st != S4D_OK)
         return st;
     s4d_tensor *y = &ctx->outputs[0];
     *y = ctx->inputs[0];
     y->data = NULL;
-    memcpy(y->dims, p.out, sizeof(int64_t) * (size_t)p.rank);
+    memcpy(y->dims, p->out, sizeof(int64_t) * (size_t)p->rank);
     return S4D_OK;
 }
 
@@ -173,19 +152,29 @@ typedef struct resize_tap {
     float w;
 } resize_tap;
 
-/* Whether axis a needs a pass (its mapping is not the identity). */
-static int axis_active(const resize_plan *p, int a)
+/* The plan infer made, or (white-box calls without params) a fresh one in *local. */
+static s4d_status get_plan(const s4d_op_ctx *ctx, resize_plan *local, const resize_plan **p)
+{
+    if (ctx->params) {
+        *p = ctx->params;
+        return S4D_OK;
+    }
+    *p = local;
+    return resize_plan_make((s4d_op_ctx *)ctx, local);
+}
+
+int s4d_resize_axis_active(const resize_plan *p, int a)
 {
     if (p->in[a] != p->out[a] || p->scale[a] != 1.0)
         return 1;
     switch (p->coord) {
-    case COORD_HALF_PIXEL:
-    case COORD_PYTORCH_HALF_PIXEL:
-    case COORD_ALIGN_CORNERS:
-    case COORD_ASYMMETRIC:
-    case COORD_HALF_PIXEL_SYMMETRIC:
+    case S4D_RESIZE_HALF_PIXEL:
+    case S4D_RESIZE_PYTORCH_HALF_PIXEL:
+    case S4D_RESIZE_ALIGN_CORNERS:
+    case S4D_RESIZE_ASYMMETRIC:
+    case S4D_RESIZE_HALF_PIXEL_SYMMETRIC:
         return 0;
-    case COORD_TF_HALF_PIXEL_FOR_NEAREST:
+    case S4D_RESIZE_TF_HALF_PIXEL_FOR_NEAREST:
         return 1;
     }
     return 1;
@@ -193,9 +182,11 @@ static int axis_active(const resize_plan *p, int a)
 
 static size_t resize_ws(const s4d_op_ctx *ctx)
 {
-    resize_plan p;
-    if (resize_plan_make((s4d_op_ctx *)ctx, &p) != S4D_OK)
+    resize_plan local;
+    const resize_plan *pp;
+    if (get_plan(ctx, &local, &pp) != S4D_OK)
         return 0;
+    const resize_plan p = *pp;
     /* Intermediate shapes: axes before the current one resized, later ones not. */
     int64_t cur[S4D_MAX_RANK], worst = 0;
     memcpy(cur, p.in, sizeof cur);
@@ -220,17 +211,17 @@ static double src_coord(const resize_plan *p, int a, int64_t o)
 {
     double s = p->scale[a], lin = (double)p->in[a], lout = (double)p->out[a];
     switch (p->coord) {
-    case COORD_HALF_PIXEL:
+    case S4D_RESIZE_HALF_PIXEL:
         return ((double)o + 0.5) / s - 0.5;
-    case COORD_PYTORCH_HALF_PIXEL:
+    case S4D_RESIZE_PYTORCH_HALF_PIXEL:
         return lout > 1 ? ((double)o + 0.5) / s - 0.5 : 0.0;
-    case COORD_ALIGN_CORNERS:
+    case S4D_RESIZE_ALIGN_CORNERS:
         return lout > 1 && p->span[a] > 1.0 ? (double)o * (lin - 1) / (p->span[a] - 1) : 0.0;
-    case COORD_ASYMMETRIC:
+    case S4D_RESIZE_ASYMMETRIC:
         return (double)o / s;
-    case COORD_TF_HALF_PIXEL_FOR_NEAREST:
+    case S4D_RESIZE_TF_HALF_PIXEL_FOR_NEAREST:
         return ((double)o + 0.5) / s;
-    case COORD_HALF_PIXEL_SYMMETRIC: {
+    case S4D_RESIZE_HALF_PIXEL_SYMMETRIC: {
         double adj = lout / (s * lin), centre = lin / 2.0;
         return centre * (1 - adj) + ((double)o + 0.5) / s - 0.5;
     }
@@ -242,16 +233,16 @@ static int64_t nearest_index(const resize_plan *p, double x, int64_t len)
 {
     double r;
     switch (p->near) {
-    case NEAR_ROUND_PREFER_FLOOR:
+    case S4D_RESIZE_ROUND_PREFER_FLOOR:
         r = (x == floor(x) + 0.5) ? floor(x) : round(x);
         break;
-    case NEAR_ROUND_PREFER_CEIL:
+    case S4D_RESIZE_ROUND_PREFER_CEIL:
         r = (x == floor(x) + 0.5) ? ceil(x) : round(x);
         break;
-    case NEAR_FLOOR:
+    case S4D_RESIZE_FLOOR:
         r = floor(x);
         break;
-    case NEAR_CEIL:
+    case S4D_RESIZE_CEIL:
         r = ceil(x);
         break;
     default:
@@ -274,24 +265,35 @@ typedef struct axis_job {
     const resize_tap *taps;
 } axis_job;
 
-static void fill_taps(const resize_plan *p, int a, resize_tap *t)
+/* The taps of output index o along axis a. */
+static void one_tap(const resize_plan *p, int a, int64_t o, int64_t *i0, int64_t *i1, float *w)
 {
     int64_t lin = p->in[a];
-    for (int64_t o = 0; o < p->out[a]; o++) {
-        double x = src_coord(p, a, o);
-        if (p->linear) {
-            if (x < 0)
-                x = 0;
-            if (x > (double)(lin - 1))
-                x = (double)(lin - 1);
-            t[o].i0 = (int64_t)floor(x);
-            t[o].i1 = t[o].i0 + 1 < lin ? t[o].i0 + 1 : lin - 1;
-            t[o].w = (float)(x - (double)t[o].i0);
-        } else {
-            t[o].i0 = t[o].i1 = nearest_index(p, x, lin);
-            t[o].w = 0.0f;
-        }
+    double x = src_coord(p, a, o);
+    if (p->linear) {
+        if (x < 0)
+            x = 0;
+        if (x > (double)(lin - 1))
+            x = (double)(lin - 1);
+        *i0 = (int64_t)floor(x);
+        *i1 = *i0 + 1 < lin ? *i0 + 1 : lin - 1;
+        *w = (float)(x - (double)*i0);
+    } else {
+        *i0 = *i1 = nearest_index(p, x, lin);
+        *w = 0.0f;
     }
+}
+
+void s4d_resize_taps(const resize_plan *p, int a, int64_t *i0, int64_t *i1, float *w)
+{
+    for (int64_t o = 0; o < p->out[a]; o++)
+        one_tap(p, a, o, &i0[o], &i1[o], &w[o]);
+}
+
+static void fill_taps(const resize_plan *p, int a, resize_tap *t)
+{
+    for (int64_t o = 0; o < p->out[a]; o++)
+        one_tap(p, a, o, &t[o].i0, &t[o].i1, &t[o].w);
 }
 
 static void axis_rows(void *arg, int64_t begin, int64_t end)
@@ -331,10 +333,12 @@ static void axis_rows(void *arg, int64_t begin, int64_t end)
 
 static s4d_status resize_run(s4d_op_ctx *ctx)
 {
-    resize_plan p;
-    s4d_status st = resize_plan_make(ctx, &p);
+    resize_plan local;
+    const resize_plan *pp;
+    s4d_status st = get_plan(ctx, &local, &pp);
     if (st != S4D_OK)
         return st;
+    const resize_plan p = *pp;
     int64_t total_out = 1;
     for (int i = 0; i < p.rank; i++)
         total_out *= p.out[i];
@@ -343,7 +347,7 @@ static s4d_status resize_run(s4d_op_ctx *ctx)
         return S4D_OK;
     int last = -1;
     for (int a = 0; a < p.rank; a++)
-        if (axis_active(&p, a))
+        if (s4d_resize_axis_active(&p, a))
             last = a;
     if (last < 0) {
         memcpy(y, ctx->inputs[0].data, sizeof(float) * (size_t)total_out);
@@ -364,7 +368,7 @@ static s4d_status resize_run(s4d_op_ctx *ctx)
     const float *src = ctx->inputs[0].data;
     int which = 0;
     for (int a = 0; a <= last; a++) {
-        if (!axis_active(&p, a))
+        if (!s4d_resize_axis_active(&p, a))
             continue;
         axis_job j = {&p, a, 1, 1, p.in[a], p.out[a], src, a == last ? y : buf[which], taps};
         for (int i = 0; i < a; i++)
@@ -380,4 +384,5 @@ static s4d_status resize_run(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
-const s4d_op_schema s4d_op_resize = {"", "Resize", 10, resize_infer, resize_ws, resize_run};
+const s4d_op_schema s4d_op_resize = {"", "Resize", 10, resize_infer, resize_ws, resize_run,
+                                     sizeof(s4d_resize_params)};

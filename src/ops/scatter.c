@@ -6,22 +6,23 @@
  * the same result on every run.
  */
 #include "ops/broadcast.h"
+#include "ops/movement.h"
 
-typedef enum scat_red { SR_NONE, SR_ADD, SR_MUL, SR_MAX, SR_MIN } scat_red;
+typedef s4d_scatter_reduction scat_red;
 
 static s4d_status read_reduction(s4d_op_ctx *ctx, scat_red *r)
 {
     const char *s = s4d_op_attr_string(ctx, "reduction", "none");
     if (!strcmp(s, "none"))
-        *r = SR_NONE;
+        *r = S4D_SCATTER_NONE;
     else if (!strcmp(s, "add"))
-        *r = SR_ADD;
+        *r = S4D_SCATTER_ADD;
     else if (!strcmp(s, "mul"))
-        *r = SR_MUL;
+        *r = S4D_SCATTER_MUL;
     else if (!strcmp(s, "max"))
-        *r = SR_MAX;
+        *r = S4D_SCATTER_MAX;
     else if (!strcmp(s, "min"))
-        *r = SR_MIN;
+        *r = S4D_SCATTER_MIN;
     else
         return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "reduction '%s' is not one of none, add, mul, max, min", s);
     return S4D_OK;
@@ -37,7 +38,7 @@ static s4d_status check_data_and_reduction(s4d_op_ctx *ctx, scat_red *red)
     const s4d_tensor *x = &ctx->inputs[0];
     if ((st = read_reduction(ctx, red)) != S4D_OK)
         return st;
-    if (s4d_dtype_size(x->dtype) == 0 || (*red != SR_NONE && !s4d_dtype_is_int(x->dtype) && !s4d_dtype_is_float(x->dtype)))
+    if (s4d_dtype_size(x->dtype) == 0 || (*red != S4D_SCATTER_NONE && !s4d_dtype_is_int(x->dtype) && !s4d_dtype_is_float(x->dtype)))
         return s4d_op_error(ctx, S4D_ERR_DTYPE, "input 0 (data) has unsupported dtype %s", s4d_dtype_name(x->dtype));
     return S4D_OK;
 }
@@ -70,6 +71,8 @@ static s4d_status infer_scatter_nd(s4d_op_ctx *ctx)
         return s4d_op_error(ctx, S4D_ERR_SHAPE, "input 2 (updates) must have shape indices.shape[:-1] + data.shape[%lld:]",
                             (long long)k);
     s4d_set_out(ctx, 0, x->dtype, x->rank, x->dims);
+    if (ctx->params)
+        *(s4d_scatter_params *)ctx->params = (s4d_scatter_params){red, 0};
     return S4D_OK;
 }
 
@@ -80,9 +83,13 @@ static s4d_status run_scatter_nd(s4d_op_ctx *ctx)
     const s4d_tensor *x = &ctx->inputs[0], *idx = &ctx->inputs[1], *up = &ctx->inputs[2];
     s4d_tensor *out = &ctx->outputs[0];
     scat_red red;
-    s4d_status st = read_reduction(ctx, &red);
-    if (st != S4D_OK)
-        return st;
+    if (ctx->params) {
+        red = ((const s4d_scatter_params *)ctx->params)->reduction;
+    } else {
+        s4d_status st = read_reduction(ctx, &red);
+        if (st != S4D_OK)
+            return st;
+    }
     size_t es = s4d_dtype_size(x->dtype);
     int64_t total = s4d_tensor_numel(x);
     if (out->data != x->data && total)
@@ -108,7 +115,7 @@ static s4d_status run_scatter_nd(s4d_op_ctx *ctx)
         }
         const char *src = (const char *)up->data + (size_t)(u * slice) * es;
         char *dst = (char *)out->data + (size_t)off * es;
-        if (red == SR_NONE) {
+        if (red == S4D_SCATTER_NONE) {
             memcpy(dst, src, (size_t)slice * es);
             continue;
         }
@@ -117,7 +124,8 @@ static s4d_status run_scatter_nd(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
-const s4d_op_schema s4d_op_scatter_nd = {"", "ScatterND", 11, infer_scatter_nd, NULL, run_scatter_nd};
+const s4d_op_schema s4d_op_scatter_nd = {"", "ScatterND", 11, infer_scatter_nd, NULL, run_scatter_nd,
+                                         sizeof(s4d_scatter_params)};
 
 /* dst[i] = red(dst[i], src[i]) for i < n, in the element type dt. */
 static void combine(s4d_dtype dt, scat_red red, int isint, char *dst, const char *src, int64_t n)
@@ -126,11 +134,11 @@ static void combine(s4d_dtype dt, scat_red red, int isint, char *dst, const char
         if (isint) {
             int64_t a = s4d_load_i64(dt, dst, i), b = s4d_load_i64(dt, src, i), r = a;
             switch (red) {
-            case SR_ADD: r = (int64_t)((uint64_t)a + (uint64_t)b); break;
-            case SR_MUL: r = (int64_t)((uint64_t)a * (uint64_t)b); break;
-            case SR_MAX: r = a > b ? a : b; break;
-            case SR_MIN: r = a < b ? a : b; break;
-            case SR_NONE: break;
+            case S4D_SCATTER_ADD: r = (int64_t)((uint64_t)a + (uint64_t)b); break;
+            case S4D_SCATTER_MUL: r = (int64_t)((uint64_t)a * (uint64_t)b); break;
+            case S4D_SCATTER_MAX: r = a > b ? a : b; break;
+            case S4D_SCATTER_MIN: r = a < b ? a : b; break;
+            case S4D_SCATTER_NONE: break;
             }
             /* Back through double only for narrow types; int64 stays exact. */
             if (dt == S4D_DTYPE_INT64)
@@ -140,11 +148,11 @@ static void combine(s4d_dtype dt, scat_red red, int isint, char *dst, const char
         } else {
             double a = s4d_load_f64(dt, dst, i), b = s4d_load_f64(dt, src, i), r = a;
             switch (red) {
-            case SR_ADD: r = a + b; break;
-            case SR_MUL: r = a * b; break;
-            case SR_MAX: r = a > b ? a : b; break;
-            case SR_MIN: r = a < b ? a : b; break;
-            case SR_NONE: break;
+            case S4D_SCATTER_ADD: r = a + b; break;
+            case S4D_SCATTER_MUL: r = a * b; break;
+            case S4D_SCATTER_MAX: r = a > b ? a : b; break;
+            case S4D_SCATTER_MIN: r = a < b ? a : b; break;
+            case S4D_SCATTER_NONE: break;
             }
             s4d_store_f64(dt, dst, i, r);
         }
@@ -175,6 +183,8 @@ static s4d_status infer_scatter_elements(s4d_op_ctx *ctx)
     if (!ok)
         return s4d_op_error(ctx, S4D_ERR_SHAPE, "indices and updates must have one shape, of data's rank and within it");
     s4d_set_out(ctx, 0, x->dtype, x->rank, x->dims);
+    if (ctx->params)
+        *(s4d_scatter_params *)ctx->params = (s4d_scatter_params){red, axis};
     return S4D_OK;
 }
 
@@ -184,9 +194,14 @@ static s4d_status run_scatter_elements(s4d_op_ctx *ctx)
     s4d_tensor *out = &ctx->outputs[0];
     scat_red red;
     int axis;
-    s4d_status st = read_reduction(ctx, &red);
-    if (st != S4D_OK || (st = s4d_norm_axis(ctx, s4d_op_attr_int(ctx, "axis", 0), x->rank, "axis", &axis)) != S4D_OK)
-        return st;
+    if (ctx->params) {
+        red = ((const s4d_scatter_params *)ctx->params)->reduction;
+        axis = ((const s4d_scatter_params *)ctx->params)->axis;
+    } else {
+        s4d_status st = read_reduction(ctx, &red);
+        if (st != S4D_OK || (st = s4d_norm_axis(ctx, s4d_op_attr_int(ctx, "axis", 0), x->rank, "axis", &axis)) != S4D_OK)
+            return st;
+    }
     size_t es = s4d_dtype_size(x->dtype);
     int64_t total = s4d_tensor_numel(x), n = s4d_tensor_numel(idx), xst[S4D_MAX_RANK], s = 1;
     if (out->data != x->data && total)
@@ -213,7 +228,7 @@ static s4d_status run_scatter_elements(s4d_op_ctx *ctx)
         }
         char *dst = (char *)out->data + (size_t)off * es;
         const char *src = (const char *)up->data + (size_t)u * es;
-        if (red == SR_NONE)
+        if (red == S4D_SCATTER_NONE)
             memcpy(dst, src, es);
         else
             combine(x->dtype, red, isint, dst, src, 1);
@@ -222,4 +237,4 @@ static s4d_status run_scatter_elements(s4d_op_ctx *ctx)
 }
 
 const s4d_op_schema s4d_op_scatter_elements = {"", "ScatterElements", 11, infer_scatter_elements, NULL,
-                                                run_scatter_elements};
+                                                run_scatter_elements, sizeof(s4d_scatter_params)};

@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "ops/broadcast.h"
+#include "ops/movement.h"
 
 /* ---- Shape (start/end since opset 15) ------------------------------------------------ */
 
@@ -32,19 +33,27 @@ static s4d_status infer_shape(s4d_op_ctx *ctx)
     shape_range(ctx, &b, &e);
     int64_t n = e - b;
     s4d_set_out(ctx, 0, S4D_DTYPE_INT64, 1, &n);
+    if (ctx->params)
+        *(s4d_shape_params *)ctx->params = (s4d_shape_params){b, e};
     return S4D_OK;
 }
 
 static s4d_status run_shape(s4d_op_ctx *ctx)
 {
     int b, e;
-    shape_range(ctx, &b, &e);
+    if (ctx->params) {
+        b = ((const s4d_shape_params *)ctx->params)->begin;
+        e = ((const s4d_shape_params *)ctx->params)->end;
+    } else {
+        shape_range(ctx, &b, &e);
+    }
     for (int d = b; d < e; d++)
         ((int64_t *)ctx->outputs[0].data)[d - b] = ctx->inputs[0].dims[d];
     return S4D_OK;
 }
 
-const s4d_op_schema s4d_op_shape = {"", "Shape", 1, infer_shape, NULL, run_shape};
+const s4d_op_schema s4d_op_shape = {"", "Shape", 1, infer_shape, NULL, run_shape,
+                                    sizeof(s4d_shape_params)};
 
 /* ---- Size ------------------------------------------------------------------------------ */
 
@@ -100,29 +109,49 @@ static s4d_status infer_constant_of_shape(s4d_op_ctx *ctx)
         if (dims[i] < 0)
             return s4d_op_error(ctx, S4D_ERR_SHAPE, "input[%lld] is %lld", (long long)i, (long long)dims[i]);
     s4d_set_out(ctx, 0, val ? val->dtype : S4D_DTYPE_FLOAT32, (int)n, dims);
+    if (ctx->params) {
+        s4d_constant_of_shape_params *p = ctx->params;
+        memset(p, 0, sizeof *p);
+        p->dtype = ctx->outputs[0].dtype;
+        if (val)
+            memcpy(p->value, val->data, s4d_dtype_size(val->dtype));
+    }
     return S4D_OK;
 }
 
 static s4d_status run_constant_of_shape(s4d_op_ctx *ctx)
 {
-    const s4d_tensor *val;
-    s4d_status st = cos_value(ctx, &val);
-    if (st != S4D_OK)
-        return st;
     s4d_tensor *out = &ctx->outputs[0];
     int64_t n = s4d_tensor_numel(out);
     size_t es = s4d_dtype_size(out->dtype);
-    if (!val) {
+    const void *value;
+    if (ctx->params) {
+        /* A missing value attribute left zero bytes here: the same fill. */
+        value = ((const s4d_constant_of_shape_params *)ctx->params)->value;
+    } else {
+        const s4d_tensor *val;
+        s4d_status st = cos_value(ctx, &val);
+        if (st != S4D_OK)
+            return st;
+        if (!val) {
+            memset(out->data, 0, (size_t)n * es);
+            return S4D_OK;
+        }
+        value = val->data;
+    }
+    static const unsigned char zero[8];
+    if (memcmp(value, zero, es) == 0) {
         memset(out->data, 0, (size_t)n * es);
         return S4D_OK;
     }
     for (int64_t i = 0; i < n; i++)
-        memcpy((char *)out->data + (size_t)i * es, val->data, es);
+        memcpy((char *)out->data + (size_t)i * es, value, es);
     return S4D_OK;
 }
 
 const s4d_op_schema s4d_op_constant_of_shape = {"", "ConstantOfShape", 9, infer_constant_of_shape, NULL,
-                                                 run_constant_of_shape};
+                                                 run_constant_of_shape,
+                                                 sizeof(s4d_constant_of_shape_params)};
 
 /* ---- Range -------------------------------------------------------------------------------- */
 
@@ -172,7 +201,20 @@ static s4d_status infer_range(s4d_op_ctx *ctx)
     int64_t n = 0;
     if (st != S4D_OK || (st = range_count(ctx, 1, &n)) != S4D_OK)
         return st;
-    s4d_set_out(ctx, 0, ctx->inputs[0].dtype, 1, &n);
+    s4d_dtype dt = ctx->inputs[0].dtype;
+    s4d_set_out(ctx, 0, dt, 1, &n);
+    if (ctx->params) {
+        s4d_range_params *p = ctx->params;
+        memset(p, 0, sizeof *p);
+        p->dtype = dt;
+        if (s4d_dtype_is_int(dt)) {
+            p->istart = s4d_load_i64(dt, ctx->inputs[0].data, 0);
+            p->idelta = s4d_load_i64(dt, ctx->inputs[2].data, 0);
+        } else {
+            p->fstart = s4d_load_f64(dt, ctx->inputs[0].data, 0);
+            p->fdelta = s4d_load_f64(dt, ctx->inputs[2].data, 0);
+        }
+    }
     return S4D_OK;
 }
 
@@ -181,8 +223,10 @@ static s4d_status run_range(s4d_op_ctx *ctx)
     s4d_tensor *out = &ctx->outputs[0];
     s4d_dtype dt = out->dtype;
     int64_t n = out->dims[0];
+    const s4d_range_params *p = ctx->params;
     if (s4d_dtype_is_int(dt)) {
-        int64_t s = s4d_load_i64(dt, ctx->inputs[0].data, 0), d = s4d_load_i64(dt, ctx->inputs[2].data, 0);
+        int64_t s = p ? p->istart : s4d_load_i64(dt, ctx->inputs[0].data, 0),
+                d = p ? p->idelta : s4d_load_i64(dt, ctx->inputs[2].data, 0);
         for (int64_t i = 0; i < n; i++) {
             int64_t v = (int64_t)((uint64_t)s + (uint64_t)i * (uint64_t)d);
             if (dt == S4D_DTYPE_INT16)
@@ -195,7 +239,8 @@ static s4d_status run_range(s4d_op_ctx *ctx)
         return S4D_OK;
     }
     /* Repeated addition, as the ONNX reference defines it, not start + i * delta. */
-    double s = s4d_load_f64(dt, ctx->inputs[0].data, 0), d = s4d_load_f64(dt, ctx->inputs[2].data, 0);
+    double s = p ? p->fstart : s4d_load_f64(dt, ctx->inputs[0].data, 0),
+           d = p ? p->fdelta : s4d_load_f64(dt, ctx->inputs[2].data, 0);
     if (dt == S4D_DTYPE_FLOAT32) {
         float v = (float)s;
         for (int64_t i = 0; i < n; i++, v += (float)d)
@@ -208,4 +253,5 @@ static s4d_status run_range(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
-const s4d_op_schema s4d_op_range = {"", "Range", 11, infer_range, NULL, run_range};
+const s4d_op_schema s4d_op_range = {"", "Range", 11, infer_range, NULL, run_range,
+                                    sizeof(s4d_range_params)};

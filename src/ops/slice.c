@@ -4,11 +4,9 @@
  * clamped as ONNX prescribes, so INT64_MAX / INT64_MIN mean "to the end".
  */
 #include "ops/broadcast.h"
+#include "ops/movement.h"
 
-typedef struct slice_plan {
-    int rank;
-    int64_t start[S4D_MAX_RANK], step[S4D_MAX_RANK], count[S4D_MAX_RANK];
-} slice_plan;
+typedef s4d_slice_params slice_plan;
 
 static s4d_status read_list(s4d_op_ctx *ctx, int idx, const char *attr, const char *what, int64_t *v, int64_t *n)
 {
@@ -98,10 +96,10 @@ static s4d_status infer_slice(s4d_op_ctx *ctx)
     const s4d_tensor *in = &ctx->inputs[0];
     if (s4d_dtype_size(in->dtype) == 0)
         return s4d_op_error(ctx, S4D_ERR_DTYPE, "input 0 (data) has unsupported dtype %s", s4d_dtype_name(in->dtype));
-    slice_plan p;
-    if ((st = make_plan(ctx, &p)) != S4D_OK)
+    slice_plan local, *p = ctx->params ? ctx->params : &local;
+    if ((st = make_plan(ctx, p)) != S4D_OK)
         return st;
-    s4d_set_out(ctx, 0, in->dtype, in->rank, p.count);
+    s4d_set_out(ctx, 0, in->dtype, in->rank, p->count);
     return S4D_OK;
 }
 
@@ -139,9 +137,13 @@ static void slice_rows(void *vp, int64_t r0, int64_t r1)
 static s4d_status run_slice(s4d_op_ctx *ctx)
 {
     slice_job *j = &(slice_job){0};
-    s4d_status st = make_plan(ctx, &j->p);
-    if (st != S4D_OK)
-        return st;
+    if (ctx->params) {
+        j->p = *(const slice_plan *)ctx->params;
+    } else {
+        s4d_status st = make_plan(ctx, &j->p);
+        if (st != S4D_OK)
+            return st;
+    }
     const s4d_tensor *in = &ctx->inputs[0];
     int64_t s = 1;
     for (int d = in->rank - 1; d >= 0; d--) {
@@ -159,4 +161,5 @@ static s4d_status run_slice(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
-const s4d_op_schema s4d_op_slice = {"", "Slice", 1, infer_slice, NULL, run_slice};
+const s4d_op_schema s4d_op_slice = {"", "Slice", 1, infer_slice, NULL, run_slice,
+                                    sizeof(s4d_slice_params)};

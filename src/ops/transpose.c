@@ -6,6 +6,7 @@
  * read memory with a large stride for every element.
  */
 #include "ops/broadcast.h"
+#include "ops/movement.h"
 
 typedef struct tr_job {
     int rank;                     /* collapsed */
@@ -152,6 +153,44 @@ static s4d_status read_perm(s4d_op_ctx *ctx, int rank, int *perm)
     return S4D_OK;
 }
 
+/* Fills p from the input's shape and the perm attribute. */
+static s4d_status transpose_params(s4d_op_ctx *ctx, s4d_transpose_params *p)
+{
+    const s4d_tensor *in = &ctx->inputs[0];
+    s4d_status st = read_perm(ctx, in->rank, p->perm);
+    if (st != S4D_OK)
+        return st;
+    p->rank = in->rank;
+    int64_t ist_full[S4D_MAX_RANK];
+    int64_t s = 1;
+    for (int d = in->rank - 1; d >= 0; d--) {
+        ist_full[d] = s;
+        s *= in->dims[d];
+    }
+    /* Drop size-1 dims, merge output neighbours that are input neighbours too. */
+    int R = 0;
+    for (int d = 0; d < in->rank; d++) {
+        int64_t n = in->dims[p->perm[d]], is = ist_full[p->perm[d]];
+        if (n == 1)
+            continue;
+        if (R > 0 && p->ist[R - 1] == is * n) {
+            p->odims[R - 1] *= n;
+            p->ist[R - 1] = is;
+        } else {
+            p->odims[R] = n;
+            p->ist[R] = is;
+            R++;
+        }
+    }
+    if (R == 0) {
+        p->odims[0] = 1;
+        p->ist[0] = 1;
+        R = 1;
+    }
+    p->crank = R;
+    return S4D_OK;
+}
+
 static s4d_status infer_transpose(s4d_op_ctx *ctx)
 {
     s4d_status st = s4d_check_arity(ctx, 1, 1, 1);
@@ -161,12 +200,12 @@ static s4d_status infer_transpose(s4d_op_ctx *ctx)
     if (s4d_dtype_size(in->dtype) == 0)
         return s4d_op_error(ctx, S4D_ERR_DTYPE, "input 0 (data) has unsupported dtype %s",
                             s4d_dtype_name(in->dtype));
-    int perm[S4D_MAX_RANK];
-    if ((st = read_perm(ctx, in->rank, perm)) != S4D_OK)
+    s4d_transpose_params local = {0}, *p = ctx->params ? ctx->params : &local;
+    if ((st = transpose_params(ctx, p)) != S4D_OK)
         return st;
     int64_t dims[S4D_MAX_RANK];
     for (int d = 0; d < in->rank; d++)
-        dims[d] = in->dims[perm[d]];
+        dims[d] = in->dims[p->perm[d]];
     s4d_set_out(ctx, 0, in->dtype, in->rank, dims);
     return S4D_OK;
 }
@@ -175,42 +214,25 @@ static s4d_status run_transpose(s4d_op_ctx *ctx)
 {
     const s4d_tensor *in = &ctx->inputs[0];
     s4d_tensor *out = &ctx->outputs[0];
-    int perm[S4D_MAX_RANK];
-    s4d_status st = read_perm(ctx, in->rank, perm);
-    if (st != S4D_OK)
-        return st;
+    s4d_transpose_params local = {0};
+    const s4d_transpose_params *p = ctx->params;
+    if (!p) {
+        s4d_status st = transpose_params(ctx, &local);
+        if (st != S4D_OK)
+            return st;
+        p = &local;
+    }
     int64_t total = s4d_tensor_numel(in);
     if (total == 0)
         return S4D_OK;
-    int64_t ist_full[S4D_MAX_RANK];
-    int64_t s = 1;
-    for (int d = in->rank - 1; d >= 0; d--) {
-        ist_full[d] = s;
-        s *= in->dims[d];
-    }
     tr_job j = {0};
     j.es = s4d_dtype_size(in->dtype);
     j.in = in->data;
     j.out = out->data;
-    /* Drop size-1 dims, merge output neighbours that are input neighbours too. */
-    int R = 0;
-    for (int d = 0; d < in->rank; d++) {
-        int64_t n = in->dims[perm[d]], is = ist_full[perm[d]];
-        if (n == 1)
-            continue;
-        if (R > 0 && j.ist[R - 1] == is * n) {
-            j.odims[R - 1] *= n;
-            j.ist[R - 1] = is;
-        } else {
-            j.odims[R] = n;
-            j.ist[R] = is;
-            R++;
-        }
-    }
-    if (R == 0) {
-        j.odims[0] = 1;
-        j.ist[0] = 1;
-        R = 1;
+    int R = p->crank;
+    for (int d = 0; d < R; d++) {
+        j.odims[d] = p->odims[d];
+        j.ist[d] = p->ist[d];
     }
     j.rank = R;
     if (R == 1) { /* the permutation keeps the order: a plain copy */
@@ -231,4 +253,5 @@ static s4d_status run_transpose(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
-const s4d_op_schema s4d_op_transpose = {"", "Transpose", 1, infer_transpose, NULL, run_transpose};
+const s4d_op_schema s4d_op_transpose = {"", "Transpose", 1, infer_transpose, NULL, run_transpose,
+                                        sizeof(s4d_transpose_params)};
