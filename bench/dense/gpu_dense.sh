@@ -43,17 +43,16 @@ EXEC=$BUILD/bin/s4dexec
 PLUG=$BUILD/lib/libs4d_plugins.so
 
 # 1. every dense-family case, CUDA against the CPU engine
-step compare 150 "$PY" tests/cuda/device_compare.py dense "$EXEC" "$PLUG" "$OUT/cases"
+step compare 200 "$PY" tests/cuda/device_compare.py dense "$EXEC" "$PLUG" "$OUT/cases"
 note "device_compare dense: exit $? - $(grep -E '^dense: ' "$LOG" | tail -1)"
 grep -E '^FAIL' "$LOG" | head -20 | tee -a "$SUM" > /dev/null
-step refusals 60 "$PY" tests/cuda/models_dense.py --refusals "$EXEC" "$PLUG" "$OUT/refusals"
+step refusals 40 "$PY" tests/cuda/models_dense.py --refusals "$EXEC" "$PLUG" "$OUT/refusals"
 note "refusals: exit $?"
 
 # 2. the v3 backbone
 V3=$OUT/v3
 if [ ! -f "$V3/sparse4d_v3_backbone.onnx" ]; then
-  PYTHONPATH=$ROOT/python step export 120 "$PY" -m s4d.sparse4d.export --preset v3 --out "$V3" \
-    --aggregation reference
+  step export 120 "$PY" bench/dense/torch_backbone.py --export "$V3/sparse4d_v3_backbone.onnx"
 fi
 BB=$V3/sparse4d_v3_backbone.onnx
 if [ -f "$BB" ]; then
@@ -72,14 +71,20 @@ if [ -f "$BB" ]; then
     step "compare_$mode" 60 "$EXEC" --loadEngine="$eng" "${common[@]}" --iterations=1 --warmUp=0 \
       --compareOutputs="$OUT/bb_cpu" "${tol[@]}"
     note "  outputs vs CPU ($mode, ${tol[*]}): exit $? $(grep -E 'rel_l2|cosine|max_abs' "$LOG" | tail -1)"
-    step "profile_$mode" 60 "$EXEC" --loadEngine="$eng" "${common[@]}" --iterations=20 --warmUp=5 \
+    # Run to run (and graph replay against eager when every layer is on the GPU): bit for bit.
+    step "export_$mode" 60 "$EXEC" --loadEngine="$eng" "${common[@]}" --iterations=1 --warmUp=0 \
+      --exportOutput="$OUT/bb_gpu_$mode"
+    step "determinism_$mode" 60 "$EXEC" --loadEngine="$eng" "${common[@]}" --iterations=3 --warmUp=1 \
+      --useCudaGraph --compareOutputs="$OUT/bb_gpu_$mode" --rtol=0 --atol=0
+    note "  bitwise equal across runs: exit $?"
+    step "profile_$mode" 60 "$EXEC" --loadEngine="$eng" "${common[@]}" --iterations=10 --warmUp=3 \
       --dumpProfile
     note "  profile: $(grep -E '^  total' "$LOG" | tail -1)"
     awk '/\[profile\]/{p=1;next} p && /^  +[0-9]+ /{op=$3; t[op]+=$4; n[op]++} p && /^  total/{p=0}
          END{for (o in t) printf "    %-22s %3d layers %8.3f ms\n", o, n[o], t[o]}' \
       <(sed -n "/== profile_$mode/,/== profile_$mode: exit/p" "$LOG") | sort -k4 -nr | tee -a "$SUM" > /dev/null
     for g in "" --useCudaGraph; do
-      step "latency_$mode$g" 60 "$EXEC" --loadEngine="$eng" "${common[@]}" --iterations=50 --warmUp=10 $g
+      step "latency_$mode$g" 60 "$EXEC" --loadEngine="$eng" "${common[@]}" --iterations=30 --warmUp=5 $g
       note "  latency ${g:-eager}: $(grep -E '^\[latency\]' "$LOG" | tail -1)"
     done
   done

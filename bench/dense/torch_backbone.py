@@ -1,8 +1,9 @@
 """PyTorch reference time of the Sparse4Dv3 backbone (ResNet50 + FPN, 6 x 3 x 256 x 704).
 
-    python3 bench/dense/torch_backbone.py [--iters 50] [--warmup 10]
+    python3 bench/dense/torch_backbone.py [--iters 50] [--warmup 10] [--export FILE]
 
-Prints one line per mode: eager float32 with TF32 off (what an s4d engine built without
+--export FILE writes the backbone's ONNX graph (as s4d.sparse4d.export does, without the
+head) and exits. Otherwise prints one line per mode: eager float32 with TF32 off (what an s4d engine built without
 --tf32 matches), eager with TF32 on, and the same with torch.backends.cudnn.benchmark,
 each the median of CUDA-event timings. Needs torch with CUDA.
 """
@@ -36,7 +37,17 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--export", help="write the backbone ONNX here and exit")
     args = ap.parse_args()
+    if args.export:
+        from s4d.sparse4d import export as ex
+        model = build_model("v3", aggregation="reference", seed=0)
+        os.makedirs(os.path.dirname(os.path.abspath(args.export)), exist_ok=True)
+        ins = ex.example_inputs(model.cfg)
+        ex._export(ex.BackboneGraph(model), (ins["images"],), args.export, ["images"], ["features"])
+        ex._inline_identities(args.export)
+        print(f"backbone: {args.export}")
+        return 0
     if not torch.cuda.is_available():
         print("torch_backbone: no CUDA device")
         return 77
