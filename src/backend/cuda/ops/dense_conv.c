@@ -66,6 +66,7 @@ typedef struct conv_state {
     int64_t img[3], padded[3], off[3];
     size_t prepad_bytes;
     int has_bias, has_z, relu;
+    s4d_dtype dtype; /* of every tensor; the descriptors and the epilogue follow it */
     int64_t n, c, m, out_plane;
     void *zero_bias; /* device zeros [m]: the fused call needs a bias */
 } conv_state;
@@ -78,7 +79,8 @@ static int fits_int(int64_t v)
 }
 
 /* Packed NCHW dims and strides of [a, b, sp...] with nd - 2 spatial dims taken from the last slots of sp3. */
-static int nchw_desc(cudnnTensorDescriptor_t d, int nd, int64_t a, int64_t b, const int64_t *sp3)
+static int nchw_desc(cudnnTensorDescriptor_t d, cudnnDataType_t dt, int nd, int64_t a, int64_t b,
+                     const int64_t *sp3)
 {
     int dims[5], strides[5];
     dims[0] = (int)a;
@@ -90,7 +92,7 @@ static int nchw_desc(cudnnTensorDescriptor_t d, int nd, int64_t a, int64_t b, co
         strides[i] = (int)s;
         s *= dims[i] > 0 ? dims[i] : 1;
     }
-    return cudnnSetTensorNdDescriptor(d, CUDNN_DATA_FLOAT, nd, dims, strides) == CUDNN_STATUS_SUCCESS;
+    return cudnnSetTensorNdDescriptor(d, dt, nd, dims, strides) == CUDNN_STATUS_SUCCESS;
 }
 
 /* numel of [a, b, sp3] fits cuDNN's int indexing. */
@@ -163,9 +165,11 @@ static s4d_status make_descs(s4d_op_ctx *ctx, conv_state *st, const s4d_conv_geo
         dils[i] = (int)g->dil[j];
     }
     /* The convolution itself (conv(x) of the fused call) runs through the conv descriptor's math type. */
-    if (!nchw_desc(st->x, nd, st->n, in_ch, in_sp) || !nchw_desc(st->y, nd, st->n, out_ch, out_sp) ||
-        !nchw_desc(st->bias, nd, 1, out_ch, one3) ||
-        cudnnSetFilterNdDescriptor(st->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, nd, wd) != CUDNN_STATUS_SUCCESS ||
+    /* Data in the layer's dtype; products accumulate in float (the compute type) for every dtype. */
+    const cudnnDataType_t dt = (cudnnDataType_t)s4d_cudnn_data_type(st->dtype);
+    if (!nchw_desc(st->x, dt, nd, st->n, in_ch, in_sp) || !nchw_desc(st->y, dt, nd, st->n, out_ch, out_sp) ||
+        !nchw_desc(st->bias, dt, nd, 1, out_ch, one3) ||
+        cudnnSetFilterNdDescriptor(st->w, dt, CUDNN_TENSOR_NCHW, nd, wd) != CUDNN_STATUS_SUCCESS ||
         cudnnSetConvolutionNdDescriptor(st->conv, ns, pads, strides, dils, CUDNN_CROSS_CORRELATION,
                                         CUDNN_DATA_FLOAT) != CUDNN_STATUS_SUCCESS ||
         cudnnSetConvolutionGroupCount(st->conv, (int)group) != CUDNN_STATUS_SUCCESS ||
@@ -376,9 +380,9 @@ static int list_cands(cudnnHandle_t h, const conv_state *st, const conv_args *bu
     return n;
 }
 
-static size_t tensor_bytes(int64_t a, int64_t b, const int64_t *sp3)
+static size_t tensor_bytes(s4d_dtype dt, int64_t a, int64_t b, const int64_t *sp3)
 {
-    return sizeof(float) * (size_t)(a * b * sp3[0] * sp3[1] * sp3[2]);
+    return s4d_dtype_size(dt) * (size_t)(a * b * sp3[0] * sp3[1] * sp3[2]);
 }
 
 /*
@@ -397,8 +401,8 @@ static s4d_status conv_choose(s4d_op_ctx *ctx, conv_state *st, const int64_t *in
     cudnnSetConvolutionMathType(st->conv, tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
 
     /* X (ConvTranspose: its input X too, the dy of the data gradient) and Y. */
-    size_t in_bytes = tensor_bytes(st->n, st->c, in_sp);
-    size_t out_bytes = tensor_bytes(st->n, st->m, out_sp);
+    size_t in_bytes = tensor_bytes(st->dtype, st->n, st->c, in_sp);
+    size_t out_bytes = tensor_bytes(st->dtype, st->n, st->m, out_sp);
     size_t need = in_bytes + out_bytes + (w_const ? 0 : w_bytes) + CONV_WS_CAP;
     size_t free_b = s4d_dense_free_bytes();
     size_t cap = CONV_WS_CAP;
@@ -436,7 +440,9 @@ static s4d_status conv_choose(s4d_op_ctx *ctx, conv_state *st, const int64_t *in
     st->ch.math = cand[0].math;
     /* Epilogue variants are worth timing only where there is an epilogue and buffers to time on. */
     if (timed && !st->transpose && (st->has_bias || st->has_z || st->relu)) {
-        void *bias = st->has_bias ? (b_const ? (void *)b_const : s4d_dense_scratch_alloc(&sc, 4 * (size_t)st->m, stream))
+        void *bias = st->has_bias ? (b_const ? (void *)b_const
+                                             : s4d_dense_scratch_alloc(&sc, s4d_dtype_size(st->dtype) * (size_t)st->m,
+                                                                       stream))
                                   : NULL;
         a.b = bias;
         a.z = st->has_z ? a.y : NULL; /* cuDNN allows z to alias y; the timing is the same */
@@ -553,9 +559,10 @@ static s4d_status conv_finish(s4d_op_ctx *ctx, conv_state *st, const s4d_conv_ge
     s4d_status s;
     /* The fused call needs a bias; a layer without one gets zeros (allocated before timing, which may try it). */
     if (!st->transpose && !st->has_bias && (st->has_z || st->relu || (payload && size))) {
-        cudaError_t e = cudaMalloc(&st->zero_bias, sizeof(float) * (size_t)st->m);
+        const size_t bytes = s4d_dtype_size(st->dtype) * (size_t)st->m;
+        cudaError_t e = cudaMalloc(&st->zero_bias, bytes);
         if (e == cudaSuccess)
-            e = cudaMemsetAsync(st->zero_bias, 0, sizeof(float) * (size_t)st->m, bc->stream);
+            e = cudaMemsetAsync(st->zero_bias, 0, bytes, bc->stream);
         if (e == cudaSuccess)
             e = cudaStreamSynchronize(bc->stream);
         if (e != cudaSuccess) {
@@ -630,6 +637,7 @@ static s4d_status conv_prepare(s4d_op_ctx *ctx, const void *payload, size_t size
     conv_state *st = calloc(1, sizeof *st);
     if (!st)
         return s4d_op_error(ctx, S4D_ERR_NO_MEMORY, "out of memory");
+    st->dtype = p->dtype;
     st->n = p->n;
     st->c = p->c;
     st->m = p->m;
@@ -653,11 +661,11 @@ static s4d_status conv_prepare(s4d_op_ctx *ctx, const void *payload, size_t size
             st->prepad = 1;
     }
     if (st->prepad)
-        st->prepad_bytes = tensor_bytes(p->n, p->c, st->padded);
+        st->prepad_bytes = tensor_bytes(p->dtype, p->n, p->c, st->padded);
     s = make_descs(ctx, st, &p->g, p->group, p->c, st->padded, p->m, p->g.grid, p->m, p->cg, pad);
     if (s == S4D_OK)
         s = conv_finish(ctx, st, &p->g, p->group, pad, st->padded, p->g.grid, payload, size,
-                        sizeof(float) * (size_t)(p->m * p->cg * s4d_host_conv_prod3(p->g.k)));
+                        s4d_dtype_size(p->dtype) * (size_t)(p->m * p->cg * s4d_host_conv_prod3(p->g.k)));
     if (s != S4D_OK) {
         conv_state_free(st);
         return s;
@@ -712,6 +720,7 @@ static s4d_status convt_prepare(s4d_op_ctx *ctx, const void *payload, size_t siz
     if (!st)
         return s4d_op_error(ctx, S4D_ERR_NO_MEMORY, "out of memory");
     st->transpose = 1;
+    st->dtype = p->dtype;
     st->n = p->n;
     st->c = p->c;
     st->m = p->m;
@@ -726,7 +735,7 @@ static s4d_status convt_prepare(s4d_op_ctx *ctx, const void *payload, size_t siz
     s = make_descs(ctx, st, &p->g, p->group, p->c, p->g.grid, p->m, p->g.img, p->c, p->mg, p->g.pad_b);
     if (s == S4D_OK)
         s = conv_finish(ctx, st, &p->g, p->group, p->g.pad_b, p->g.grid, p->g.img, payload, size,
-                        sizeof(float) * (size_t)(p->c * p->mg * s4d_host_conv_prod3(p->g.k)));
+                        s4d_dtype_size(p->dtype) * (size_t)(p->c * p->mg * s4d_host_conv_prod3(p->g.k)));
     if (s != S4D_OK) {
         conv_state_free(st);
         return s;
