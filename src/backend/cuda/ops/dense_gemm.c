@@ -78,6 +78,24 @@ typedef struct lt_problem {
     size_t a_bytes, b_bytes, c_bytes;
 } lt_problem;
 
+/* Choice flags: how the build shaped the problem (load repeats it) and how the algorithm is kept. */
+#define LT_FLAG_MIN_ALIGNED 1u /* the algorithm assumes element alignment only */
+#define LT_FLAG_UNROLLED 2u    /* the strided batch runs as a loop of single products */
+#define LT_FLAG_RAW 4u         /* the algorithm's own bytes (no configuration rebuilt it) */
+#define LT_WORDS ((int)(sizeof(cublasLtMatmulAlgo_t) / sizeof(uint32_t)))
+
+/*
+ * A chosen algorithm as the payload and the process cache keep it: its
+ * configuration attributes (words[0 .. LT_NCFG), mask: the ones it reports),
+ * or with LT_FLAG_RAW its bytes, for an algorithm its configuration does not
+ * rebuild.
+ */
+typedef struct lt_choice {
+    uint32_t flags, mask;
+    uint32_t words[LT_WORDS];
+} lt_choice;
+_Static_assert(LT_NCFG <= LT_WORDS, "the configuration fits the choice's words");
+
 typedef struct lt_state {
     int empty;
     s4d_dtype dtype;
@@ -90,7 +108,7 @@ typedef struct lt_state {
     int min_aligned;   /* no algorithm for 16-byte operands: the main one assumes element alignment */
     int unrolled;      /* the strided batch runs as a loop of calls */
     unsigned align[4]; /* bytes the chosen algorithm assumes of our A, B, C, D */
-    uint32_t cfg[LT_NCFG], cfg_mask; /* the algorithm's configuration; mask: attributes it reports */
+    lt_choice ch;      /* what the payload stores */
     lt_problem pb;
 } lt_state;
 
@@ -451,10 +469,6 @@ typedef struct lt_key {
     uint32_t align[4];
 } lt_key;
 
-typedef struct lt_choice {
-    uint32_t cfg[LT_NCFG], mask, min_aligned;
-} lt_choice;
-
 static void lt_key_make(lt_key *k, const lt_state *st)
 {
     const lt_problem *p = &st->pb;
@@ -504,6 +518,15 @@ static s4d_status lt_choose(s4d_op_ctx *ctx, lt_state *st)
         if (lt_cfg_get(&res[i].algo, cfg[nc], &mask[nc]) &&
             lt_cfg_build(bc->lt, st, cfg[nc], mask[nc], &algo[nc], &ws[nc]))
             nc++;
+    memset(&st->ch, 0, sizeof st->ch);
+    if (nc == 0 && n > 0) {
+        /* No candidate rebuilds from its configuration: keep the heuristic's first as it is. */
+        st->algo = res[0].algo;
+        st->ws = res[0].workspaceSize;
+        st->ch.flags = LT_FLAG_RAW;
+        memcpy(st->ch.words, &res[0].algo, sizeof res[0].algo);
+        return S4D_OK;
+    }
     if (nc == 0)
         return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED,
                             "cuBLASLt has no algorithm for this product (%s, m %lld, n %lld, k %lld, batch %lld)",
@@ -551,8 +574,8 @@ static s4d_status lt_choose(s4d_op_ctx *ctx, lt_state *st)
         }
         s4d_dense_scratch_free(&sc, bc->stream);
     }
-    memcpy(st->cfg, cfg[best], sizeof st->cfg);
-    st->cfg_mask = mask[best];
+    memcpy(st->ch.words, cfg[best], sizeof cfg[best]);
+    st->ch.mask = mask[best];
     st->algo = algo[best];
     st->ws = ws[best];
     return S4D_OK;
@@ -577,32 +600,39 @@ static void lt_choose_safe(s4d_op_ctx *ctx, lt_state *st)
     }
 }
 
-/* Payload flags: how the build shaped the problem, which load must repeat. */
-#define LT_FLAG_MIN_ALIGNED 1u /* the algorithm assumes element alignment only */
-#define LT_FLAG_UNROLLED 2u    /* the strided batch runs as a loop of single products */
+/* Makes st->algo from a stored choice and checks it against the descriptors; 1 when it runs. */
+static int lt_choice_apply(cublasLtHandle_t lt, lt_state *st, const lt_choice *ch)
+{
+    if (!(ch->flags & LT_FLAG_RAW))
+        return lt_cfg_build(lt, st, ch->words, ch->mask, &st->algo, &st->ws);
+    cublasLtMatmulHeuristicResult_t r;
+    memset(&r, 0, sizeof r);
+    memcpy(&st->algo, ch->words, sizeof st->algo);
+    if (cublasLtMatmulAlgoCheck(lt, st->op, st->la, st->lb, st->lc, st->ld, &st->algo, &r) != CUBLAS_STATUS_SUCCESS ||
+        r.workspaceSize > LT_WS_CAP)
+        return 0;
+    st->ws = r.workspaceSize;
+    return 1;
+}
 
-typedef struct lt_payload {
-    uint32_t flags, mask, cfg[LT_NCFG];
-} lt_payload;
-
-static s4d_status lt_parse_payload(s4d_op_ctx *ctx, const void *payload, size_t size, lt_payload *pl)
+static s4d_status lt_parse_payload(s4d_op_ctx *ctx, const void *payload, size_t size, lt_choice *ch)
 {
     s4d_rbuf r = {payload, size, 0, 0, NULL};
     uint32_t magic = 0, version = 0, count = 0;
-    memset(pl, 0, sizeof *pl);
+    memset(ch, 0, sizeof *ch);
     s4d_rbuf_u32(&r, &magic, "magic");
     s4d_rbuf_u32(&r, &version, "version");
-    s4d_rbuf_u32(&r, &pl->flags, "flags");
+    s4d_rbuf_u32(&r, &ch->flags, "flags");
+    s4d_rbuf_u32(&r, &ch->mask, "mask");
     s4d_rbuf_u32(&r, &count, "count");
-    s4d_rbuf_u32(&r, &pl->mask, "mask");
-    for (int i = 0; i < LT_NCFG && count == (uint32_t)LT_NCFG; i++)
-        s4d_rbuf_u32(&r, &pl->cfg[i], "algorithm attribute");
+    for (int i = 0; i < LT_WORDS && count == (uint32_t)LT_WORDS; i++)
+        s4d_rbuf_u32(&r, &ch->words[i], "algorithm word");
     const char *why = NULL;
     if (magic != LT_MAGIC || version != S4D_DENSE_PAYLOAD_VERSION)
         why = "it is not a cuBLASLt choice of this version";
-    else if (count != (uint32_t)LT_NCFG || r.failed || r.pos != size)
+    else if (count != (uint32_t)LT_WORDS || r.failed || r.pos != size)
         why = "it is not the size of a cuBLASLt choice";
-    else if (pl->flags & ~(LT_FLAG_MIN_ALIGNED | LT_FLAG_UNROLLED))
+    else if (ch->flags & ~(LT_FLAG_MIN_ALIGNED | LT_FLAG_UNROLLED | LT_FLAG_RAW))
         why = "its flags are unknown";
     if (why)
         return s4d_op_error(ctx, S4D_ERR_PARSE, "the stored cuBLASLt algorithm is invalid: %s (rebuild the engine)",
@@ -615,13 +645,15 @@ static s4d_status lt_save(const void *state, s4d_wbuf *w)
     const lt_state *st = state;
     if (st->empty)
         return S4D_OK;
+    uint32_t flags = (st->ch.flags & LT_FLAG_RAW) | (st->min_aligned ? LT_FLAG_MIN_ALIGNED : 0u) |
+                     (st->unrolled ? LT_FLAG_UNROLLED : 0u);
     s4d_wbuf_u32(w, LT_MAGIC);
     s4d_wbuf_u32(w, S4D_DENSE_PAYLOAD_VERSION);
-    s4d_wbuf_u32(w, (st->min_aligned ? LT_FLAG_MIN_ALIGNED : 0u) | (st->unrolled ? LT_FLAG_UNROLLED : 0u));
-    s4d_wbuf_u32(w, (uint32_t)LT_NCFG);
-    s4d_wbuf_u32(w, st->cfg_mask);
-    for (int i = 0; i < LT_NCFG; i++)
-        s4d_wbuf_u32(w, st->cfg[i]);
+    s4d_wbuf_u32(w, flags);
+    s4d_wbuf_u32(w, st->ch.mask);
+    s4d_wbuf_u32(w, (uint32_t)LT_WORDS);
+    for (int i = 0; i < LT_WORDS; i++)
+        s4d_wbuf_u32(w, st->ch.words[i]);
     return S4D_OK;
 }
 
@@ -672,11 +704,10 @@ static s4d_status lt_choose_cached(s4d_op_ctx *ctx, lt_state *st)
     lt_choice ch;
     lt_key_make(&key, st);
     if (s4d_dense_cache_get(&key, sizeof key, &ch, sizeof ch)) {
-        if (ch.min_aligned)
+        if (ch.flags & LT_FLAG_MIN_ALIGNED)
             lt_min_alignments(st);
-        if (lt_cfg_build(s4d_cuda_ctx(ctx)->lt, st, ch.cfg, ch.mask, &st->algo, &st->ws)) {
-            memcpy(st->cfg, ch.cfg, sizeof ch.cfg);
-            st->cfg_mask = ch.mask;
+        if (lt_choice_apply(s4d_cuda_ctx(ctx)->lt, st, &ch)) {
+            st->ch = ch;
             return S4D_OK;
         }
         st->min_aligned = 0;
@@ -684,10 +715,8 @@ static s4d_status lt_choose_cached(s4d_op_ctx *ctx, lt_state *st)
     }
     s4d_status s = lt_choose(ctx, st);
     if (s == S4D_OK) {
-        memset(&ch, 0, sizeof ch);
-        memcpy(ch.cfg, st->cfg, sizeof ch.cfg);
-        ch.mask = st->cfg_mask;
-        ch.min_aligned = (uint32_t)st->min_aligned;
+        ch = st->ch;
+        ch.flags |= st->min_aligned ? LT_FLAG_MIN_ALIGNED : 0u;
         s4d_dense_cache_put(&key, sizeof key, &ch, sizeof ch);
     }
     return s;
@@ -710,7 +739,7 @@ static s4d_status lt_prepare(s4d_op_ctx *ctx, const lt_problem *p, int empty, co
     }
     s4d_status s = S4D_OK;
     if (payload && size) {
-        lt_payload pl;
+        lt_choice pl;
         s = lt_parse_payload(ctx, payload, size, &pl);
         if (s == S4D_OK && (pl.flags & LT_FLAG_UNROLLED) && !lt_unroll(st))
             s = s4d_op_error(ctx, S4D_ERR_PARSE, "the stored cuBLASLt choice unrolls a batch this product lacks");
@@ -721,14 +750,12 @@ static s4d_status lt_prepare(s4d_op_ctx *ctx, const lt_problem *p, int empty, co
                 lt_min_alignments(st);
             else
                 lt_alignments(st);
-            if (!lt_cfg_build(s4d_cuda_ctx(ctx)->lt, st, pl.cfg, pl.mask, &st->algo, &st->ws))
+            if (!lt_choice_apply(s4d_cuda_ctx(ctx)->lt, st, &pl))
                 s = s4d_op_error(ctx, S4D_ERR_PARSE,
                                  "the stored cuBLASLt algorithm does not run on this product (rebuild the engine)");
         }
-        if (s == S4D_OK) {
-            memcpy(st->cfg, pl.cfg, sizeof pl.cfg);
-            st->cfg_mask = pl.mask;
-        }
+        if (s == S4D_OK)
+            st->ch = pl;
     } else {
         s = lt_make_descs(ctx, st);
         if (s == S4D_OK) {
