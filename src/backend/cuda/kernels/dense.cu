@@ -239,7 +239,7 @@ __global__ void __launch_bounds__(kThreads) global_pool_kernel(const float *__re
 {
     __shared__ double sum[kThreads];
     __shared__ float mx[kThreads];
-    __shared__ int nan[kThreads];
+    __shared__ int nans[kThreads];
     for (int64_t p = blockIdx.x; p < planes; p += gridDim.x) {
         const float *xp = x + p * plane;
         double s = 0.0;
@@ -258,13 +258,13 @@ __global__ void __launch_bounds__(kThreads) global_pool_kernel(const float *__re
         }
         sum[threadIdx.x] = s;
         mx[threadIdx.x] = m;
-        nan[threadIdx.x] = has_nan;
+        nans[threadIdx.x] = has_nan;
         __syncthreads();
         for (int w = blockDim.x / 2; w > 0; w >>= 1) {
             if ((int)threadIdx.x < w) {
                 if (IsMax) {
                     mx[threadIdx.x] = mx[threadIdx.x + w] > mx[threadIdx.x] ? mx[threadIdx.x + w] : mx[threadIdx.x];
-                    nan[threadIdx.x] |= nan[threadIdx.x + w];
+                    nans[threadIdx.x] |= nans[threadIdx.x + w];
                 } else {
                     sum[threadIdx.x] += sum[threadIdx.x + w];
                 }
@@ -273,7 +273,7 @@ __global__ void __launch_bounds__(kThreads) global_pool_kernel(const float *__re
         }
         if (threadIdx.x == 0) {
             if (IsMax)
-                y[p] = nan[0] ? __int_as_float(0x7fc00000) : mx[0];
+                y[p] = nans[0] ? __int_as_float(0x7fc00000) : mx[0];
             else
                 y[p] = plane ? (float)(sum[0] / (double)plane) : 0.0f;
         }
