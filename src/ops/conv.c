@@ -12,14 +12,10 @@
 #include <string.h>
 
 #include "ops/conv_common.h"
+#include "ops/dense.h"
 #include "ops/dense_util.h"
 
-typedef struct conv_plan {
-    s4d_conv_geom g;
-    int64_t n, c, m, group, cg, mg;
-    int has_bias, has_z, relu;
-    int direct; /* 1x1, stride 1, no padding: no im2col */
-} conv_plan;
+typedef s4d_conv_params conv_plan;
 
 static s4d_status conv_plan_make(s4d_op_ctx *ctx, int fused, conv_plan *p)
 {
@@ -29,6 +25,7 @@ static s4d_status conv_plan_make(s4d_op_ctx *ctx, int fused, conv_plan *p)
                             max_in, ctx->num_inputs, ctx->num_outputs);
     const s4d_tensor *x = &ctx->inputs[0], *w = &ctx->inputs[1];
     memset(p, 0, sizeof *p);
+    p->dtype = S4D_DTYPE_FLOAT32;
     p->has_bias = s4d_host_has_input(ctx, 2);
     p->has_z = fused && s4d_host_has_input(ctx, 3);
     if (x->dtype != S4D_DTYPE_FLOAT32 || w->dtype != S4D_DTYPE_FLOAT32 ||
@@ -102,12 +99,25 @@ static s4d_status conv_plan_make(s4d_op_ctx *ctx, int fused, conv_plan *p)
     return S4D_OK;
 }
 
+/* The params infer made, or (white-box callers without params) a fresh parse. */
+static s4d_status conv_plan_get(const s4d_op_ctx *ctx, int fused, conv_plan *p)
+{
+    if (ctx->params) {
+        *p = *(const conv_plan *)ctx->params;
+        return S4D_OK;
+    }
+    /* The cast only lets the parser report through ctx->err. */
+    return conv_plan_make((s4d_op_ctx *)ctx, fused, p);
+}
+
 static s4d_status conv_infer_common(s4d_op_ctx *ctx, int fused)
 {
     conv_plan p;
     s4d_status st = conv_plan_make(ctx, fused, &p);
     if (st != S4D_OK)
         return st;
+    if (ctx->params)
+        *(conv_plan *)ctx->params = p;
     s4d_tensor *y = &ctx->outputs[0];
     y->dtype = S4D_DTYPE_FLOAT32;
     y->rank = ctx->inputs[0].rank;
@@ -121,8 +131,7 @@ static s4d_status conv_infer_common(s4d_op_ctx *ctx, int fused)
 static size_t conv_ws_common(const s4d_op_ctx *ctx, int fused)
 {
     conv_plan p;
-    /* infer validated the node already; the cast only lets the helper report. */
-    if (conv_plan_make((s4d_op_ctx *)ctx, fused, &p) != S4D_OK || p.direct)
+    if (conv_plan_get(ctx, fused, &p) != S4D_OK || p.direct)
         return 0;
     return sizeof(float) * (size_t)(p.cg * s4d_host_conv_prod3(p.g.k) * s4d_host_conv_prod3(p.g.grid));
 }
@@ -149,7 +158,7 @@ static void post_range(void *arg, int64_t begin, int64_t end)
 static s4d_status conv_run_common(s4d_op_ctx *ctx, int fused)
 {
     conv_plan p;
-    s4d_status st = conv_plan_make(ctx, fused, &p);
+    s4d_status st = conv_plan_get(ctx, fused, &p);
     if (st != S4D_OK)
         return st;
     const float *x = ctx->inputs[0].data, *w = ctx->inputs[1].data;
@@ -193,5 +202,6 @@ static s4d_status fconv_infer(s4d_op_ctx *ctx) { return conv_infer_common(ctx, 1
 static size_t fconv_ws(const s4d_op_ctx *ctx) { return conv_ws_common(ctx, 1); }
 static s4d_status fconv_run(s4d_op_ctx *ctx) { return conv_run_common(ctx, 1); }
 
-const s4d_op_schema s4d_op_conv = {"", "Conv", 1, conv_infer, conv_ws, conv_run};
-const s4d_op_schema s4d_op_fused_conv = {"s4d", "FusedConv", 1, fconv_infer, fconv_ws, fconv_run};
+const s4d_op_schema s4d_op_conv = {"", "Conv", 1, conv_infer, conv_ws, conv_run, sizeof(conv_plan), 0};
+const s4d_op_schema s4d_op_fused_conv = {"s4d", "FusedConv", 1, fconv_infer, fconv_ws, fconv_run,
+                                         sizeof(conv_plan), 0};

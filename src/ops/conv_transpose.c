@@ -10,13 +10,10 @@
 #include <string.h>
 
 #include "ops/conv_common.h"
+#include "ops/dense.h"
 #include "ops/dense_util.h"
 
-typedef struct convt_plan {
-    s4d_conv_geom g; /* img = Y spatial, grid = X spatial */
-    int64_t n, c, m, group, cg, mg;
-    int has_bias;
-} convt_plan;
+typedef s4d_convt_params convt_plan; /* g.img = Y spatial, g.grid = X spatial */
 
 static s4d_status convt_plan_make(s4d_op_ctx *ctx, convt_plan *p)
 {
@@ -25,6 +22,7 @@ static s4d_status convt_plan_make(s4d_op_ctx *ctx, convt_plan *p)
                             ctx->num_inputs, ctx->num_outputs);
     const s4d_tensor *x = &ctx->inputs[0], *w = &ctx->inputs[1];
     memset(p, 0, sizeof *p);
+    p->dtype = S4D_DTYPE_FLOAT32;
     p->has_bias = s4d_host_has_input(ctx, 2);
     if (x->dtype != S4D_DTYPE_FLOAT32 || w->dtype != S4D_DTYPE_FLOAT32 ||
         (p->has_bias && ctx->inputs[2].dtype != S4D_DTYPE_FLOAT32))
@@ -106,12 +104,24 @@ static s4d_status convt_plan_make(s4d_op_ctx *ctx, convt_plan *p)
     return S4D_OK;
 }
 
+/* The params infer made, or (white-box callers without params) a fresh parse. */
+static s4d_status convt_plan_get(const s4d_op_ctx *ctx, convt_plan *p)
+{
+    if (ctx->params) {
+        *p = *(const convt_plan *)ctx->params;
+        return S4D_OK;
+    }
+    return convt_plan_make((s4d_op_ctx *)ctx, p);
+}
+
 static s4d_status convt_infer(s4d_op_ctx *ctx)
 {
     convt_plan p;
     s4d_status st = convt_plan_make(ctx, &p);
     if (st != S4D_OK)
         return st;
+    if (ctx->params)
+        *(convt_plan *)ctx->params = p;
     s4d_tensor *y = &ctx->outputs[0];
     y->dtype = S4D_DTYPE_FLOAT32;
     y->rank = ctx->inputs[0].rank;
@@ -125,7 +135,7 @@ static s4d_status convt_infer(s4d_op_ctx *ctx)
 static size_t convt_ws(const s4d_op_ctx *ctx)
 {
     convt_plan p;
-    if (convt_plan_make((s4d_op_ctx *)ctx, &p) != S4D_OK)
+    if (convt_plan_get(ctx, &p) != S4D_OK)
         return 0;
     return sizeof(float) * (size_t)(p.mg * s4d_host_conv_prod3(p.g.k) * s4d_host_conv_prod3(p.g.grid));
 }
@@ -133,7 +143,7 @@ static size_t convt_ws(const s4d_op_ctx *ctx)
 static s4d_status convt_run(s4d_op_ctx *ctx)
 {
     convt_plan p;
-    s4d_status st = convt_plan_make(ctx, &p);
+    s4d_status st = convt_plan_get(ctx, &p);
     if (st != S4D_OK)
         return st;
     const int64_t kk = s4d_host_conv_prod3(p.g.k), ncol = s4d_host_conv_prod3(p.g.grid);
@@ -158,4 +168,5 @@ static s4d_status convt_run(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
-const s4d_op_schema s4d_op_conv_transpose = {"", "ConvTranspose", 1, convt_infer, convt_ws, convt_run};
+const s4d_op_schema s4d_op_conv_transpose = {"", "ConvTranspose", 1, convt_infer, convt_ws, convt_run,
+                                             sizeof(convt_plan), 0};

@@ -10,28 +10,13 @@
  */
 #include <string.h>
 
+#include "ops/dense.h"
 #include "ops/dense_util.h"
 
-#define MAX_LETTERS 52
+#define MAX_LETTERS S4D_EINSUM_LETTERS
 
-typedef struct term {
-    int n;
-    int l[S4D_MAX_RANK]; /* letter ids 0..51 */
-} term;
-
-typedef struct es_plan {
-    int nops;
-    term in[2], out;
-    int64_t size[MAX_LETTERS];
-    /* Two-operand plan: letter groups. */
-    int nb, nm, nn, nk;
-    int bl[S4D_MAX_RANK], ml[S4D_MAX_RANK], nl[S4D_MAX_RANK], kl[S4D_MAX_RANK];
-    int64_t B, M, N, K;
-    int ta, tb;           /* operand used transposed */
-    int a_copy, b_copy;   /* operand permuted (and reduced) into the workspace */
-    int c_copy;           /* result permuted into the output */
-    int f64;              /* float64 operands */
-} es_plan;
+typedef s4d_einsum_term term; /* letter ids 0..51 */
+typedef s4d_einsum_params es_plan;
 
 static int letter_id(char ch)
 {
@@ -206,12 +191,24 @@ static s4d_status es_plan_make(s4d_op_ctx *ctx, es_plan *p)
     return S4D_OK;
 }
 
+/* The params infer made, or (white-box callers without params) a fresh parse. */
+static s4d_status es_plan_get(const s4d_op_ctx *ctx, es_plan *p)
+{
+    if (ctx->params) {
+        *p = *(const es_plan *)ctx->params;
+        return S4D_OK;
+    }
+    return es_plan_make((s4d_op_ctx *)ctx, p);
+}
+
 static s4d_status es_infer(s4d_op_ctx *ctx)
 {
     es_plan p;
     s4d_status st = es_plan_make(ctx, &p);
     if (st != S4D_OK)
         return st;
+    if (ctx->params)
+        *(es_plan *)ctx->params = p;
     s4d_tensor *y = &ctx->outputs[0];
     y->dtype = ctx->inputs[0].dtype;
     y->rank = p.out.n;
@@ -223,7 +220,7 @@ static s4d_status es_infer(s4d_op_ctx *ctx)
 static size_t es_ws(const s4d_op_ctx *ctx)
 {
     es_plan p;
-    if (es_plan_make((s4d_op_ctx *)ctx, &p) != S4D_OK || p.nops == 1)
+    if (es_plan_get(ctx, &p) != S4D_OK || p.nops == 1)
         return 0;
     size_t f = 0;
     if (p.a_copy)
@@ -291,7 +288,7 @@ static void permute_reduce(const es_plan *p, const term *st, const void *src, co
 static s4d_status es_run(s4d_op_ctx *ctx)
 {
     es_plan p;
-    s4d_status st = es_plan_make(ctx, &p);
+    s4d_status st = es_plan_get(ctx, &p);
     if (st != S4D_OK)
         return st;
     void *y = ctx->outputs[0].data;
@@ -354,4 +351,4 @@ static s4d_status es_run(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
-const s4d_op_schema s4d_op_einsum = {"", "Einsum", 12, es_infer, es_ws, es_run};
+const s4d_op_schema s4d_op_einsum = {"", "Einsum", 12, es_infer, es_ws, es_run, sizeof(es_plan), 0};

@@ -4,15 +4,10 @@
  */
 #include <string.h>
 
+#include "ops/dense.h"
 #include "ops/dense_util.h"
 
-typedef struct gemm_shape {
-    int64_t m, n, k;
-    int ta, tb;
-    float alpha, beta;
-    int has_c;
-    int64_t c_rs, c_cs; /* C's row and column strides, 0 where it broadcasts */
-} gemm_shape;
+typedef s4d_gemm_params gemm_shape;
 
 static s4d_status gemm_analyse(s4d_op_ctx *ctx, gemm_shape *s)
 {
@@ -20,8 +15,10 @@ static s4d_status gemm_analyse(s4d_op_ctx *ctx, gemm_shape *s)
         return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "expects 2 or 3 inputs and 1 output, got %d and %d",
                             ctx->num_inputs, ctx->num_outputs);
     const s4d_tensor *a = &ctx->inputs[0], *b = &ctx->inputs[1];
+    memset(s, 0, sizeof *s);
     s->has_c = s4d_host_has_input(ctx, 2);
     s4d_dtype dt = a->dtype;
+    s->dtype = dt;
     if (dt != S4D_DTYPE_FLOAT32 && dt != S4D_DTYPE_FLOAT64)
         return s4d_op_error(ctx, S4D_ERR_DTYPE, "dtype %s is not supported (float32, float64)",
                             s4d_dtype_name(dt));
@@ -65,6 +62,8 @@ static s4d_status gemm_infer(s4d_op_ctx *ctx)
     s4d_status st = gemm_analyse(ctx, &s);
     if (st != S4D_OK)
         return st;
+    if (ctx->params)
+        *(gemm_shape *)ctx->params = s;
     s4d_tensor *y = &ctx->outputs[0];
     y->dtype = ctx->inputs[0].dtype;
     y->rank = 2;
@@ -76,9 +75,13 @@ static s4d_status gemm_infer(s4d_op_ctx *ctx)
 static s4d_status gemm_run(s4d_op_ctx *ctx)
 {
     gemm_shape s;
-    s4d_status st = gemm_analyse(ctx, &s);
-    if (st != S4D_OK)
-        return st;
+    if (ctx->params) {
+        s = *(const gemm_shape *)ctx->params;
+    } else {
+        s4d_status st = gemm_analyse(ctx, &s);
+        if (st != S4D_OK)
+            return st;
+    }
     const s4d_tensor *a = &ctx->inputs[0], *b = &ctx->inputs[1];
     int use_c = s.has_c && s.beta != 0.0f;
     if (a->dtype == S4D_DTYPE_FLOAT64) {
@@ -101,4 +104,4 @@ static s4d_status gemm_run(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
-const s4d_op_schema s4d_op_gemm = {"", "Gemm", 7, gemm_infer, NULL, gemm_run};
+const s4d_op_schema s4d_op_gemm = {"", "Gemm", 7, gemm_infer, NULL, gemm_run, sizeof(gemm_shape), 0};

@@ -9,16 +9,10 @@
  */
 #include <string.h>
 
+#include "ops/dense.h"
 #include "ops/dense_util.h"
 
-typedef struct mm_shape {
-    int64_t m, n, k;
-    int batch_rank;
-    int64_t batch[S4D_MAX_RANK];
-    int64_t a_stride[S4D_MAX_RANK]; /* in matrices; 0 where A broadcasts */
-    int64_t b_stride[S4D_MAX_RANK];
-    int64_t nbatch;
-} mm_shape;
+typedef s4d_matmul_params mm_shape;
 
 static s4d_status mm_analyse_n(s4d_op_ctx *ctx, int num_inputs, mm_shape *s, int *out_rank,
                                int64_t *out_dims)
@@ -27,6 +21,8 @@ static s4d_status mm_analyse_n(s4d_op_ctx *ctx, int num_inputs, mm_shape *s, int
         return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "expects %d inputs and 1 output, got %d and %d",
                             num_inputs, ctx->num_inputs, ctx->num_outputs);
     const s4d_tensor *a = &ctx->inputs[0], *b = &ctx->inputs[1];
+    memset(s, 0, sizeof *s);
+    s->dtype = a->dtype;
     if (a->dtype != b->dtype)
         return s4d_op_error(ctx, S4D_ERR_DTYPE, "inputs differ in dtype: %s and %s",
                             s4d_dtype_name(a->dtype), s4d_dtype_name(b->dtype));
@@ -79,6 +75,8 @@ static s4d_status matmul_infer(s4d_op_ctx *ctx)
     s4d_status st = mm_analyse(ctx, &s, &rank, dims);
     if (st != S4D_OK)
         return st;
+    if (ctx->params)
+        *(mm_shape *)ctx->params = s;
     s4d_tensor *y = &ctx->outputs[0];
     y->dtype = ctx->inputs[0].dtype;
     y->rank = rank;
@@ -160,25 +158,30 @@ static void matmul_compute(s4d_op_ctx *ctx, const mm_shape *sp)
 static s4d_status matmul_run(s4d_op_ctx *ctx)
 {
     mm_shape s;
-    int rank;
-    int64_t dims[S4D_MAX_RANK];
-    s4d_status st = mm_analyse(ctx, &s, &rank, dims);
-    if (st != S4D_OK)
-        return st;
+    if (ctx->params) {
+        s = *(const mm_shape *)ctx->params;
+    } else {
+        int rank;
+        int64_t dims[S4D_MAX_RANK];
+        s4d_status st = mm_analyse(ctx, &s, &rank, dims);
+        if (st != S4D_OK)
+            return st;
+    }
     matmul_compute(ctx, &s);
     return S4D_OK;
 }
 
-const s4d_op_schema s4d_op_matmul = {"", "MatMul", 1, matmul_infer, NULL, matmul_run};
+const s4d_op_schema s4d_op_matmul = {"", "MatMul", 1, matmul_infer, NULL, matmul_run, sizeof(mm_shape), 0};
 
-static s4d_status fmm_analyse(s4d_op_ctx *ctx, mm_shape *s, int *rank, int64_t *dims, int *relu)
+static s4d_status fmm_analyse(s4d_op_ctx *ctx, mm_shape *s, int *rank, int64_t *dims)
 {
     s4d_status st = mm_analyse_n(ctx, 3, s, rank, dims);
     if (st != S4D_OK)
         return st;
     if (ctx->inputs[0].dtype != S4D_DTYPE_FLOAT32)
         return s4d_op_error(ctx, S4D_ERR_DTYPE, "only float32 is supported");
-    if (s4d_host_has_input(ctx, 2)) {
+    s->has_bias = s4d_host_has_input(ctx, 2);
+    if (s->has_bias) {
         const s4d_tensor *b = &ctx->inputs[2];
         /* [N], or [1, ..., 1, N] of no higher rank than the output. */
         if (b->dtype != S4D_DTYPE_FLOAT32 || b->rank < 1 || b->rank > *rank || b->dims[b->rank - 1] != s->n ||
@@ -186,8 +189,8 @@ static s4d_status fmm_analyse(s4d_op_ctx *ctx, mm_shape *s, int *rank, int64_t *
             return s4d_op_error(ctx, S4D_ERR_SHAPE, "the bias must be float32 [%lld]", (long long)s->n);
     }
     const char *act = s4d_op_attr_string(ctx, "activation", "");
-    *relu = strcmp(act, "Relu") == 0;
-    if (!*relu && act[0] != '\0')
+    s->relu = strcmp(act, "Relu") == 0;
+    if (!s->relu && act[0] != '\0')
         return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "activation '%s' (only Relu)", act);
     return S4D_OK;
 }
@@ -195,11 +198,13 @@ static s4d_status fmm_analyse(s4d_op_ctx *ctx, mm_shape *s, int *rank, int64_t *
 static s4d_status fmm_infer(s4d_op_ctx *ctx)
 {
     mm_shape s;
-    int rank, relu;
+    int rank;
     int64_t dims[S4D_MAX_RANK];
-    s4d_status st = fmm_analyse(ctx, &s, &rank, dims, &relu);
+    s4d_status st = fmm_analyse(ctx, &s, &rank, dims);
     if (st != S4D_OK)
         return st;
+    if (ctx->params)
+        *(mm_shape *)ctx->params = s;
     s4d_tensor *y = &ctx->outputs[0];
     y->dtype = S4D_DTYPE_FLOAT32;
     y->rank = rank;
@@ -229,17 +234,22 @@ static void fmm_rows(void *arg, int64_t begin, int64_t end)
 static s4d_status fmm_run(s4d_op_ctx *ctx)
 {
     mm_shape s;
-    int rank, relu;
-    int64_t dims[S4D_MAX_RANK];
-    s4d_status st = fmm_analyse(ctx, &s, &rank, dims, &relu);
-    if (st != S4D_OK)
-        return st;
+    if (ctx->params) {
+        s = *(const mm_shape *)ctx->params;
+    } else {
+        int rank;
+        int64_t dims[S4D_MAX_RANK];
+        s4d_status st = fmm_analyse(ctx, &s, &rank, dims);
+        if (st != S4D_OK)
+            return st;
+    }
     matmul_compute(ctx, &s);
-    fmm_post p = {ctx->outputs[0].data, s4d_host_has_input(ctx, 2) ? ctx->inputs[2].data : NULL, s.n, relu};
+    fmm_post p = {ctx->outputs[0].data, s.has_bias ? ctx->inputs[2].data : NULL, s.n, s.relu};
     int64_t rows = s.n ? s4d_tensor_numel(&ctx->outputs[0]) / s.n : 0;
-    if (p.bias || relu)
+    if (p.bias || s.relu)
         s4d_parallel_for(ctx->pool, rows, 1 + 16384 / (s.n + 1), fmm_rows, &p);
     return S4D_OK;
 }
 
-const s4d_op_schema s4d_op_fused_matmul = {"s4d", "FusedMatMul", 1, fmm_infer, NULL, fmm_run};
+const s4d_op_schema s4d_op_fused_matmul = {"s4d", "FusedMatMul", 1, fmm_infer, NULL, fmm_run,
+                                           sizeof(mm_shape), 0};

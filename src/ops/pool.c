@@ -13,15 +13,14 @@
 #include <string.h>
 
 #include "ops/conv_common.h"
+#include "ops/dense.h"
 #include "ops/dense_util.h"
 
-typedef enum pool_kind { POOL_MAX, POOL_AVG } pool_kind;
+typedef s4d_pool_kind pool_kind;
+#define POOL_MAX S4D_POOL_MAX
+#define POOL_AVG S4D_POOL_AVG
 
-typedef struct pool_plan {
-    s4d_conv_geom g;
-    int64_t n, c;
-    int count_include_pad, storage_order, with_indices;
-} pool_plan;
+typedef s4d_pool_params pool_plan;
 
 static s4d_status pool_plan_make(s4d_op_ctx *ctx, pool_kind kind, pool_plan *p)
 {
@@ -39,6 +38,7 @@ static s4d_status pool_plan_make(s4d_op_ctx *ctx, pool_kind kind, pool_plan *p)
     if (!ka || ka->type != S4D_ATTR_INTS || (int)ka->count != nsp)
         return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "attribute kernel_shape must list %d ints", nsp);
     memset(p, 0, sizeof *p);
+    p->kind = kind;
     s4d_auto_pad ap;
     s4d_status st = s4d_host_conv_attrs(ctx, nsp, ka->ints, &p->g, &ap);
     if (st != S4D_OK)
@@ -75,12 +75,24 @@ static s4d_status pool_plan_make(s4d_op_ctx *ctx, pool_kind kind, pool_plan *p)
     return S4D_OK;
 }
 
+/* The params infer made, or (white-box callers without params) a fresh parse. */
+static s4d_status pool_plan_get(const s4d_op_ctx *ctx, pool_kind kind, pool_plan *p)
+{
+    if (ctx->params) {
+        *p = *(const pool_plan *)ctx->params;
+        return S4D_OK;
+    }
+    return pool_plan_make((s4d_op_ctx *)ctx, kind, p);
+}
+
 static s4d_status pool_infer(s4d_op_ctx *ctx, pool_kind kind)
 {
     pool_plan p;
     s4d_status st = pool_plan_make(ctx, kind, &p);
     if (st != S4D_OK)
         return st;
+    if (ctx->params)
+        *(pool_plan *)ctx->params = p;
     const s4d_tensor *x = &ctx->inputs[0];
     for (int o = 0; o < ctx->num_outputs; o++) {
         s4d_tensor *y = &ctx->outputs[o];
@@ -182,7 +194,7 @@ static void pool_planes(void *arg, int64_t begin, int64_t end)
 static s4d_status pool_run(s4d_op_ctx *ctx, pool_kind kind)
 {
     pool_plan p;
-    s4d_status st = pool_plan_make(ctx, kind, &p);
+    s4d_status st = pool_plan_get(ctx, kind, &p);
     if (st != S4D_OK)
         return st;
     size_t need = sizeof(pool_taps) * (size_t)(p.g.grid[0] + p.g.grid[1] + p.g.grid[2]);
@@ -208,7 +220,7 @@ static s4d_status pool_run(s4d_op_ctx *ctx, pool_kind kind)
 static size_t pool_ws(const s4d_op_ctx *ctx, pool_kind kind)
 {
     pool_plan p;
-    if (pool_plan_make((s4d_op_ctx *)ctx, kind, &p) != S4D_OK)
+    if (pool_plan_get(ctx, kind, &p) != S4D_OK)
         return 0;
     return sizeof(pool_taps) * (size_t)(p.g.grid[0] + p.g.grid[1] + p.g.grid[2]);
 }
@@ -239,6 +251,14 @@ static s4d_status gpool_infer(s4d_op_ctx *ctx)
     if (st != S4D_OK)
         return st;
     const s4d_tensor *x = &ctx->inputs[0];
+    if (ctx->params) {
+        s4d_gpool_params *gp = ctx->params;
+        memset(gp, 0, sizeof *gp);
+        gp->planes = x->dims[0] * x->dims[1];
+        gp->plane = 1;
+        for (int i = 2; i < x->rank; i++)
+            gp->plane *= x->dims[i];
+    }
     ctx->outputs[0] = *x;
     ctx->outputs[0].data = NULL;
     for (int i = 2; i < x->rank; i++)
@@ -275,21 +295,33 @@ static void gpool_planes(void *arg, int64_t begin, int64_t end)
 
 static s4d_status gpool_run(s4d_op_ctx *ctx, int is_max)
 {
-    s4d_status st = gpool_check(ctx);
-    if (st != S4D_OK)
-        return st;
     const s4d_tensor *x = &ctx->inputs[0];
     gpool_job j = {x->data, ctx->outputs[0].data, 1, is_max};
-    for (int i = 2; i < x->rank; i++)
-        j.plane *= x->dims[i];
-    s4d_parallel_for(ctx->pool, x->dims[0] * x->dims[1], 1, gpool_planes, &j);
+    int64_t planes;
+    if (ctx->params) {
+        const s4d_gpool_params *gp = ctx->params;
+        planes = gp->planes;
+        j.plane = gp->plane;
+    } else {
+        s4d_status st = gpool_check(ctx);
+        if (st != S4D_OK)
+            return st;
+        for (int i = 2; i < x->rank; i++)
+            j.plane *= x->dims[i];
+        planes = x->dims[0] * x->dims[1];
+    }
+    s4d_parallel_for(ctx->pool, planes, 1, gpool_planes, &j);
     return S4D_OK;
 }
 
 static s4d_status gavg_run(s4d_op_ctx *ctx) { return gpool_run(ctx, 0); }
 static s4d_status gmax_run(s4d_op_ctx *ctx) { return gpool_run(ctx, 1); }
 
-const s4d_op_schema s4d_op_maxpool = {"", "MaxPool", 1, maxpool_infer, maxpool_ws, maxpool_run};
-const s4d_op_schema s4d_op_avgpool = {"", "AveragePool", 1, avgpool_infer, avgpool_ws, avgpool_run};
-const s4d_op_schema s4d_op_global_avgpool = {"", "GlobalAveragePool", 1, gpool_infer, NULL, gavg_run};
-const s4d_op_schema s4d_op_global_maxpool = {"", "GlobalMaxPool", 1, gpool_infer, NULL, gmax_run};
+const s4d_op_schema s4d_op_maxpool = {"", "MaxPool", 1, maxpool_infer, maxpool_ws, maxpool_run,
+                                      sizeof(pool_plan), 0};
+const s4d_op_schema s4d_op_avgpool = {"", "AveragePool", 1, avgpool_infer, avgpool_ws, avgpool_run,
+                                      sizeof(pool_plan), 0};
+const s4d_op_schema s4d_op_global_avgpool = {"", "GlobalAveragePool", 1, gpool_infer, NULL, gavg_run,
+                                             sizeof(s4d_gpool_params), 0};
+const s4d_op_schema s4d_op_global_maxpool = {"", "GlobalMaxPool", 1, gpool_infer, NULL, gmax_run,
+                                             sizeof(s4d_gpool_params), 0};

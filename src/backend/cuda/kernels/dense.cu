@@ -1,0 +1,358 @@
+// The small kernels of the dense family (see dense.h). Grids: the large,
+// contiguous dimension runs along x (threads of a warp touch consecutive
+// elements); planes and rows run along y / z with grid-stride loops, so no
+// grid dimension passes its limit (65535 for y and z) whatever the shape.
+#include <math.h>
+#include <stdint.h>
+
+#include "backend/cuda/kernels/dense.h"
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxGridYZ = 65535;
+constexpr int64_t kMaxGridX = 1 << 20;
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+// Threads per block for rows of `units` elements: a multiple of 32, at most kThreads.
+inline int row_threads(int64_t units)
+{
+    int64_t t = ceil_div(units, 32) * 32;
+    return (int)(t < kThreads ? (t < 32 ? 32 : t) : kThreads);
+}
+
+// ReLU that keeps NaN (the host reference's max(v, 0) keeps it too).
+__device__ __forceinline__ float relu_keep_nan(float v) { return (v > 0.0f || v != v) ? v : 0.0f; }
+
+template <bool HasBias, bool HasZ, bool Relu>
+__device__ __forceinline__ float epi1(float v, float b, float z)
+{
+    if (HasBias)
+        v += b;
+    if (HasZ)
+        v += z;
+    if (Relu)
+        v = relu_keep_nan(v);
+    return v;
+}
+
+// y viewed as planes of `units` vectors of V floats (V = 4: float4, V = 1: float).
+template <typename Vec, bool HasBias, bool HasZ, bool Relu>
+__global__ void __launch_bounds__(kThreads) conv_epilogue_kernel(Vec *__restrict__ y, const float *__restrict__ bias,
+                                                                 const Vec *__restrict__ z, int64_t planes,
+                                                                 int64_t units, int64_t channels)
+{
+    const int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t p = blockIdx.y; p < planes; p += gridDim.y) {
+        const float b = HasBias ? __ldg(bias + p % channels) : 0.0f;
+        Vec *yp = y + p * units;
+        const Vec *zp = HasZ ? z + p * units : nullptr;
+        for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < units; i += step) {
+            Vec v = yp[i];
+            if constexpr (sizeof(Vec) == 16) {
+                float4 w = HasZ ? zp[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+                v.x = epi1<HasBias, HasZ, Relu>(v.x, b, w.x);
+                v.y = epi1<HasBias, HasZ, Relu>(v.y, b, w.y);
+                v.z = epi1<HasBias, HasZ, Relu>(v.z, b, w.z);
+                v.w = epi1<HasBias, HasZ, Relu>(v.w, b, w.w);
+            } else {
+                v = epi1<HasBias, HasZ, Relu>(v, b, HasZ ? zp[i] : 0.0f);
+            }
+            yp[i] = v;
+        }
+    }
+}
+
+template <typename Vec>
+void launch_epilogue(Vec *y, const float *bias, const Vec *z, int relu, int64_t planes, int64_t units,
+                     int64_t channels, cudaStream_t s)
+{
+    const int threads = row_threads(units);
+    dim3 grid((unsigned)min64(ceil_div(units, threads), kMaxGridX), (unsigned)min64(planes, kMaxGridYZ));
+    const int key = (bias ? 4 : 0) | (z ? 2 : 0) | (relu ? 1 : 0);
+    switch (key) {
+#define S4D_EPI_CASE(K, B, Z, R)                                                                            \
+    case K: conv_epilogue_kernel<Vec, B, Z, R><<<grid, threads, 0, s>>>(y, bias, z, planes, units, channels); \
+        break;
+        S4D_EPI_CASE(1, false, false, true)
+        S4D_EPI_CASE(2, false, true, false)
+        S4D_EPI_CASE(3, false, true, true)
+        S4D_EPI_CASE(4, true, false, false)
+        S4D_EPI_CASE(5, true, false, true)
+        S4D_EPI_CASE(6, true, true, false)
+        S4D_EPI_CASE(7, true, true, true)
+#undef S4D_EPI_CASE
+    default: break; // nothing to apply
+    }
+}
+
+__global__ void __launch_bounds__(kThreads) pad3_kernel(const float *__restrict__ x, float *__restrict__ xp,
+                                                        int64_t rows, int64_t img0, int64_t img1, int64_t img2,
+                                                        int64_t pad0, int64_t pad1, int64_t pad2, int64_t off0,
+                                                        int64_t off1, int64_t off2)
+{
+    const int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+        // One decomposition per row, amortised over the row's elements.
+        const int64_t r1 = r % pad1, t = r / pad1;
+        const int64_t r0 = t % pad0, pl = t / pad0;
+        const int64_t i0 = r0 - off0, i1 = r1 - off1;
+        const bool row_in = i0 >= 0 && i0 < img0 && i1 >= 0 && i1 < img1;
+        const float *xr = row_in ? x + ((pl * img0 + i0) * img1 + i1) * img2 : nullptr;
+        float *dr = xp + r * pad2;
+        for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < pad2; c += step) {
+            const int64_t i2 = c - off2;
+            dr[c] = (row_in && i2 >= 0 && i2 < img2) ? xr[i2] : 0.0f;
+        }
+    }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) fill_bcast_kernel(T *__restrict__ y, const T *__restrict__ c,
+                                                              int64_t rows, int64_t cols, int64_t rs, int64_t cs,
+                                                              T beta)
+{
+    const int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+        T *yr = y + r * cols;
+        const T *cr = c + r * rs;
+        for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < cols; j += step)
+            yr[j] = beta * cr[j * cs];
+    }
+}
+
+template <typename T>
+cudaError_t launch_fill(T *y, const T *c, int64_t rows, int64_t cols, int64_t rs, int64_t cs, T beta,
+                        cudaStream_t s)
+{
+    if (rows <= 0 || cols <= 0)
+        return cudaSuccess;
+    const int threads = row_threads(cols);
+    dim3 grid((unsigned)min64(ceil_div(cols, threads), kMaxGridX), (unsigned)min64(rows, kMaxGridYZ));
+    fill_bcast_kernel<T><<<grid, threads, 0, s>>>(y, c, rows, cols, rs, cs, beta);
+    return cudaGetLastError();
+}
+
+// Kernel taps [*b, *e) whose position s + k * d lies in [lo, hi), as the host reference's tap_range.
+__device__ __forceinline__ void tap_range(int64_t s, int64_t d, int64_t k, int64_t lo, int64_t hi, int64_t *b,
+                                          int64_t *e)
+{
+    int64_t bb, ee;
+    if (d == 1) {
+        bb = lo - s <= 0 ? 0 : lo - s;
+        ee = hi - s <= 0 ? 0 : hi - s;
+    } else {
+        bb = lo - s <= 0 ? 0 : (lo - s + d - 1) / d;
+        ee = hi - s <= 0 ? 0 : (hi - s - 1) / d + 1;
+    }
+    if (ee > k)
+        ee = k;
+    if (bb > ee)
+        bb = ee;
+    *b = bb;
+    *e = ee;
+}
+
+// One thread per output element: x along the last output dim, y over (o0, o1) rows, z over planes.
+template <bool IsAvg>
+__global__ void __launch_bounds__(kThreads) pool_kernel(const float *__restrict__ x, float *__restrict__ y,
+                                                        int64_t *__restrict__ idx, s4d_cuda_pool_geom g)
+{
+    const int64_t rows = g.grid[0] * g.grid[1];
+    const int64_t plane_in = g.img[0] * g.img[1] * g.img[2];
+    const int64_t plane_out = rows * g.grid[2];
+    const int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t pl = blockIdx.z; pl < g.planes; pl += gridDim.z) {
+        const float *xp = x + pl * plane_in;
+        for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
+            const int64_t o0 = row / g.grid[1], o1 = row - o0 * g.grid[1];
+            const int64_t s0 = o0 * g.stride[0] - g.pad_b[0], s1 = o1 * g.stride[1] - g.pad_b[1];
+            int64_t b0, e0, b1, e1, p0b = 0, p0e = 0, p1b = 0, p1e = 0;
+            tap_range(s0, g.dil[0], g.k[0], 0, g.img[0], &b0, &e0);
+            tap_range(s1, g.dil[1], g.k[1], 0, g.img[1], &b1, &e1);
+            if (IsAvg) {
+                tap_range(s0, g.dil[0], g.k[0], -g.pad_b[0], g.img[0] + g.pad_e[0], &p0b, &p0e);
+                tap_range(s1, g.dil[1], g.k[1], -g.pad_b[1], g.img[1] + g.pad_e[1], &p1b, &p1e);
+            }
+            for (int64_t o2 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; o2 < g.grid[2]; o2 += step) {
+                const int64_t s2 = o2 * g.stride[2] - g.pad_b[2];
+                int64_t b2, e2;
+                tap_range(s2, g.dil[2], g.k[2], 0, g.img[2], &b2, &e2);
+                const int64_t out = pl * plane_out + row * g.grid[2] + o2;
+                if (IsAvg) {
+                    int64_t p2b, p2e;
+                    tap_range(s2, g.dil[2], g.k[2], -g.pad_b[2], g.img[2] + g.pad_e[2], &p2b, &p2e);
+                    double sum = 0.0;
+                    for (int64_t k0 = b0; k0 < e0; k0++) {
+                        const int64_t i0 = s0 + k0 * g.dil[0];
+                        for (int64_t k1 = b1; k1 < e1; k1++) {
+                            const float *xr = xp + (i0 * g.img[1] + s1 + k1 * g.dil[1]) * g.img[2] + s2;
+                            for (int64_t k2 = b2; k2 < e2; k2++)
+                                sum += (double)__ldg(xr + k2 * g.dil[2]);
+                        }
+                    }
+                    const int64_t n_in = (e0 - b0) * (e1 - b1) * (e2 - b2);
+                    const int64_t n_pad = (p0e - p0b) * (p1e - p1b) * (p2e - p2b);
+                    const int64_t cnt = g.count_include_pad ? n_pad : n_in;
+                    y[out] = cnt ? (float)(sum / (double)cnt) : 0.0f;
+                } else {
+                    float best = -INFINITY;
+                    int64_t a0 = -1, a1 = 0, a2 = 0; // position of the maximum; -1: none yet
+                    for (int64_t k0 = b0; k0 < e0; k0++) {
+                        const int64_t i0 = s0 + k0 * g.dil[0];
+                        for (int64_t k1 = b1; k1 < e1; k1++) {
+                            const int64_t i1 = s1 + k1 * g.dil[1];
+                            const float *xr = xp + (i0 * g.img[1] + i1) * g.img[2];
+                            for (int64_t k2 = b2; k2 < e2; k2++) {
+                                const int64_t i2 = s2 + k2 * g.dil[2];
+                                const float v = __ldg(xr + i2);
+                                // The first NaN wins and stays, as in the host reference (numpy's max).
+                                if (a0 < 0 || v > best || (v != v && best == best)) {
+                                    best = v;
+                                    a0 = i0;
+                                    a1 = i1;
+                                    a2 = i2;
+                                }
+                            }
+                        }
+                    }
+                    y[out] = best;
+                    if (idx) {
+                        int64_t at = 0;
+                        if (a0 >= 0)
+                            at = g.storage_order ? (a2 * g.img[1] + a1) * g.img[0] + a0
+                                                 : (a0 * g.img[1] + a1) * g.img[2] + a2;
+                        idx[out] = pl * plane_in + at;
+                    }
+                }
+            }
+        }
+    }
+}
+
+// One block per plane; each thread reduces a strided slice, then a fixed-order tree: deterministic.
+template <bool IsMax>
+__global__ void __launch_bounds__(kThreads) global_pool_kernel(const float *__restrict__ x, float *__restrict__ y,
+                                                               int64_t planes, int64_t plane)
+{
+    __shared__ double sum[kThreads];
+    __shared__ float mx[kThreads];
+    __shared__ int nans[kThreads];
+    for (int64_t p = blockIdx.x; p < planes; p += gridDim.x) {
+        const float *xp = x + p * plane;
+        double s = 0.0;
+        float m = -INFINITY;
+        int has_nan = 0;
+        for (int64_t i = threadIdx.x; i < plane; i += blockDim.x) {
+            const float v = __ldg(xp + i);
+            if (IsMax) {
+                if (v != v)
+                    has_nan = 1;
+                else if (v > m)
+                    m = v;
+            } else {
+                s += (double)v;
+            }
+        }
+        sum[threadIdx.x] = s;
+        mx[threadIdx.x] = m;
+        nans[threadIdx.x] = has_nan;
+        __syncthreads();
+        for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+            if ((int)threadIdx.x < w) {
+                if (IsMax) {
+                    mx[threadIdx.x] = mx[threadIdx.x + w] > mx[threadIdx.x] ? mx[threadIdx.x + w] : mx[threadIdx.x];
+                    nans[threadIdx.x] |= nans[threadIdx.x + w];
+                } else {
+                    sum[threadIdx.x] += sum[threadIdx.x + w];
+                }
+            }
+            __syncthreads();
+        }
+        if (threadIdx.x == 0) {
+            if (IsMax)
+                y[p] = nans[0] ? __int_as_float(0x7fc00000) : mx[0];
+            else
+                y[p] = plane ? (float)(sum[0] / (double)plane) : 0.0f;
+        }
+        __syncthreads(); // the shared arrays are reused for the next plane
+    }
+}
+
+} // namespace
+
+extern "C" cudaError_t s4d_cuda_conv_epilogue_f32(float *y, const float *bias, const float *z, int relu,
+                                                  int64_t planes, int64_t plane, int64_t channels,
+                                                  cudaStream_t stream)
+{
+    if (planes <= 0 || plane <= 0 || (!bias && !z && !relu))
+        return cudaSuccess;
+    if (bias && channels <= 0)
+        return cudaErrorInvalidValue;
+    // float4 when every plane starts on a 16-byte boundary.
+    const bool vec = plane % 4 == 0 && ((uintptr_t)y & 15) == 0 && (!z || ((uintptr_t)z & 15) == 0);
+    if (vec)
+        launch_epilogue<float4>((float4 *)y, bias, (const float4 *)z, relu, planes, plane / 4, channels, stream);
+    else
+        launch_epilogue<float>(y, bias, z, relu, planes, plane, channels, stream);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t s4d_cuda_pad3_f32(const float *x, float *xp, int64_t planes, const int64_t img[3],
+                                         const int64_t padded[3], const int64_t off[3], cudaStream_t stream)
+{
+    const int64_t rows = planes * padded[0] * padded[1];
+    if (rows <= 0 || padded[2] <= 0)
+        return cudaSuccess;
+    for (int i = 0; i < 3; i++)
+        if (off[i] < 0 || padded[i] < img[i] + off[i])
+            return cudaErrorInvalidValue;
+    const int threads = row_threads(padded[2]);
+    dim3 grid((unsigned)min64(ceil_div(padded[2], threads), kMaxGridX), (unsigned)min64(rows, kMaxGridYZ));
+    pad3_kernel<<<grid, threads, 0, stream>>>(x, xp, rows, img[0], img[1], img[2], padded[0], padded[1], padded[2],
+                                              off[0], off[1], off[2]);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t s4d_cuda_fill_bcast_f32(float *y, const float *c, int64_t rows, int64_t cols, int64_t rs,
+                                               int64_t cs, float beta, cudaStream_t stream)
+{
+    return launch_fill<float>(y, c, rows, cols, rs, cs, beta, stream);
+}
+
+extern "C" cudaError_t s4d_cuda_fill_bcast_f64(double *y, const double *c, int64_t rows, int64_t cols, int64_t rs,
+                                               int64_t cs, double beta, cudaStream_t stream)
+{
+    return launch_fill<double>(y, c, rows, cols, rs, cs, beta, stream);
+}
+
+extern "C" cudaError_t s4d_cuda_pool_f32(const float *x, float *y, int64_t *idx, const s4d_cuda_pool_geom *g,
+                                         cudaStream_t stream)
+{
+    const int64_t rows = g->grid[0] * g->grid[1];
+    if (g->planes <= 0 || rows <= 0 || g->grid[2] <= 0)
+        return cudaSuccess;
+    const int threads = row_threads(g->grid[2]);
+    dim3 grid((unsigned)min64(ceil_div(g->grid[2], threads), kMaxGridX), (unsigned)min64(rows, kMaxGridYZ),
+              (unsigned)min64(g->planes, kMaxGridYZ));
+    if (g->is_avg)
+        pool_kernel<true><<<grid, threads, 0, stream>>>(x, y, nullptr, *g);
+    else
+        pool_kernel<false><<<grid, threads, 0, stream>>>(x, y, idx, *g);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t s4d_cuda_global_pool_f32(const float *x, float *y, int64_t planes, int64_t plane, int is_max,
+                                                cudaStream_t stream)
+{
+    if (planes <= 0)
+        return cudaSuccess;
+    const unsigned blocks = (unsigned)min64(planes, (int64_t)1 << 30);
+    if (is_max)
+        global_pool_kernel<true><<<blocks, kThreads, 0, stream>>>(x, y, planes, plane);
+    else
+        global_pool_kernel<false><<<blocks, kThreads, 0, stream>>>(x, y, planes, plane);
+    return cudaGetLastError();
+}

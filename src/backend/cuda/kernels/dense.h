@@ -1,0 +1,69 @@
+/*
+ * src/backend/cuda/kernels/dense.h - the small CUDA kernels of the dense op
+ * family (the convolutions and products themselves are cuDNN's and
+ * cuBLASLt's): the convolution epilogue, asymmetric pre-padding, broadcast
+ * fills for GEMM addends, and the pools. Plain pointers, explicit 64-bit
+ * sizes, the caller's stream; each launcher returns cudaGetLastError() after
+ * its launch (cudaSuccess without a launch when there is nothing to do).
+ * Every kernel is deterministic (no atomics) and keeps NaN where the host
+ * reference does.
+ */
+#ifndef S4D_BACKEND_CUDA_KERNELS_DENSE_H
+#define S4D_BACKEND_CUDA_KERNELS_DENSE_H
+
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * In place on y [planes, plane] (planes = N * channels, NCHW order):
+ *   y = act(y + bias[p % channels] + z)
+ * bias (may be NULL) has `channels` entries, z (may be NULL) y's shape; act
+ * is ReLU when relu != 0 (NaN stays NaN), else identity.
+ */
+cudaError_t s4d_cuda_conv_epilogue_f32(float *y, const float *bias, const float *z, int relu,
+                                       int64_t planes, int64_t plane, int64_t channels,
+                                       cudaStream_t stream);
+
+/*
+ * Copies x [planes, img0, img1, img2] into xp [planes, pad0, pad1, pad2] at
+ * offset (off0, off1, off2), zero elsewhere (pad_i >= img_i + off_i).
+ */
+cudaError_t s4d_cuda_pad3_f32(const float *x, float *xp, int64_t planes, const int64_t img[3],
+                              const int64_t padded[3], const int64_t off[3], cudaStream_t stream);
+
+/* y[r, j] = beta * c[r * rs + j * cs] for r < rows, j < cols (y dense, row major). */
+cudaError_t s4d_cuda_fill_bcast_f32(float *y, const float *c, int64_t rows, int64_t cols, int64_t rs,
+                                    int64_t cs, float beta, cudaStream_t stream);
+cudaError_t s4d_cuda_fill_bcast_f64(double *y, const double *c, int64_t rows, int64_t cols, int64_t rs,
+                                    int64_t cs, double beta, cudaStream_t stream);
+
+/* MaxPool / AveragePool geometry: three spatial dims, leading unused ones of size 1. */
+typedef struct s4d_cuda_pool_geom {
+    int64_t planes; /* N * C */
+    int64_t img[3], grid[3], k[3], stride[3], dil[3], pad_b[3], pad_e[3];
+    int is_avg;            /* 0: max, 1: average */
+    int count_include_pad; /* average: divide by the taps inside the padded input */
+    int storage_order;     /* max indices: 1 = column major over the spatial dims */
+} s4d_cuda_pool_geom;
+
+/*
+ * y [planes, grid] from x [planes, img]; idx (may be NULL; max only) gets the
+ * flat index into x of each maximum, as ONNX MaxPool's Indices output.
+ */
+cudaError_t s4d_cuda_pool_f32(const float *x, float *y, int64_t *idx, const s4d_cuda_pool_geom *g,
+                              cudaStream_t stream);
+
+/* y[p] = max or mean of x[p, 0 .. plane) for p < planes (an empty plane: -inf / 0). */
+cudaError_t s4d_cuda_global_pool_f32(const float *x, float *y, int64_t planes, int64_t plane, int is_max,
+                                     cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* S4D_BACKEND_CUDA_KERNELS_DENSE_H */

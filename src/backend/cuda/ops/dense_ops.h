@@ -1,0 +1,75 @@
+/*
+ * src/backend/cuda/ops/dense_ops.h - what the dense family's CUDA glue files
+ * share (internal): their kernels, a process-wide cache of build-time
+ * algorithm choices, scratch memory and event timing for those choices, and
+ * payload helpers.
+ *
+ *   dense_conv.c   Conv, s4d::FusedConv, ConvTranspose (cuDNN)
+ *   dense_gemm.c   MatMul, s4d::FusedMatMul, Gemm, Einsum (cuBLASLt)
+ *   dense_pool.c   MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool
+ *   dense.c        the family's kernel table and the helpers below
+ */
+#ifndef S4D_BACKEND_CUDA_OPS_DENSE_OPS_H
+#define S4D_BACKEND_CUDA_OPS_DENSE_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/cuda/cuda_backend.h"
+
+extern const s4d_kernel s4d_cuda_k_conv;
+extern const s4d_kernel s4d_cuda_k_fused_conv;
+extern const s4d_kernel s4d_cuda_k_conv_transpose;
+extern const s4d_kernel s4d_cuda_k_matmul;
+extern const s4d_kernel s4d_cuda_k_fused_matmul;
+extern const s4d_kernel s4d_cuda_k_gemm;
+extern const s4d_kernel s4d_cuda_k_einsum;
+extern const s4d_kernel s4d_cuda_k_maxpool;
+extern const s4d_kernel s4d_cuda_k_avgpool;
+extern const s4d_kernel s4d_cuda_k_global_avgpool;
+extern const s4d_kernel s4d_cuda_k_global_maxpool;
+
+/*
+ * Build-time choices (an algorithm, its math mode) depend only on the
+ * problem's shape and options, so identical layers are timed once per
+ * process: the key is the problem as plain bytes (zero the struct before
+ * filling it, so that padding compares equal), the value the choice.
+ * Thread-safe. get returns 1 and copies the value when found.
+ */
+int s4d_dense_cache_get(const void *key, size_t key_size, void *val, size_t val_size);
+void s4d_dense_cache_put(const void *key, size_t key_size, const void *val, size_t val_size);
+
+/*
+ * Device scratch for timing at build: a list of cudaMalloc'd buffers freed
+ * together (after a synchronisation of the given stream).
+ */
+typedef struct s4d_dense_scratch {
+    void *p[8];
+    int n;
+} s4d_dense_scratch;
+
+/* A buffer of bytes (at least 256) zeroed on stream, or NULL when the device has no room. */
+void *s4d_dense_scratch_alloc(s4d_dense_scratch *s, size_t bytes, cudaStream_t stream);
+void s4d_dense_scratch_free(s4d_dense_scratch *s, cudaStream_t stream);
+
+/* Bytes of device memory free now (0 when the query fails). */
+size_t s4d_dense_free_bytes(void);
+
+/*
+ * Times fn(arg) on stream: one warm-up call, then `reps` calls between two
+ * events; *ms gets the mean per call. fn's failure is returned as is (the
+ * caller decides whether a candidate that fails is skipped).
+ */
+typedef s4d_status (*s4d_dense_run_fn)(void *arg);
+s4d_status s4d_dense_time(cudaStream_t stream, s4d_dense_run_fn fn, void *arg, int reps, double *ms);
+
+/* Payload framing: magic, version, then the kernel's fields. */
+#define S4D_DENSE_PAYLOAD_VERSION 1u
+
+/* ceil to 256 bytes: the alignment cuDNN and cuBLASLt like for workspaces and buffers. */
+static inline size_t s4d_dense_align256(size_t v)
+{
+    return (v + 255u) & ~(size_t)255u;
+}
+
+#endif /* S4D_BACKEND_CUDA_OPS_DENSE_OPS_H */
