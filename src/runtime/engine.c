@@ -305,7 +305,9 @@ static s4d_status prepare_layer(s4d_engine *e, int index, int loading, char *err
                          l->name, be->name, l->op_type, l->domain, l->opset);
         goto done;
     }
-    s4d_engine_layer_tensors(e, l, 0, in, out);
+    /* Build-time questions (supports, workspace) see constants on the host; prepare
+       sees them where its kernel will read them. */
+    s4d_engine_layer_tensors(e, l, 1, in, out);
     s4d_op_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
     ctx.node_name = l->name;
@@ -330,6 +332,7 @@ static s4d_status prepare_layer(s4d_engine *e, int index, int loading, char *err
         goto done;
     }
     if (l->kernel->prepare) {
+        s4d_engine_layer_tensors(e, l, 0, in, out);
         st = l->kernel->prepare(&ctx, loading ? l->backend_payload : NULL,
                                 loading ? (size_t)l->backend_payload_size : 0, &l->kernel_state);
         if (st != S4D_OK) {
@@ -339,6 +342,7 @@ static s4d_status prepare_layer(s4d_engine *e, int index, int loading, char *err
         }
     }
     ctx.state = l->kernel_state;
+    s4d_engine_layer_tensors(e, l, 1, in, out);
     if (!loading && l->kernel->save && l->kernel_state) {
         s4d_wbuf w;
         memset(&w, 0, sizeof w);

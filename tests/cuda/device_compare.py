@@ -58,7 +58,7 @@ def main(argv=None):
         specs = []
         for name, arr in case.inputs.items():
             p = os.path.join(d, f"in_{name}.npy")
-            np.save(p, np.ascontiguousarray(arr))
+            np.save(p, np.ascontiguousarray(arr).reshape(np.shape(arr)))
             specs.append(f"{name}:{p}")
         common = [args.s4dexec, f"--onnx={model_path}", f"--plugins={args.plugins}",
                   "--iterations=1", "--warmUp=0"]
