@@ -158,6 +158,11 @@ s4d_status s4d_build_plan(s4d_ir_graph *g, const s4d_build_config *cfg, s4d_plan
         return s4d_fmt_err(err, errsz, S4D_ERR_UNSUPPORTED,
                            "fp16: the CPU backend computes in float32 only; build without "
                            "fp16 (fp16 engines need the CUDA backend)");
+    if (cfg->fp16)
+        return s4d_fmt_err(err, errsz, S4D_ERR_UNSUPPORTED,
+                           "fp16: this version builds float32 engines only on %s; build "
+                           "without fp16",
+                           target->name);
     st = s4d_apply_input_specs(g, cfg->input_specs, cfg->num_input_specs, err, errsz);
     if (st == S4D_OK)
         st = resolve(g, cfg, err, errsz);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "ir/ir.h"
 #include "registry/plugin_bridge.h"
 #include "util/util.h"
@@ -95,6 +96,12 @@ done:
     return st;
 }
 
+static s4d_device plugin_device(s4d_device device)
+{
+    const s4d_backend *be = s4d_backend_get(device);
+    return be ? be->plugin_device : device;
+}
+
 static s4d_status infer_node(s4d_ir_graph *g, s4d_ir_node *n, int fold, char *err, size_t errsz)
 {
     s4d_tensor *in = calloc((size_t)n->num_inputs + 1, sizeof *in);
@@ -143,8 +150,9 @@ static s4d_status infer_node(s4d_ir_graph *g, s4d_ir_node *n, int fold, char *er
             ws = n->schema->workspace_size(&ctx);
         break;
     case S4D_LAYER_PLUGIN:
-        st = s4d_bridge_infer(n->plugin, n->name, n->device, in, n->num_inputs, out,
-                              n->num_outputs, &ws, msg, sizeof msg);
+        /* Shapes only: whether the plugin runs on the device is placement's question. */
+        st = s4d_bridge_infer(n->plugin, n->name, plugin_device(n->device), 0, in, n->num_inputs,
+                              out, n->num_outputs, &ws, msg, sizeof msg);
         break;
     case S4D_LAYER_COPY:
         st = s4d_fmt_err(msg, sizeof msg, S4D_ERR_INTERNAL, "copy node before placement");

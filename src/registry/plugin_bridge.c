@@ -177,8 +177,9 @@ static s4d_status negotiate(const s4d_plugin *p, const char *node_name, void *de
 }
 
 s4d_status s4d_bridge_infer(void *plugin, const char *node_name, s4d_device device,
-                            const s4d_tensor *inputs, int num_inputs, s4d_tensor *outputs,
-                            int num_outputs, size_t *workspace, char *err, size_t errsz)
+                            int negotiate_formats, const s4d_tensor *inputs, int num_inputs,
+                            s4d_tensor *outputs, int num_outputs, size_t *workspace, char *err,
+                            size_t errsz)
 {
     const s4d_plugin *p = plugin;
     int nout = p->num_outputs(p);
@@ -219,7 +220,8 @@ s4d_status s4d_bridge_infer(void *plugin, const char *node_name, s4d_device devi
         /* The host's own view of the layout, whatever the plugin wrote. */
         fill_desc(p, d, &outputs[i], device);
     }
-    st = negotiate(p, node_name, descs, num_inputs, num_outputs, err, errsz);
+    if (negotiate_formats)
+        st = negotiate(p, node_name, descs, num_inputs, num_outputs, err, errsz);
     if (st == S4D_OK)
         *workspace = p->workspace_size(p, desc_at(p, descs, 0), num_inputs,
                                        desc_at(p, descs, num_inputs), num_outputs);

@@ -31,14 +31,16 @@ s4d_status s4d_bridge_lookup(void *registry, s4d_ir_node *n, char *err, size_t e
 s4d_status s4d_bridge_create(void *registry, s4d_ir_node *n, char *err, size_t errsz);
 
 /*
- * Build phase: output dtypes/shapes, format negotiation and the workspace
- * size for these inputs on device. The negotiation keeps every tensor LINEAR
- * in the dtype inference gave it (the engine's tensors are dense); it asks
- * supports_format (ABI 2) position by position, else supports once.
+ * Build phase: output dtypes/shapes and the workspace size for these inputs
+ * on device, and with negotiate_formats the format negotiation too (once the
+ * device is placed): it keeps every tensor LINEAR in the dtype inference gave
+ * it (the engine's tensors are dense), asking supports_format (ABI 2)
+ * position by position, else supports once.
  */
 s4d_status s4d_bridge_infer(void *plugin, const char *node_name, s4d_device device,
-                            const s4d_tensor *inputs, int num_inputs, s4d_tensor *outputs,
-                            int num_outputs, size_t *workspace, char *err, size_t errsz);
+                            int negotiate_formats, const s4d_tensor *inputs, int num_inputs,
+                            s4d_tensor *outputs, int num_outputs, size_t *workspace, char *err,
+                            size_t errsz);
 
 /* Whether the instance runs on device with these (inferred) tensors; the reason in err. */
 s4d_status s4d_bridge_supports(void *plugin, const char *node_name, s4d_device device,

@@ -280,7 +280,7 @@ static s4d_status prepare_layer(s4d_engine *e, int index, int loading, char *err
         }
         s4d_engine_layer_tensors(e, l, 1, in, out);
         size_t ws = 0;
-        st = s4d_bridge_infer(l->plugin, l->name, be->plugin_device, in, l->num_inputs, out,
+        st = s4d_bridge_infer(l->plugin, l->name, be->plugin_device, 1, in, l->num_inputs, out,
                               l->num_outputs, &ws, err, errsz);
         if (st == S4D_OK)
             st = same_outputs(p, l, out, err, errsz);
