@@ -52,8 +52,9 @@ static s4d_status run_shape(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
+/* With static shapes the output is known at build: always folded (S4D_OP_SHAPE_ONLY). */
 const s4d_op_schema s4d_op_shape = {"", "Shape", 1, infer_shape, NULL, run_shape,
-                                    sizeof(s4d_shape_params)};
+                                    sizeof(s4d_shape_params), S4D_OP_SHAPE_ONLY};
 
 /* ---- Size ------------------------------------------------------------------------------ */
 
@@ -72,7 +73,8 @@ static s4d_status run_size(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
-const s4d_op_schema s4d_op_size = {"", "Size", 1, infer_size, NULL, run_size};
+const s4d_op_schema s4d_op_size = {"", "Size", 1, infer_size, NULL, run_size, 0,
+                                   S4D_OP_SHAPE_ONLY};
 
 /* ---- ConstantOfShape ---------------------------------------------------------------------- */
 
