@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
-# One call on the GPU machine: build the op library with CUDA, run the tests
-# (GPU against the CPU oracle), compute-sanitizer memcheck and racecheck on the
-# GPU test binary, then the benchmark. Needs only cmake, a C compiler and the
-# CUDA toolkit (no protobuf-c, OpenBLAS or network).
+# The project's GPU check: one call on the GPU machine builds the whole engine
+# with CUDA (the Debian packages it lacks come unpacked from .deps/, see
+# scripts/gpu_env.sh and scripts/fetch_gpu_deps.sh), then runs, in order of
+# value and within a time budget:
+#   - every GPU test (CTest label gpu): the op's CUDA kernels, the engine tests
+#     on CUDA, the op families CUDA against CPU, all enabled ONNX node tests on
+#     CUDA (one process), the plugin's CUDA path;
+#   - compute-sanitizer memcheck on the tiny Sparse4Dv3 head and backbone engines;
+#   - the CPU test suite as built on this machine (quickly, in parallel);
+#   - the demo (tiny, then v3) on CUDA with its agreement check against PyTorch;
+#   - the benchmarks: bench/frame_bench.py (engine vs PyTorch, frame.json) and
+#     the aggregation op's variants (s4d_da_bench).
 #
-#   OUT=/some/dir scripts/gpu_check.sh      (OUT defaults to ./out/gpu_check)
+#   OUT=/some/dir scripts/gpu_check.sh        (OUT defaults to ./out/gpu_check)
+#   STEPS="gpu sanitizer cpu demo bench"      which steps, in this order (default all)
+#   DEADLINE=540                              seconds for the whole check
 #
-# Writes into $OUT: gpu_check.log (every step's output), summary.txt (the
-# table printed at the end), bench/bench.md and bench/bench.json. A Python
-# check (scripts/gpu_check_python.sh) runs too when it exists.
+# Writes into $OUT: gpu_check.log (every step's output), summary.txt (the table
+# printed last), ctest_gpu.log, and the benchmark files.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -18,103 +27,135 @@ LOG=$OUT/gpu_check.log
 SUMMARY=$OUT/summary.txt
 BUILD=${BUILD:-$ROOT/build-gpu}
 JOBS=$(nproc 2>/dev/null || echo 4)
+DEADLINE=${DEADLINE:-540}
+STEPS=${STEPS:-"gpu sanitizer cpu demo bench"}
+PY=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1
 : > "$LOG"
 declare -a ROWS=()
 
-log() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$LOG"; }
-row() { ROWS+=("$(printf '%-34s %s' "$1" "$2")"); }
+log() { echo "[$(date -u +%H:%M:%S) +${SECONDS}s] $*" | tee -a "$LOG"; }
+row() { ROWS+=("$(printf '%-40s %s' "$1" "$2")"); }
+want() { [[ " $STEPS " == *" $1 "* ]]; }
 
-# Runs a step with a time limit; its output goes to the log only.
-# A step never runs past the overall budget (DEADLINE seconds from the start), so the
-# whole check ends in time even when something hangs.
-DEADLINE=${DEADLINE:-420}
+# A step with a time limit, never past the overall budget; output to the log (or a file).
 step() {
   local name=$1 limit=$2; shift 2
   local left=$((DEADLINE - SECONDS))
-  if [ "$left" -lt 15 ]; then
+  if [ "$left" -lt 10 ]; then
     log "== $name: skipped, the ${DEADLINE} s budget is spent"
+    row "$name" "skipped (time budget)"
     return 124
   fi
   [ "$limit" -gt "$left" ] && limit=$left
-  log "== $name: $*"
+  log "== $name (limit ${limit} s): $*"
   local t0=$SECONDS rc
-  timeout --kill-after=10 "$limit" "$@" >> "$LOG" 2>&1
+  timeout --kill-after=10 "$limit" "$@" >> "${STEP_LOG:-$LOG}" 2>&1
   rc=$?
   log "== $name: exit $rc after $((SECONDS - t0)) s"
   return $rc
 }
 
-log "s4d GPU check in $ROOT, results in $OUT"
-{ nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; } >> "$LOG" 2>&1 || true
-NVCC=${CUDACXX:-}
-[ -z "$NVCC" ] && NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-"$NVCC" --version >> "$LOG" 2>&1 || true
-cmake --version | head -1 >> "$LOG" 2>&1
+# "N tests passed, M failed out of T" from a ctest log; never empty.
+ctest_counts() {
+  local l
+  l=$(grep -Eo '[0-9]+% tests passed, [0-9]+ tests? failed out of [0-9]+' "$1" | tail -1)
+  local skipped
+  skipped=$(grep -c '\*\*\*Skipped' "$1" 2>/dev/null || true)
+  echo "${l:-no ctest summary in $(basename "$1")}; ${skipped:-0} skipped"
+}
 
-if step configure 120 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DS4D_REQUIRE_ENGINE=OFF \
-     -DS4D_CUDA=ON -DCMAKE_CUDA_COMPILER="$NVCC" -DCMAKE_CUDA_ARCHITECTURES=90; then
-  row configure ok
+log "s4d GPU check in $ROOT, results in $OUT"
+{ nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv
+  nvcc --version | tail -2; cmake --version | head -1; "$PY" -c 'import torch; print("torch", torch.__version__)'; } >> "$LOG" 2>&1
+
+# shellcheck source=scripts/gpu_env.sh
+source scripts/gpu_env.sh >> "$LOG" 2>&1
+if step configure 120 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DS4D_CUDA=ON \
+     -DCMAKE_CUDA_ARCHITECTURES=90 -DS4D_TEST_PYTHON="$(command -v "$PY")" "${S4D_CMAKE_DEPS[@]}"; then
+  grep -E "s4d: CUDA" "$LOG" | tail -2 | while read -r l; do log "$l"; done
 else
-  row configure FAILED; BUILD_FAILED=1
+  row configure FAILED
 fi
-if [ -z "${BUILD_FAILED:-}" ] && step build 300 cmake --build "$BUILD" -j "$JOBS"; then
+# The PyTorch extension (demo, benchmarks) builds beside the engine.
+( cd python && TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=4 nice timeout 300 "$PY" setup.py -q build_ext --inplace ) \
+  > "$OUT/python_build.log" 2>&1 &
+PYBUILD=$!
+if step build 300 cmake --build "$BUILD" -j "$JOBS"; then
   row build ok
 else
-  row build FAILED; BUILD_FAILED=1
+  row build FAILED
+  tail -n 60 "$LOG"
 fi
 
-if [ -z "${BUILD_FAILED:-}" ]; then
-  # CPU tests in parallel, GPU tests one at a time (they share the device).
-  step ctest-cpu 300 ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS" -LE gpu
-  r=$?; row "ctest CPU tests" "$([ $r -eq 0 ] && echo pass || echo FAIL) ($(grep -Eo '[0-9]+% tests passed, [0-9]+ tests failed out of [0-9]+' "$LOG" | tail -1))"
-  step ctest-gpu 400 ctest --test-dir "$BUILD" --output-on-failure -L gpu
-  r=$?; row "ctest GPU tests" "$([ $r -eq 0 ] && echo pass || echo FAIL) ($(grep -Eo '[0-9]+% tests passed, [0-9]+ tests failed out of [0-9]+' "$LOG" | tail -1))"
-  skipped=$(grep -c 'Test *#.*da_cuda_.*Skipped' "$LOG" || true)
-  # On the GPU machine a skipped GPU test means nothing was checked: report it as a failure.
-  [ "$skipped" != 0 ] && row "GPU tests skipped" "$skipped: FAIL (no usable CUDA device)"
+if want gpu && [ -x "$BUILD/bin/s4dexec" ]; then
+  STEP_LOG=$OUT/ctest_gpu.log step ctest-gpu 300 ctest --test-dir "$BUILD" --output-on-failure \
+    -j 4 -L gpu
+  row "ctest GPU tests" "$(ctest_counts "$OUT/ctest_gpu.log")"
+  grep -E "node tests on cuda:" "$OUT/ctest_gpu.log" | tail -1 | while read -r l; do row "ONNX node tests" "$l"; done
+  grep -E "^[a-z]+: [0-9]+ of [0-9]+ cases agree" "$OUT/ctest_gpu.log" | while read -r l; do row "op family" "$l"; done
+fi
 
+# The tiny model's ONNX files, for the sanitizer and the demo.
+wait $PYBUILD
+PYOK=$?
+row "PyTorch extension build" "$([ $PYOK -eq 0 ] && echo ok || echo "FAILED (python_build.log)")"
+TINY=$ROOT/out/gpu_tiny
+if [ $PYOK -eq 0 ]; then
+  PYTHONPATH=python step export-tiny 120 "$PY" -m s4d.sparse4d.export --preset tiny --out "$TINY"
+fi
+
+if want sanitizer && [ -f "$TINY/sparse4d_tiny_head.onnx" ]; then
   SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  TEST_BIN=$BUILD/bin/test_da_cuda
-  if [ -x "$SAN" ] && [ -x "$TEST_BIN" ]; then
-    for tool in memcheck racecheck; do
-      if step "sanitizer-$tool" 180 "$SAN" --tool "$tool" --error-exitcode 9 "$TEST_BIN" small; then
-        row "compute-sanitizer $tool" "clean"
-      else
-        r=$?
-        if [ $r -eq 9 ]; then row "compute-sanitizer $tool" "ERRORS (see gpu_check.log)";
-        elif [ $r -eq 77 ]; then row "compute-sanitizer $tool" "skipped (no device)";
-        else row "compute-sanitizer $tool" "did not run (exit $r)"; fi
-      fi
-    done
-    if step "sanitizer-memcheck-graph" 180 "$SAN" --tool memcheck --error-exitcode 9 "$TEST_BIN" graph; then
-      row "compute-sanitizer memcheck graph" clean
+  for g in head backbone; do
+    if step "memcheck-$g" 150 "$SAN" --tool memcheck --error-exitcode 9 "$BUILD/bin/s4dexec" \
+         --onnx="$TINY/sparse4d_tiny_$g.onnx" --plugins="$BUILD/lib/libs4d_plugins.so" \
+         --device=cuda --iterations=1 --warmUp=1; then
+      row "compute-sanitizer memcheck ($g)" clean
     else
-      row "compute-sanitizer memcheck graph" "exit $? (see gpu_check.log)"
+      row "compute-sanitizer memcheck ($g)" "exit $? (see gpu_check.log)"
     fi
-  else
-    row compute-sanitizer "not found, skipped"
-  fi
-
-  if step bench 240 "$BUILD/bin/s4d_da_bench" --iters 200 --warmup 20 --out "$OUT/bench"; then
-    row benchmark "ok ($OUT/bench/bench.md)"
-  else
-    row benchmark FAILED
-  fi
+  done
 fi
 
-if [ -x scripts/gpu_check_python.sh ] || [ -f scripts/gpu_check_python.sh ]; then
-  if step python 420 env OUT="$OUT" bash scripts/gpu_check_python.sh; then
-    row "gpu_check_python.sh" ok
-  else
-    row "gpu_check_python.sh" "FAILED (exit $?)"
+if want cpu && [ -x "$BUILD/bin/s4dexec" ]; then
+  STEP_LOG=$OUT/ctest_cpu.log step ctest-cpu 180 ctest --test-dir "$BUILD" --output-on-failure \
+    -j "$JOBS" -LE gpu -E "fuzz|soak"
+  row "ctest CPU tests" "$(ctest_counts "$OUT/ctest_cpu.log")"
+fi
+
+if want demo && [ $PYOK -eq 0 ]; then
+  for preset in tiny v3; do
+    if STEP_LOG=$OUT/demo_$preset.log step "demo-$preset" 200 env PRESET=$preset BUILD="$BUILD" \
+         PYTHON="$PY" DEVICE=cuda OUT="$ROOT/out/demo/$preset" scripts/demo.sh; then
+      row "demo $preset on CUDA" "agrees with PyTorch ($(grep -Eo 'worst relative L2 [^,]+' "$OUT/demo_$preset.log" | head -1))"
+    else
+      row "demo $preset on CUDA" "FAILED (demo_$preset.log)"
+    fi
+  done
+fi
+
+if want bench; then
+  if [ -f bench/frame_bench.py ] && [ $PYOK -eq 0 ]; then
+    STEP_LOG=$OUT/frame_bench.log step frame-bench 300 env PYTHONPATH=python "$PY" bench/frame_bench.py \
+      --build "$BUILD" --out "$OUT"
+    row "frame benchmark" "$([ -f "$OUT/frame.json" ] && echo "$OUT/frame.json" || echo FAILED)"
+  fi
+  if [ -x "$BUILD/bin/s4d_da_bench" ]; then
+    step da-bench 150 "$BUILD/bin/s4d_da_bench" --variants all --no-cpu-timing --anchors 900,1800 \
+      --iters 200 --warmup 20 --out "$OUT/da_bench"
+    row "aggregation op benchmark" "$([ -f "$OUT/da_bench/bench.md" ] && echo ok || echo FAILED)"
   fi
 fi
 
 {
-  echo "s4d GPU check, $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
+  echo "s4d GPU check, $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), ${SECONDS} s"
   for r in "${ROWS[@]}"; do echo "  $r"; done
-  if [ -f "$OUT/bench/bench.md" ]; then echo; grep '^|' "$OUT/bench/bench.md"; fi
 } > "$SUMMARY"
+cp "$BUILD/Testing/Temporary/LastTest.log" "$OUT/LastTest.log" 2>/dev/null || true
 cat "$SUMMARY" | tee -a "$LOG"
-grep -q 'FAIL\|ERRORS' "$SUMMARY" && exit 1
+# Everything but the summary travels back as one archive.
+( cd "$OUT" && tar czf results.tgz --exclude=results.tgz --exclude=summary.txt . 2>/dev/null &&
+  find . -mindepth 1 ! -name results.tgz ! -name summary.txt -delete )
+grep -q 'FAIL\|ERRORS\|exit [1-9]' "$SUMMARY" && exit 1
 exit 0
