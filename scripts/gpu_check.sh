@@ -141,8 +141,21 @@ if want bench; then
       --build "$BUILD" --out "$OUT"
     row "frame benchmark" "$([ -f "$OUT/frame.json" ] && echo "$OUT/frame.json" || echo FAILED)"
   fi
+  # Engine latency from s4dexec (eager and CUDA graph, per-layer profile) on the demo's engines.
+  for preset in tiny v3; do
+    for g in backbone head; do
+      eng=$ROOT/out/demo/$preset/engines/$g.s4d
+      [ -f "$eng" ] || continue
+      for mode in eager graph; do
+        STEP_LOG=$OUT/engine_${preset}_${g}_$mode.log step "engine-$preset-$g-$mode" 60 \
+          "$BUILD/bin/s4dexec" --loadEngine="$eng" --plugins="$BUILD/lib/libs4d_plugins.so" \
+          --iterations=100 --warmUp=10 $([ $mode = graph ] && echo --useCudaGraph || echo --dumpProfile)
+        row "engine $preset $g $mode" "$(grep -Eo 'median [0-9.]+ ms' "$OUT/engine_${preset}_${g}_$mode.log" | head -1)"
+      done
+    done
+  done
   if [ -x "$BUILD/bin/s4d_da_bench" ]; then
-    step da-bench 150 "$BUILD/bin/s4d_da_bench" --variants all --no-cpu-timing --anchors 900,1800 \
+    step da-bench 150 "$BUILD/bin/s4d_da_bench" --variants all --device cuda --anchors 900,1800 \
       --iters 200 --warmup 20 --out "$OUT/da_bench"
     row "aggregation op benchmark" "$([ -f "$OUT/da_bench/bench.md" ] && echo ok || echo FAILED)"
   fi

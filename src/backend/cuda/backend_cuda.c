@@ -181,8 +181,12 @@ static s4d_status cuda_alloc(size_t bytes, void **out, char *err, size_t errsz)
                            "out of device memory allocating %zu bytes: %s", bytes,
                            cudaGetErrorString(e));
     }
-    /* Zero-filled, like every backend's buffers (the call is synchronous here, at setup). */
+    /* Zero-filled, like every backend's buffers. cudaMemset runs on the legacy default
+       stream, which the contexts' non-blocking streams do not wait for: finish it here,
+       at setup, or it could land after the first copy into the buffer. */
     e = cudaMemset(*out, 0, bytes ? bytes : 256);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(cudaStreamLegacy);
     if (e != cudaSuccess) {
         cudaFree(*out);
         *out = NULL;
