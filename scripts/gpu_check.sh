@@ -168,7 +168,8 @@ fi
 cp "$BUILD/Testing/Temporary/LastTest.log" "$OUT/LastTest.log" 2>/dev/null || true
 cat "$SUMMARY" | tee -a "$LOG"
 # Everything but the summary travels back as one archive.
-( cd "$OUT" && tar czf results.tgz --exclude=results.tgz --exclude=summary.txt . 2>/dev/null &&
-  find . -mindepth 1 ! -name results.tgz ! -name summary.txt -delete )
+tar czf /tmp/s4d_results.tgz -C "$OUT" --exclude=summary.txt . 2>/dev/null
+find "$OUT" -mindepth 1 ! -name summary.txt -delete
+mv /tmp/s4d_results.tgz "$OUT/results.tgz"
 grep -q 'FAIL\|ERRORS\|exit [1-9]' "$SUMMARY" && exit 1
 exit 0

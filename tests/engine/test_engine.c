@@ -22,8 +22,8 @@ static const char *g_plugin_lib;
 
 static char *model_path(const char *name)
 {
-    static char buf[8][4096];
-    static int next;
+    static _Thread_local char buf[8][4096]; /* threads of case_threads call it at once */
+    static _Thread_local int next;
     char *p = buf[next++ % 8];
     snprintf(p, 4096, "%s/%s", g_models, name);
     return p;
