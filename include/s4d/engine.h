@@ -278,6 +278,17 @@ S4D_API s4d_status s4d_context_bind_memory(s4d_context *ctx, const char *name, s
                                            s4d_memory memory);
 
 /*
+ * The context's own device buffer for a graph input or output (*data; its size
+ * is the tensor's bytes), owned by the context until it is destroyed. Binding
+ * it with S4D_MEMORY_DEVICE makes runs copy nothing for that tensor: a
+ * host-bound run leaves an input's values there, and outputs stay there for a
+ * following engine to read (chain engines without a round trip through the
+ * host). On a CPU engine this is the context's host buffer of an output, or
+ * S4D_ERR_NOT_FOUND for an input. S4D_ERR_NOT_FOUND for an unknown name.
+ */
+S4D_API s4d_status s4d_context_device_buffer(s4d_context *ctx, const char *name, void **data);
+
+/*
  * Enqueues one run of the network on stream (a cudaStream_t; NULL: the
  * context's own stream) and returns without waiting, like TensorRT's
  * enqueueV3: host-bound inputs are read and host-bound outputs written by

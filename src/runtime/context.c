@@ -609,6 +609,21 @@ s4d_status s4d_context_output(s4d_context *c, const char *name, const void **dat
     return S4D_OK;
 }
 
+s4d_status s4d_context_device_buffer(s4d_context *c, const char *name, void **data)
+{
+    if (!c || !data)
+        return S4D_ERR_INVALID_ARG;
+    *data = NULL;
+    int io = name ? find_io(c, name) : -1;
+    if (io < 0)
+        return cerr(c, S4D_ERR_NOT_FOUND, "no input or output named '%s'", name ? name : "(null)");
+    *data = c->staging[io] ? c->staging[io] : c->own_host[io];
+    if (!*data)
+        return cerr(c, S4D_ERR_NOT_FOUND,
+                    "'%s': a CPU engine keeps no buffer of its own for an input", name);
+    return S4D_OK;
+}
+
 s4d_status s4d_context_layer_time(const s4d_context *c, int index, double *ms)
 {
     if (!c || !ms || index < 0 || index >= plan_of(c)->num_layers)
