@@ -6,8 +6,8 @@
 # read); a finding is written to BUILD_DIR/fuzz/TARGET/ and ends the run with
 # exit status 1. Every sanitizer report is fatal, except the defects listed in
 # pending.supp. Environment: FUZZ_JOBS (parallel fuzzing processes, default 1);
-# FUZZ_ENGINE_RUN=1 also runs each engine the engine target loads (default 0
-# until the loader verifies layer semantics: corpus-pending/README.md).
+# FUZZ_ENGINE_RUN=0 stops the engine target from running the engines it loads
+# (default 1: the loader verifies every layer, so whatever loads must run).
 set -euo pipefail
 target=$1 seconds=$2 build=$3
 shift 3
@@ -23,7 +23,7 @@ jobs=${FUZZ_JOBS:-1}
 [ "$jobs" -gt 1 ] && args+=(-fork="$jobs")
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$here/pending.supp"
 export ASAN_OPTIONS="detect_leaks=1:${ASAN_OPTIONS:-}"
-if [ "${FUZZ_ENGINE_RUN:-0}" = 1 ]; then unset S4D_FUZZ_ENGINE_NO_RUN; else export S4D_FUZZ_ENGINE_NO_RUN=1; fi
+if [ "${FUZZ_ENGINE_RUN:-1}" = 1 ]; then unset S4D_FUZZ_ENGINE_NO_RUN; else export S4D_FUZZ_ENGINE_NO_RUN=1; fi
 log=$work/last_run.log
 echo "fuzz $target: ${seconds} s, corpus $here/corpus/$target, log $log"
 if ! "$bin" "${args[@]}" "$@" "$work/corpus" "$here/corpus/$target" >"$log" 2>&1; then
