@@ -336,9 +336,10 @@ static s4d_status run_n(s4d_op_ctx *ctx, s4d_binop op)
     return S4D_OK;
 }
 
-#define BIN_SCHEMA(NAME, ONNX, SINCE) \
+#define BIN_SCHEMA_ATTRS(NAME, ONNX, SINCE, ATTRS) \
     const s4d_op_schema s4d_op_##NAME = {"", ONNX, SINCE, infer_##NAME, NULL, run_##NAME, \
-                                         sizeof(s4d_binary_params), 0};
+                                         sizeof(s4d_binary_params), 0, ATTRS};
+#define BIN_SCHEMA(NAME, ONNX, SINCE) BIN_SCHEMA_ATTRS(NAME, ONNX, SINCE, NULL)
 
 #define BINARY_OP(NAME, ONNX, SINCE, OP)                                                \
     static s4d_status infer_##NAME(s4d_op_ctx *ctx) { return infer_n(ctx, OP, 2, 2); } \
@@ -369,7 +370,8 @@ static s4d_status run_mod(s4d_op_ctx *ctx)
 {
     return run_n(ctx, ctx->params ? params_op(ctx, S4D_BIN_MOD) : mod_op(ctx));
 }
-BIN_SCHEMA(mod, "Mod", 10)
+static const s4d_attr_spec mod_attrs[] = {{"fmod", S4D_ATTR_INT, S4D_ATTR_BOOL}, {NULL}};
+BIN_SCHEMA_ATTRS(mod, "Mod", 10, mod_attrs)
 
 /* PRelu: slope broadcasts to X (unidirectionally), so the output has X's shape. */
 static s4d_status infer_prelu(s4d_op_ctx *ctx)

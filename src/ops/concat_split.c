@@ -92,8 +92,9 @@ static s4d_status run_concat(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
+static const s4d_attr_spec concat_attrs[] = {{"axis", S4D_ATTR_INT}, {NULL}};
 const s4d_op_schema s4d_op_concat = {"", "Concat", 4, infer_concat, NULL, run_concat,
-                                     sizeof(s4d_axis_params)};
+                                     sizeof(s4d_axis_params), 0, concat_attrs};
 
 /* ---- Split -------------------------------------------------------------------- */
 
@@ -210,5 +211,9 @@ static s4d_status run_split(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
+static const s4d_attr_spec split_attrs[] = {{"axis", S4D_ATTR_INT},
+                                            {"split", S4D_ATTR_INTS, 0, 0, 12},
+                                            {"num_outputs", S4D_ATTR_INT, 0, 18},
+                                            {NULL}};
 const s4d_op_schema s4d_op_split = {"", "Split", 2, infer_split, NULL, run_split,
-                                    sizeof(s4d_axis_params)};
+                                    sizeof(s4d_axis_params), 0, split_attrs};

@@ -58,14 +58,16 @@ static s4d_status conv_plan_make(s4d_op_ctx *ctx, int fused, conv_plan *p)
     s4d_conv_geom *g = &p->g;
     for (int i = 0; i < nsp; i++) {
         int j = 3 - nsp + i;
-        int64_t in = x->dims[2 + i], ext = g->dil[j] * (g->k[j] - 1) + 1;
+        int64_t in = x->dims[2 + i], ext, padded;
+        if (!s4d_host_conv_extent(g, j, &ext) || s4d_add_i64(in, g->pad_b[j], &padded) ||
+            s4d_add_i64(padded, g->pad_e[j], &padded))
+            return s4d_op_error(ctx, S4D_ERR_SHAPE, "spatial dim %d: the padded input or the dilated kernel "
+                                "overflows 64 bits", i);
         g->img[j] = in;
         switch (ap) {
         case S4D_AUTO_PAD_NOTSET:
         case S4D_AUTO_PAD_VALID:
-            g->grid[j] = (in + g->pad_b[j] + g->pad_e[j] - ext) / g->stride[j] + 1;
-            if (in + g->pad_b[j] + g->pad_e[j] < ext)
-                g->grid[j] = 0;
+            g->grid[j] = padded < ext ? 0 : (padded - ext) / g->stride[j] + 1;
             break;
         case S4D_AUTO_PAD_SAME_UPPER:
         case S4D_AUTO_PAD_SAME_LOWER:
@@ -80,8 +82,9 @@ static s4d_status conv_plan_make(s4d_op_ctx *ctx, int fused, conv_plan *p)
     for (int j = 0; j < 3; j++)
         if (g->k[j] != 1 || g->stride[j] != 1 || g->pad_b[j] != 0 || g->pad_e[j] != 0)
             p->direct = 0;
-    int64_t kk = p->cg * s4d_host_conv_prod3(g->k), ncol = s4d_host_conv_prod3(g->grid);
-    if (kk > S4D_HOST_BLAS_MAX_DIM || ncol > S4D_HOST_BLAS_MAX_DIM)
+    int64_t kk, ncol;
+    if (!s4d_host_conv_prod3_ok(g->k, &kk) || s4d_mul_i64(kk, p->cg, &kk) ||
+        !s4d_host_conv_prod3_ok(g->grid, &ncol) || kk > S4D_HOST_BLAS_MAX_DIM || ncol > S4D_HOST_BLAS_MAX_DIM)
         return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "the column matrix exceeds 2^31-1 rows or columns");
     if (p->has_z) {
         const s4d_tensor *z = &ctx->inputs[3];
@@ -202,6 +205,11 @@ static s4d_status fconv_infer(s4d_op_ctx *ctx) { return conv_infer_common(ctx, 1
 static size_t fconv_ws(const s4d_op_ctx *ctx) { return conv_ws_common(ctx, 1); }
 static s4d_status fconv_run(s4d_op_ctx *ctx) { return conv_run_common(ctx, 1); }
 
-const s4d_op_schema s4d_op_conv = {"", "Conv", 1, conv_infer, conv_ws, conv_run, sizeof(conv_plan), 0};
+#define CONV_ATTRS                                                                                 \
+    {"auto_pad", S4D_ATTR_STRING}, {"dilations", S4D_ATTR_INTS}, {"group", S4D_ATTR_INT},                \
+        {"kernel_shape", S4D_ATTR_INTS}, {"pads", S4D_ATTR_INTS}, {"strides", S4D_ATTR_INTS}
+static const s4d_attr_spec conv_attrs[] = {CONV_ATTRS, {NULL}};
+static const s4d_attr_spec fconv_attrs[] = {CONV_ATTRS, {"activation", S4D_ATTR_STRING}, {NULL}};
+const s4d_op_schema s4d_op_conv = {"", "Conv", 1, conv_infer, conv_ws, conv_run, sizeof(conv_plan), 0, conv_attrs};
 const s4d_op_schema s4d_op_fused_conv = {"s4d", "FusedConv", 1, fconv_infer, fconv_ws, fconv_run,
-                                         sizeof(conv_plan), 0};
+                                         sizeof(conv_plan), 0, fconv_attrs};

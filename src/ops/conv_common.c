@@ -14,10 +14,16 @@ static s4d_status read_ints(s4d_op_ctx *ctx, const char *name, int64_t count, in
     if (a->type != S4D_ATTR_INTS || (int64_t)a->count != count)
         return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "attribute %s must list %lld ints", name,
                             (long long)count);
+    /* No window, step or padding reaches past the largest tensor, which keeps every index the
+       kernels compute (o * stride - pad + k * dil) far from int64's ends. */
+    const int64_t max = (int64_t)S4D_MAX_TENSOR_BYTES;
     for (int64_t i = 0; i < count; i++) {
         if (a->ints[i] < min)
             return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "attribute %s[%lld] = %lld is below %lld", name,
                                 (long long)i, (long long)a->ints[i], (long long)min);
+        if (a->ints[i] > max)
+            return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "attribute %s[%lld] = %lld is above 2^50", name,
+                                (long long)i, (long long)a->ints[i]);
         out[i] = a->ints[i];
     }
     return S4D_OK;
@@ -75,8 +81,9 @@ s4d_status s4d_host_conv_attrs(s4d_op_ctx *ctx, int nsp, const int64_t *kernel_d
 void s4d_host_conv_same_pad(s4d_conv_geom *g, int j, int64_t ext, s4d_auto_pad ap)
 {
     int64_t in = g->img[j];
-    g->grid[j] = (in + g->stride[j] - 1) / g->stride[j];
-    int64_t total = (g->grid[j] - 1) * g->stride[j] + ext - in;
+    g->grid[j] = in / g->stride[j] + (in % g->stride[j] != 0);
+    /* in - (grid - 1) * stride lies in [1, stride] (in > 0), so nothing here overflows. */
+    int64_t total = in > 0 ? ext - (in - (g->grid[j] - 1) * g->stride[j]) : ext;
     if (total < 0)
         total = 0;
     g->pad_b[j] = ap == S4D_AUTO_PAD_SAME_UPPER ? total / 2 : total - total / 2;
@@ -86,6 +93,16 @@ void s4d_host_conv_same_pad(s4d_conv_geom *g, int j, int64_t ext, s4d_auto_pad a
 int64_t s4d_host_conv_prod3(const int64_t *v)
 {
     return v[0] * v[1] * v[2];
+}
+
+int s4d_host_conv_prod3_ok(const int64_t *v, int64_t *out)
+{
+    return s4d_mul_i64(v[0], v[1], out) == 0 && s4d_mul_i64(*out, v[2], out) == 0;
+}
+
+int s4d_host_conv_extent(const s4d_conv_geom *g, int j, int64_t *ext)
+{
+    return s4d_mul_i64(g->dil[j], g->k[j] - 1, ext) == 0 && s4d_add_i64(*ext, 1, ext) == 0;
 }
 
 typedef struct colwork {

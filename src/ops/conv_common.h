@@ -43,8 +43,12 @@ s4d_status s4d_host_conv_attrs(s4d_op_ctx *ctx, int nsp, const int64_t *kernel_d
  */
 void s4d_host_conv_same_pad(s4d_conv_geom *g, int j, int64_t ext, s4d_auto_pad ap);
 
-/* Product of the three entries. */
+/* Product of the three entries; the _ok form returns 0 where it would overflow. */
 int64_t s4d_host_conv_prod3(const int64_t *v);
+int s4d_host_conv_prod3_ok(const int64_t *v, int64_t *out);
+
+/* The dilated kernel extent dil * (k - 1) + 1 of slot j; 0 where it would overflow. */
+int s4d_host_conv_extent(const s4d_conv_geom *g, int j, int64_t *ext);
 
 /*
  * col[(c, k0, k1, k2), (o0, o1, o2)] = img[c, o*stride - pad_b + k*dil] (0 outside),

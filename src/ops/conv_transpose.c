@@ -64,17 +64,21 @@ static s4d_status convt_plan_make(s4d_op_ctx *ctx, convt_plan *p)
     s4d_conv_geom *g = &p->g;
     for (int i = 0; i < nsp; i++) {
         int j = 3 - nsp + i;
-        int64_t in = x->dims[2 + i], ext = g->dil[j] * (g->k[j] - 1) + 1;
+        int64_t in = x->dims[2 + i], ext, full;
         if (opad[i] < 0 || (opad[i] >= g->stride[j] && opad[i] >= g->dil[j]))
             return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "output_padding[%d] = %lld must be below the stride or dilation",
                                 i, (long long)opad[i]);
         g->grid[j] = in;
-        int64_t full = g->stride[j] * (in - 1) + opad[i] + ext;
+        if (in < 1 || !s4d_host_conv_extent(g, j, &ext) || s4d_mul_i64(g->stride[j], in - 1, &full) ||
+            s4d_add_i64(full, opad[i], &full) || s4d_add_i64(full, ext, &full))
+            return s4d_op_error(ctx, S4D_ERR_SHAPE, "spatial dim %d: input %lld gives no output or one "
+                                "beyond 64 bits", i, (long long)in);
         int64_t out = -1;
         if (os)
             out = os->ints[os->count - (size_t)nsp + (size_t)i];
-        else if (ap == S4D_AUTO_PAD_SAME_UPPER || ap == S4D_AUTO_PAD_SAME_LOWER)
-            out = in * g->stride[j];
+        else if ((ap == S4D_AUTO_PAD_SAME_UPPER || ap == S4D_AUTO_PAD_SAME_LOWER) &&
+                 s4d_mul_i64(in, g->stride[j], &out))
+            return s4d_op_error(ctx, S4D_ERR_SHAPE, "spatial dim %d: the output overflows 64 bits", i);
         if (out >= 0) {
             /*
              * A negative total (output_shape beyond the kernel's reach) is
@@ -94,12 +98,14 @@ static s4d_status convt_plan_make(s4d_op_ctx *ctx, convt_plan *p)
         } else if (ap == S4D_AUTO_PAD_VALID) {
             g->pad_b[j] = g->pad_e[j] = 0;
         }
-        g->img[j] = full - g->pad_b[j] - g->pad_e[j];
-        if (g->img[j] < 1)
+        /* full >= 1 and pads >= 0 (or halves of full - out): the first difference cannot overflow. */
+        if (s4d_add_i64(full - g->pad_b[j], -g->pad_e[j], &g->img[j]) || g->img[j] < 1)
             return s4d_op_error(ctx, S4D_ERR_SHAPE, "spatial dim %d: the padding leaves no output", i);
     }
-    int64_t rows = p->mg * s4d_host_conv_prod3(g->k), ncol = s4d_host_conv_prod3(g->grid);
-    if (rows > S4D_HOST_BLAS_MAX_DIM || ncol > S4D_HOST_BLAS_MAX_DIM || p->cg > S4D_HOST_BLAS_MAX_DIM)
+    int64_t rows, ncol;
+    if (!s4d_host_conv_prod3_ok(g->k, &rows) || s4d_mul_i64(rows, p->mg, &rows) ||
+        !s4d_host_conv_prod3_ok(g->grid, &ncol) || rows > S4D_HOST_BLAS_MAX_DIM || ncol > S4D_HOST_BLAS_MAX_DIM ||
+        p->cg > S4D_HOST_BLAS_MAX_DIM)
         return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "the column matrix exceeds 2^31-1 rows or columns");
     return S4D_OK;
 }
@@ -168,5 +174,9 @@ static s4d_status convt_run(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
+static const s4d_attr_spec convt_attrs[] = {
+    {"auto_pad", S4D_ATTR_STRING}, {"dilations", S4D_ATTR_INTS},      {"group", S4D_ATTR_INT},
+    {"kernel_shape", S4D_ATTR_INTS}, {"output_padding", S4D_ATTR_INTS}, {"output_shape", S4D_ATTR_INTS},
+    {"pads", S4D_ATTR_INTS},         {"strides", S4D_ATTR_INTS},       {NULL}};
 const s4d_op_schema s4d_op_conv_transpose = {"", "ConvTranspose", 1, convt_infer, convt_ws, convt_run,
-                                             sizeof(convt_plan), 0};
+                                             sizeof(convt_plan), 0, convt_attrs};

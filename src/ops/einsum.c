@@ -351,4 +351,5 @@ static s4d_status es_run(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
-const s4d_op_schema s4d_op_einsum = {"", "Einsum", 12, es_infer, es_ws, es_run, sizeof(es_plan), 0};
+static const s4d_attr_spec es_attrs[] = {{"equation", S4D_ATTR_STRING}, {NULL}};
+const s4d_op_schema s4d_op_einsum = {"", "Einsum", 12, es_infer, es_ws, es_run, sizeof(es_plan), 0, es_attrs};

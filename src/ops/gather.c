@@ -124,8 +124,9 @@ static s4d_status run_gather(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
+static const s4d_attr_spec axis_attrs[] = {{"axis", S4D_ATTR_INT}, {NULL}};
 const s4d_op_schema s4d_op_gather = {"", "Gather", 1, infer_gather, NULL, run_gather,
-                                     sizeof(s4d_gather_params)};
+                                     sizeof(s4d_gather_params), 0, axis_attrs};
 
 /* ---- GatherElements ----------------------------------------------------------------- */
 
@@ -196,7 +197,7 @@ static s4d_status run_gather_elements(s4d_op_ctx *ctx)
 }
 
 const s4d_op_schema s4d_op_gather_elements = {"", "GatherElements", 11, infer_gather_elements, NULL,
-                                               run_gather_elements, sizeof(s4d_gather_params)};
+                                               run_gather_elements, sizeof(s4d_gather_params), 0, axis_attrs};
 
 /* ---- GatherND ----------------------------------------------------------------------- */
 
@@ -276,5 +277,6 @@ static s4d_status run_gather_nd(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
+static const s4d_attr_spec gather_nd_attrs[] = {{"batch_dims", S4D_ATTR_INT, 0, 12}, {NULL}};
 const s4d_op_schema s4d_op_gather_nd = {"", "GatherND", 11, infer_gather_nd, NULL, run_gather_nd,
-                                        sizeof(s4d_gather_params)};
+                                        sizeof(s4d_gather_params), 0, gather_nd_attrs};

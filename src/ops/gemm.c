@@ -104,4 +104,9 @@ static s4d_status gemm_run(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
-const s4d_op_schema s4d_op_gemm = {"", "Gemm", 7, gemm_infer, NULL, gemm_run, sizeof(gemm_shape), 0};
+static const s4d_attr_spec gemm_attrs[] = {{"alpha", S4D_ATTR_FLOAT},
+                                           {"beta", S4D_ATTR_FLOAT},
+                                           {"transA", S4D_ATTR_INT, S4D_ATTR_BOOL},
+                                           {"transB", S4D_ATTR_INT, S4D_ATTR_BOOL},
+                                           {NULL}};
+const s4d_op_schema s4d_op_gemm = {"", "Gemm", 7, gemm_infer, NULL, gemm_run, sizeof(gemm_shape), 0, gemm_attrs};

@@ -183,5 +183,9 @@ static s4d_status gs_run(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
+static const s4d_attr_spec gs_attrs[] = {{"align_corners", S4D_ATTR_INT, S4D_ATTR_BOOL},
+                                         {"mode", S4D_ATTR_STRING},
+                                         {"padding_mode", S4D_ATTR_STRING},
+                                         {NULL}};
 const s4d_op_schema s4d_op_grid_sample = {"", "GridSample", 16, gs_infer, NULL, gs_run,
-                                          sizeof(s4d_grid_sample_params)};
+                                          sizeof(s4d_grid_sample_params), 0, gs_attrs};

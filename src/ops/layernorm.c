@@ -155,5 +155,7 @@ static s4d_status ln_run(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
+static const s4d_attr_spec ln_attrs[] = {
+    {"axis", S4D_ATTR_INT}, {"epsilon", S4D_ATTR_FLOAT}, {"stash_type", S4D_ATTR_INT}, {NULL}};
 const s4d_op_schema s4d_op_layernorm = {"", "LayerNormalization", 17, ln_infer, NULL, ln_run,
-                                        sizeof(s4d_layernorm_params), 0};
+                                        sizeof(s4d_layernorm_params), 0, ln_attrs};

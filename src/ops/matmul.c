@@ -251,5 +251,6 @@ static s4d_status fmm_run(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
+static const s4d_attr_spec fmm_attrs[] = {{"activation", S4D_ATTR_STRING}, {NULL}};
 const s4d_op_schema s4d_op_fused_matmul = {"s4d", "FusedMatMul", 1, fmm_infer, NULL, fmm_run,
-                                           sizeof(mm_shape), 0};
+                                           sizeof(mm_shape), 0, fmm_attrs};

@@ -56,6 +56,24 @@ typedef struct s4d_attr {
 
 struct s4d_threadpool;
 
+/*
+ * One attribute an op accepts: its name, its type, S4D_ATTR_* checks and the
+ * opsets it exists in. A schema lists them in an array ended by {NULL}; a
+ * node or layer with an attribute not in the list, of another type, or from
+ * another opset of the op is refused before infer runs (s4d_op_infer), so
+ * that a misspelt, renamed or outdated attribute never turns silently into
+ * its default. A FLOAT attribute may come as an INT (exporters write alpha=1).
+ */
+typedef struct s4d_attr_spec {
+    const char *name;
+    s4d_attr_type type;
+    unsigned checks; /* S4D_ATTR_BOOL: an INT that must be 0 or 1 */
+    int since;       /* first opset with the attribute; 0: the schema's */
+    int until;       /* last opset with it; 0: every later one */
+} s4d_attr_spec;
+
+#define S4D_ATTR_BOOL 1u
+
 typedef struct s4d_op_ctx {
     /* The node being built or run. */
     const char *node_name;
@@ -101,6 +119,9 @@ typedef struct s4d_op_schema {
     size_t params_size;
     /* S4D_OP_* flags. */
     unsigned flags;
+    /* The attributes the op accepts, ended by {NULL}; NULL: none at all. Ranges
+       that depend on the inputs (axes against the rank) are infer's to check. */
+    const s4d_attr_spec *attrs;
 } s4d_op_schema;
 
 /* The outputs depend only on the inputs' shapes and dtypes (Shape, Size): with
@@ -114,6 +135,17 @@ s4d_status s4d_op_error(s4d_op_ctx *ctx, s4d_status status, const char *fmt, ...
 #endif
     ;
 
+/*
+ * The one way to infer a node or layer: refuses a node without outputs, and
+ * attributes the schema does not list (unknown, of another type, twice, a
+ * flag other than 0/1) with a message naming the node and the attribute, then
+ * calls ctx->schema->infer. Used by the builder, the fusions and the loader.
+ */
+s4d_status s4d_op_infer(s4d_op_ctx *ctx);
+
+/* Only the attribute checks of s4d_op_infer. */
+s4d_status s4d_op_check_attrs(s4d_op_ctx *ctx);
+
 /* Attribute lookup; NULL when absent. */
 const s4d_attr *s4d_op_attr(const s4d_op_ctx *ctx, const char *name);
 int64_t s4d_op_attr_int(const s4d_op_ctx *ctx, const char *name, int64_t dflt);
@@ -122,6 +154,36 @@ const char *s4d_op_attr_string(const s4d_op_ctx *ctx, const char *name, const ch
 
 /* Element count of a tensor (1 for rank 0). */
 int64_t s4d_tensor_numel(const s4d_tensor *t);
+
+/*
+ * The largest tensor an op ever sees: its bytes, counting every dim of 0 as 1,
+ * are at most 2^50 (1 PiB), so that the product of any dims of one tensor, and
+ * a sum of a few of them, fits in int64 (a [0, 2^62] tensor holds no element
+ * but is refused). s4d_op_infer checks every input and output against it, the
+ * engine reader every stored shape.
+ */
+#define S4D_MAX_TENSOR_BYTES ((uint64_t)1 << 50)
+int s4d_shape_fits(int rank, const int64_t *dims, s4d_dtype dtype);
+
+/* Checked int64 arithmetic for shape code: 0 and *r set, or -1 on overflow. */
+static inline int s4d_add_i64(int64_t a, int64_t b, int64_t *r)
+{
+    if ((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b))
+        return -1;
+    *r = a + b;
+    return 0;
+}
+
+static inline int s4d_mul_i64(int64_t a, int64_t b, int64_t *r)
+{
+    if (a != 0 && b != 0) {
+        if (a > 0 ? (b > 0 ? a > INT64_MAX / b : b < INT64_MIN / a)
+                  : (b > 0 ? a < INT64_MIN / b : b < INT64_MAX / a))
+            return -1;
+    }
+    *r = a * b;
+    return 0;
+}
 
 
 /*

@@ -52,17 +52,22 @@ static s4d_status pool_plan_make(s4d_op_ctx *ctx, pool_kind kind, pool_plan *p)
     s4d_conv_geom *g = &p->g;
     for (int i = 0; i < nsp; i++) {
         int j = 3 - nsp + i;
-        int64_t in = x->dims[2 + i], ext = g->dil[j] * (g->k[j] - 1) + 1;
+        int64_t in = x->dims[2 + i], ext, span;
+        if (!s4d_host_conv_extent(g, j, &ext) || s4d_add_i64(in, g->pad_b[j], &span) ||
+            s4d_add_i64(span, g->pad_e[j], &span))
+            return s4d_op_error(ctx, S4D_ERR_SHAPE, "spatial dim %d: the padded input or the dilated window "
+                                "overflows 64 bits", i);
         g->img[j] = in;
         switch (ap) {
         case S4D_AUTO_PAD_NOTSET:
         case S4D_AUTO_PAD_VALID: {
-            int64_t span = in + g->pad_b[j] + g->pad_e[j] - ext;
+            span -= ext; /* both non-negative */
             if (span < 0)
                 return s4d_op_error(ctx, S4D_ERR_SHAPE, "spatial dim %d: input %lld (padded) is smaller than the window %lld",
                                     i, (long long)in, (long long)ext);
-            g->grid[j] = (ceil_mode ? (span + g->stride[j] - 1) / g->stride[j] : span / g->stride[j]) + 1;
-            if (ceil_mode && (g->grid[j] - 1) * g->stride[j] >= in + g->pad_b[j])
+            g->grid[j] = span / g->stride[j] + (ceil_mode && span % g->stride[j] != 0) + 1;
+            int64_t last; /* where the last window starts; past int64 is past the input */
+            if (ceil_mode && (s4d_mul_i64(g->grid[j] - 1, g->stride[j], &last) || last >= in + g->pad_b[j]))
                 g->grid[j]--;
             break;
         }
@@ -317,10 +322,21 @@ static s4d_status gpool_run(s4d_op_ctx *ctx, int is_max)
 static s4d_status gavg_run(s4d_op_ctx *ctx) { return gpool_run(ctx, 0); }
 static s4d_status gmax_run(s4d_op_ctx *ctx) { return gpool_run(ctx, 1); }
 
+#define POOL_ATTRS                                                                                 \
+    {"auto_pad", S4D_ATTR_STRING}, {"kernel_shape", S4D_ATTR_INTS}, {"pads", S4D_ATTR_INTS},            \
+        {"strides", S4D_ATTR_INTS}, {"ceil_mode", S4D_ATTR_INT, S4D_ATTR_BOOL, 10}
+static const s4d_attr_spec maxpool_attrs[] = {POOL_ATTRS,
+                                              {"dilations", S4D_ATTR_INTS, 0, 10},
+                                              {"storage_order", S4D_ATTR_INT, S4D_ATTR_BOOL, 8},
+                                              {NULL}};
+static const s4d_attr_spec avgpool_attrs[] = {POOL_ATTRS,
+                                              {"dilations", S4D_ATTR_INTS, 0, 19},
+                                              {"count_include_pad", S4D_ATTR_INT, S4D_ATTR_BOOL, 7},
+                                              {NULL}};
 const s4d_op_schema s4d_op_maxpool = {"", "MaxPool", 1, maxpool_infer, maxpool_ws, maxpool_run,
-                                      sizeof(pool_plan), 0};
+                                      sizeof(pool_plan), 0, maxpool_attrs};
 const s4d_op_schema s4d_op_avgpool = {"", "AveragePool", 1, avgpool_infer, avgpool_ws, avgpool_run,
-                                      sizeof(pool_plan), 0};
+                                      sizeof(pool_plan), 0, avgpool_attrs};
 const s4d_op_schema s4d_op_global_avgpool = {"", "GlobalAveragePool", 1, gpool_infer, NULL, gavg_run,
                                              sizeof(s4d_gpool_params), 0};
 const s4d_op_schema s4d_op_global_maxpool = {"", "GlobalMaxPool", 1, gpool_infer, NULL, gmax_run,

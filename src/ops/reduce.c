@@ -450,7 +450,17 @@ static s4d_status run_reduce_k(s4d_op_ctx *ctx, red_kind kind, int since)
     static s4d_status infer_##NAME(s4d_op_ctx *ctx) { return infer_reduce_k(ctx, KIND, AXES_INPUT_SINCE); } \
     static s4d_status run_##NAME(s4d_op_ctx *ctx) { return run_reduce_k(ctx, KIND, AXES_INPUT_SINCE); }     \
     const s4d_op_schema s4d_op_##NAME = {"", ONNX, 1, infer_##NAME, NULL, run_##NAME,                       \
-                                         sizeof(s4d_reduce_params), 0};
+                                         sizeof(s4d_reduce_params), 0, reduce_attrs_##AXES_INPUT_SINCE};
+
+/* The axes attribute became an input at the opset where noop_with_empty_axes appeared. */
+static const s4d_attr_spec reduce_attrs_13[] = {{"axes", S4D_ATTR_INTS, 0, 0, 12},
+                                                {"keepdims", S4D_ATTR_INT, S4D_ATTR_BOOL},
+                                                {"noop_with_empty_axes", S4D_ATTR_INT, S4D_ATTR_BOOL, 13},
+                                                {NULL}};
+static const s4d_attr_spec reduce_attrs_18[] = {{"axes", S4D_ATTR_INTS, 0, 0, 17},
+                                                {"keepdims", S4D_ATTR_INT, S4D_ATTR_BOOL},
+                                                {"noop_with_empty_axes", S4D_ATTR_INT, S4D_ATTR_BOOL, 18},
+                                                {NULL}};
 
 REDUCE_OP(reduce_sum, "ReduceSum", R_SUM, 13)
 REDUCE_OP(reduce_mean, "ReduceMean", R_MEAN, 18)
@@ -530,7 +540,11 @@ static s4d_status infer_argmin(s4d_op_ctx *ctx) { return infer_arg(ctx, 1); }
 static s4d_status run_argmax(s4d_op_ctx *ctx) { return run_arg(ctx, 0); }
 static s4d_status run_argmin(s4d_op_ctx *ctx) { return run_arg(ctx, 1); }
 
+static const s4d_attr_spec arg_attrs[] = {{"axis", S4D_ATTR_INT},
+                                          {"keepdims", S4D_ATTR_INT, S4D_ATTR_BOOL},
+                                          {"select_last_index", S4D_ATTR_INT, S4D_ATTR_BOOL, 12},
+                                          {NULL}};
 const s4d_op_schema s4d_op_argmax = {"", "ArgMax", 1, infer_argmax, NULL, run_argmax,
-                                     sizeof(s4d_reduce_params), 0};
+                                     sizeof(s4d_reduce_params), 0, arg_attrs};
 const s4d_op_schema s4d_op_argmin = {"", "ArgMin", 1, infer_argmin, NULL, run_argmin,
-                                     sizeof(s4d_reduce_params), 0};
+                                     sizeof(s4d_reduce_params), 0, arg_attrs};

@@ -52,7 +52,9 @@ static s4d_status infer_reshape(s4d_op_ctx *ctx)
         }
         if (shape[i] < 0)
             return s4d_op_error(ctx, S4D_ERR_SHAPE, "shape[%lld] is %lld", (long long)i, (long long)shape[i]);
-        known *= shape[i];
+        if (s4d_mul_i64(known, shape[i], &known))
+            return s4d_op_error(ctx, S4D_ERR_SHAPE, "shape holds more than 2^63 elements (at shape[%lld] = %lld)",
+                                (long long)i, (long long)shape[i]);
     }
     int64_t total = s4d_tensor_numel(in);
     if (infer_at >= 0) {
@@ -69,7 +71,8 @@ static s4d_status infer_reshape(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
-const s4d_op_schema s4d_op_reshape = {"", "Reshape", 5, infer_reshape, NULL, run_copy};
+static const s4d_attr_spec reshape_attrs[] = {{"allowzero", S4D_ATTR_INT, S4D_ATTR_BOOL, 14}, {NULL}};
+const s4d_op_schema s4d_op_reshape = {"", "Reshape", 5, infer_reshape, NULL, run_copy, 0, 0, reshape_attrs};
 
 /* ---- Flatten ------------------------------------------------------------- */
 
@@ -92,7 +95,8 @@ static s4d_status infer_flatten(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
-const s4d_op_schema s4d_op_flatten = {"", "Flatten", 1, infer_flatten, NULL, run_copy};
+static const s4d_attr_spec flatten_attrs[] = {{"axis", S4D_ATTR_INT}, {NULL}};
+const s4d_op_schema s4d_op_flatten = {"", "Flatten", 1, infer_flatten, NULL, run_copy, 0, 0, flatten_attrs};
 
 /* ---- Squeeze / Unsqueeze --------------------------------------------------- */
 
@@ -180,8 +184,9 @@ static s4d_status infer_unsqueeze(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
-const s4d_op_schema s4d_op_squeeze = {"", "Squeeze", 1, infer_squeeze, NULL, run_copy};
-const s4d_op_schema s4d_op_unsqueeze = {"", "Unsqueeze", 1, infer_unsqueeze, NULL, run_copy};
+static const s4d_attr_spec squeeze_attrs[] = {{"axes", S4D_ATTR_INTS, 0, 0, 12}, {NULL}};
+const s4d_op_schema s4d_op_squeeze = {"", "Squeeze", 1, infer_squeeze, NULL, run_copy, 0, 0, squeeze_attrs};
+const s4d_op_schema s4d_op_unsqueeze = {"", "Unsqueeze", 1, infer_unsqueeze, NULL, run_copy, 0, 0, squeeze_attrs};
 
 /* ---- Identity ---------------------------------------------------------------- */
 

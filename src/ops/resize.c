@@ -108,6 +108,10 @@ static s4d_status resize_plan_make(s4d_op_ctx *ctx, resize_plan *p)
             int a = axes[i];
             p->scale[a] = sc[i];
             p->span[a] = (double)p->in[a] * (double)sc[i];
+            /* Also false for inf and NaN: only a finite, representable size reaches the cast. */
+            if (!(p->span[a] < 0x1p62))
+                return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "scales[%d] = %g makes axis %d of %lld hold %g elements",
+                                    i, sc[i], a, (long long)p->in[a], p->span[a]);
             p->out[a] = (int64_t)floor(p->span[a]);
         }
     } else {
@@ -130,6 +134,15 @@ static s4d_status resize_plan_make(s4d_op_ctx *ctx, resize_plan *p)
         if (p->out[i] > 0 && p->in[i] == 0)
             return s4d_op_error(ctx, S4D_ERR_SHAPE, "axis %d: cannot resize an empty axis to %lld", i,
                                 (long long)p->out[i]);
+    /* The axis-by-axis intermediates (resize_ws) must be tensors s4d could hold too. */
+    int64_t cur[S4D_MAX_RANK];
+    memcpy(cur, p->in, sizeof cur);
+    for (int a = 0; a < p->rank; a++) {
+        cur[a] = p->out[a];
+        if (!s4d_shape_fits(p->rank, cur, S4D_DTYPE_FLOAT32))
+            return s4d_op_error(ctx, S4D_ERR_SHAPE, "resizing axis %d makes an intermediate of more than 2^50 bytes",
+                                a);
+    }
     return S4D_OK;
 }
 
@@ -384,5 +397,18 @@ static s4d_status resize_run(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
+/* cubic_coeff_a, exclude_outside and extrapolation_value only matter to the cubic mode,
+   antialias and tf_crop_and_resize, which infer refuses. */
+static const s4d_attr_spec resize_attrs[] = {
+    {"mode", S4D_ATTR_STRING},
+    {"coordinate_transformation_mode", S4D_ATTR_STRING, 0, 11},
+    {"cubic_coeff_a", S4D_ATTR_FLOAT, 0, 11},
+    {"exclude_outside", S4D_ATTR_INT, S4D_ATTR_BOOL, 11},
+    {"extrapolation_value", S4D_ATTR_FLOAT, 0, 11},
+    {"nearest_mode", S4D_ATTR_STRING, 0, 11},
+    {"antialias", S4D_ATTR_INT, S4D_ATTR_BOOL, 18},
+    {"axes", S4D_ATTR_INTS, 0, 18},
+    {"keep_aspect_ratio_policy", S4D_ATTR_STRING, 0, 18},
+    {NULL}};
 const s4d_op_schema s4d_op_resize = {"", "Resize", 10, resize_infer, resize_ws, resize_run,
-                                     sizeof(s4d_resize_params)};
+                                     sizeof(s4d_resize_params), 0, resize_attrs};

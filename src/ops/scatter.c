@@ -124,8 +124,9 @@ static s4d_status run_scatter_nd(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
+static const s4d_attr_spec scatter_nd_attrs[] = {{"reduction", S4D_ATTR_STRING, 0, 16}, {NULL}};
 const s4d_op_schema s4d_op_scatter_nd = {"", "ScatterND", 11, infer_scatter_nd, NULL, run_scatter_nd,
-                                         sizeof(s4d_scatter_params)};
+                                         sizeof(s4d_scatter_params), 0, scatter_nd_attrs};
 
 /* dst[i] = red(dst[i], src[i]) for i < n, in the element type dt. */
 static void combine(s4d_dtype dt, scat_red red, int isint, char *dst, const char *src, int64_t n)
@@ -236,5 +237,8 @@ static s4d_status run_scatter_elements(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
+static const s4d_attr_spec scatter_el_attrs[] = {
+    {"axis", S4D_ATTR_INT}, {"reduction", S4D_ATTR_STRING, 0, 16}, {NULL}};
 const s4d_op_schema s4d_op_scatter_elements = {"", "ScatterElements", 11, infer_scatter_elements, NULL,
-                                                run_scatter_elements, sizeof(s4d_scatter_params)};
+                                                run_scatter_elements, sizeof(s4d_scatter_params), 0,
+                                                scatter_el_attrs};

@@ -53,8 +53,9 @@ static s4d_status run_shape(s4d_op_ctx *ctx)
 }
 
 /* With static shapes the output is known at build: always folded (S4D_OP_SHAPE_ONLY). */
+static const s4d_attr_spec shape_attrs[] = {{"start", S4D_ATTR_INT, 0, 15}, {"end", S4D_ATTR_INT, 0, 15}, {NULL}};
 const s4d_op_schema s4d_op_shape = {"", "Shape", 1, infer_shape, NULL, run_shape,
-                                    sizeof(s4d_shape_params), S4D_OP_SHAPE_ONLY};
+                                    sizeof(s4d_shape_params), S4D_OP_SHAPE_ONLY, shape_attrs};
 
 /* ---- Size ------------------------------------------------------------------------------ */
 
@@ -151,9 +152,10 @@ static s4d_status run_constant_of_shape(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
+static const s4d_attr_spec cos_attrs[] = {{"value", S4D_ATTR_TENSOR}, {NULL}};
 const s4d_op_schema s4d_op_constant_of_shape = {"", "ConstantOfShape", 9, infer_constant_of_shape, NULL,
                                                  run_constant_of_shape,
-                                                 sizeof(s4d_constant_of_shape_params)};
+                                                 sizeof(s4d_constant_of_shape_params), 0, cos_attrs};
 
 /* ---- Range -------------------------------------------------------------------------------- */
 

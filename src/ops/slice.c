@@ -161,5 +161,10 @@ static s4d_status run_slice(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
+/* Opset 10 made starts, ends and axes inputs. */
+static const s4d_attr_spec slice_attrs[] = {{"starts", S4D_ATTR_INTS, 0, 0, 9},
+                                            {"ends", S4D_ATTR_INTS, 0, 0, 9},
+                                            {"axes", S4D_ATTR_INTS, 0, 0, 9},
+                                            {NULL}};
 const s4d_op_schema s4d_op_slice = {"", "Slice", 1, infer_slice, NULL, run_slice,
-                                    sizeof(s4d_slice_params)};
+                                    sizeof(s4d_slice_params), 0, slice_attrs};

@@ -264,7 +264,8 @@ static s4d_status infer_log_softmax(s4d_op_ctx *ctx) { return infer_sm(ctx, 1); 
 static s4d_status run_softmax(s4d_op_ctx *ctx) { return run_sm(ctx, 0); }
 static s4d_status run_log_softmax(s4d_op_ctx *ctx) { return run_sm(ctx, 1); }
 
+static const s4d_attr_spec softmax_attrs[] = {{"axis", S4D_ATTR_INT}, {NULL}};
 const s4d_op_schema s4d_op_softmax = {"", "Softmax", 1, infer_softmax, NULL, run_softmax,
-                                      sizeof(s4d_softmax_params), 0};
+                                      sizeof(s4d_softmax_params), 0, softmax_attrs};
 const s4d_op_schema s4d_op_log_softmax = {"", "LogSoftmax", 1, infer_log_softmax, NULL, run_log_softmax,
-                                          sizeof(s4d_softmax_params), 0};
+                                          sizeof(s4d_softmax_params), 0, softmax_attrs};

@@ -253,5 +253,6 @@ static s4d_status run_transpose(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
+static const s4d_attr_spec transpose_attrs[] = {{"perm", S4D_ATTR_INTS}, {NULL}};
 const s4d_op_schema s4d_op_transpose = {"", "Transpose", 1, infer_transpose, NULL, run_transpose,
-                                        sizeof(s4d_transpose_params)};
+                                        sizeof(s4d_transpose_params), 0, transpose_attrs};

@@ -361,11 +361,17 @@ static s4d_status run_unary(s4d_op_ctx *ctx, s4d_unop op)
     return run_unary_job(ctx, &j);
 }
 
-#define UNARY_OP(NAME, ONNX, SINCE, OP)                                                  \
+#define UNARY_OP_ATTRS(NAME, ONNX, SINCE, OP, ATTRS)                                     \
     static s4d_status infer_##NAME(s4d_op_ctx *ctx) { return infer_unary(ctx, OP); }      \
     static s4d_status run_##NAME(s4d_op_ctx *ctx) { return run_unary(ctx, OP); }          \
     const s4d_op_schema s4d_op_##NAME = {"", ONNX, SINCE, infer_##NAME, NULL, run_##NAME, \
-                                         sizeof(s4d_unary_params), 0};
+                                         sizeof(s4d_unary_params), 0, ATTRS};
+#define UNARY_OP(NAME, ONNX, SINCE, OP) UNARY_OP_ATTRS(NAME, ONNX, SINCE, OP, NULL)
+
+static const s4d_attr_spec alpha_attrs[] = {{"alpha", S4D_ATTR_FLOAT}, {NULL}};
+static const s4d_attr_spec selu_attrs[] = {{"alpha", S4D_ATTR_FLOAT}, {"gamma", S4D_ATTR_FLOAT}, {NULL}};
+static const s4d_attr_spec hard_sigmoid_attrs[] = {{"alpha", S4D_ATTR_FLOAT}, {"beta", S4D_ATTR_FLOAT}, {NULL}};
+static const s4d_attr_spec gelu_attrs[] = {{"approximate", S4D_ATTR_STRING}, {NULL}};
 
 UNARY_OP(relu, "Relu", 6, S4D_UN_RELU)
 UNARY_OP(sigmoid, "Sigmoid", 6, S4D_UN_SIGMOID)
@@ -397,13 +403,13 @@ UNARY_OP(hard_swish, "HardSwish", 14, S4D_UN_HARD_SWISH)
 UNARY_OP(softplus, "Softplus", 1, S4D_UN_SOFTPLUS)
 UNARY_OP(softsign, "Softsign", 1, S4D_UN_SOFTSIGN)
 UNARY_OP(mish, "Mish", 18, S4D_UN_MISH)
-UNARY_OP(celu, "Celu", 12, S4D_UN_CELU)
-UNARY_OP(thresholded_relu, "ThresholdedRelu", 10, S4D_UN_THRESHOLDED_RELU)
-UNARY_OP(leaky_relu, "LeakyRelu", 6, S4D_UN_LEAKY_RELU)
-UNARY_OP(elu, "Elu", 6, S4D_UN_ELU)
-UNARY_OP(selu, "Selu", 6, S4D_UN_SELU)
-UNARY_OP(hard_sigmoid, "HardSigmoid", 6, S4D_UN_HARD_SIGMOID)
-UNARY_OP(gelu, "Gelu", 20, S4D_UN_GELU)
+UNARY_OP_ATTRS(celu, "Celu", 12, S4D_UN_CELU, alpha_attrs)
+UNARY_OP_ATTRS(thresholded_relu, "ThresholdedRelu", 10, S4D_UN_THRESHOLDED_RELU, alpha_attrs)
+UNARY_OP_ATTRS(leaky_relu, "LeakyRelu", 6, S4D_UN_LEAKY_RELU, alpha_attrs)
+UNARY_OP_ATTRS(elu, "Elu", 6, S4D_UN_ELU, alpha_attrs)
+UNARY_OP_ATTRS(selu, "Selu", 6, S4D_UN_SELU, selu_attrs)
+UNARY_OP_ATTRS(hard_sigmoid, "HardSigmoid", 6, S4D_UN_HARD_SIGMOID, hard_sigmoid_attrs)
+UNARY_OP_ATTRS(gelu, "Gelu", 20, S4D_UN_GELU, gelu_attrs)
 
 /* Clip: bounds are attributes before opset 11, optional scalar inputs after. */
 static s4d_status infer_clip(s4d_op_ctx *ctx)
@@ -467,7 +473,9 @@ static s4d_status run_clip(s4d_op_ctx *ctx)
     return run_unary_job(ctx, &j);
 }
 
-const s4d_op_schema s4d_op_clip = {"", "Clip", 6, infer_clip, NULL, run_clip, sizeof(s4d_unary_params), 0};
+/* Opset 11 made the bounds inputs. */
+static const s4d_attr_spec clip_attrs[] = {{"min", S4D_ATTR_FLOAT, 0, 0, 10}, {"max", S4D_ATTR_FLOAT, 0, 0, 10}, {NULL}};
+const s4d_op_schema s4d_op_clip = {"", "Clip", 6, infer_clip, NULL, run_clip, sizeof(s4d_unary_params), 0, clip_attrs};
 
 /* IsNaN / IsInf: float in, bool out. */
 static s4d_status infer_is_class(s4d_op_ctx *ctx)
@@ -519,4 +527,8 @@ static s4d_status run_isnan(s4d_op_ctx *ctx) { return run_is_class(ctx, 0); }
 static s4d_status run_isinf(s4d_op_ctx *ctx) { return run_is_class(ctx, 1); }
 
 const s4d_op_schema s4d_op_isnan = {"", "IsNaN", 9, infer_is_class, NULL, run_isnan};
-const s4d_op_schema s4d_op_isinf = {"", "IsInf", 10, infer_isinf, NULL, run_isinf, sizeof(s4d_isinf_params), 0};
+static const s4d_attr_spec isinf_attrs[] = {{"detect_negative", S4D_ATTR_INT, S4D_ATTR_BOOL},
+                                            {"detect_positive", S4D_ATTR_INT, S4D_ATTR_BOOL},
+                                            {NULL}};
+const s4d_op_schema s4d_op_isinf = {"", "IsInf", 10, infer_isinf, NULL, run_isinf, sizeof(s4d_isinf_params), 0,
+                                    isinf_attrs};

@@ -152,7 +152,7 @@ s4d_status s4d_fuse_reinfer(s4d_ir_graph *g, int ni, char *err, size_t errsz)
     }
     s4d_op_ctx ctx;
     s4d_ir_node_ctx(n, in, out, msg, sizeof msg, &ctx);
-    s4d_status st = n->schema->infer(&ctx);
+    s4d_status st = s4d_op_infer(&ctx);
     if (st != S4D_OK)
         return s4d_fmt_err(err, errsz, st, "fusion produced a node that does not infer: %s", msg);
     n->workspace = n->schema->workspace_size ? n->schema->workspace_size(&ctx) : 0;

@@ -145,7 +145,7 @@ static s4d_status infer_node(s4d_ir_graph *g, s4d_ir_node *n, int fold, char *er
     size_t ws = 0;
     switch (n->kind) {
     case S4D_LAYER_OP:
-        st = n->schema->infer(&ctx);
+        st = s4d_op_infer(&ctx);
         if (st == S4D_OK && n->schema->workspace_size)
             ws = n->schema->workspace_size(&ctx);
         break;

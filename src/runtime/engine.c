@@ -217,7 +217,7 @@ static s4d_status infer_op_layer(s4d_engine *e, s4d_plan_layer *l, int loading, 
     ctx.params = l->params;
     ctx.err = msg;
     ctx.err_size = sizeof msg;
-    st = l->schema->infer(&ctx);
+    st = s4d_op_infer(&ctx);
     if (st != S4D_OK) {
         s4d_fmt_err(err, errsz, loading ? S4D_ERR_PARSE : st, "layer '%s' (%s) does not infer: %s",
                     l->name, l->op_type, msg[0] ? msg : s4d_status_string(st));

@@ -126,8 +126,73 @@ def grid_sample_nonfinite(out):
         np.save(os.path.join(out, name + "_ref.npy"), ref)
 
 
+def one_node(out, name, node, inputs, outputs, initializers=(), opset=17):
+    g = helper.make_graph([node], name, list(inputs), list(outputs), list(initializers))
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]), out, name + ".onnx")
+
+
+def vi(name, dims, dtype=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, dtype, dims)
+
+
+def attribute_specs(out):
+    """Attributes the op does not have, of another type, twice, out of range or from another
+    opset: once read as their defaults (or as 'true'), now refused at build."""
+    x, y = vi("x", [2, 3]), vi("y", [2, 3])
+    one_node(out, "attr_unknown", helper.make_node("Relu", ["x"], ["y"], name="relu", alpha=0.5),
+             [x], [y])
+    one_node(out, "attr_renamed", helper.make_node("Softmax", ["x"], ["y"], name="softmax", aixs=0),
+             [x], [y])
+    one_node(out, "attr_wrong_type",
+             helper.make_node("Softmax", ["x"], ["y"], name="softmax", axis=0.0), [x], [y])
+    node = helper.make_node("LeakyRelu", ["x"], ["y"], name="leaky", alpha=0.5)
+    node.attribute.append(helper.make_attribute("alpha", 0.25))
+    one_node(out, "attr_twice", node, [x], [y])
+    one_node(out, "attr_keepdims_range",
+             helper.make_node("ReduceMax", ["x"], ["y"], name="rmax", keepdims=1325400065),
+             [x], [vi("y", [2, 1])])
+    one_node(out, "attr_outdated",
+             helper.make_node("ReduceMean", ["x"], ["y"], name="rmean", axes=[1]),
+             [x], [vi("y", [2, 1])], opset=18)
+    # The same attributes where they belong build (the reference: the spec is not too strict).
+    one_node(out, "attr_valid",
+             helper.make_node("ReduceMean", ["x"], ["y"], name="rmean", axes=[1], keepdims=1),
+             [x], [vi("y", [2, 1])], opset=17)
+
+
+def shape_overflow(out):
+    """Shapes whose arithmetic passes int64, and float sizes beyond it."""
+    x = vi("x", [2, 4])
+    shape = helper.make_tensor("shape", TensorProto.INT64, [2], [1 << 62, 4])
+    one_node(out, "reshape_product_overflow",
+             helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape"),
+             [x], [vi("y", [2, 4])], [shape])
+    for tag, scale in (("inf", math.inf), ("1e30", 1e30)):
+        scales = helper.make_tensor("scales", TensorProto.FLOAT, [4], [1, 1, scale, 1])
+        one_node(out, f"resize_scale_{tag}",
+                 helper.make_node("Resize", ["x", "", "scales"], ["y"], name="resize",
+                                  mode="nearest"),
+                 [vi("x", [1, 1, 2, 2])], [vi("y", [1, 1, 2, 2])], [scales])
+    # dilation * (kernel - 1) near 2^70: the kernel is a declared input, never allocated.
+    one_node(out, "conv_extent_overflow",
+             helper.make_node("Conv", ["x", "w"], ["y"], name="conv", dilations=[1 << 40]),
+             [vi("x", [1, 1, 5]), vi("w", [1, 1, 1 << 30])], [vi("y", [1, 1, 1])])
+    one_node(out, "maxpool_extent_overflow",
+             helper.make_node("MaxPool", ["x"], ["y"], name="pool", kernel_shape=[1 << 40],
+                              dilations=[1 << 40]),
+             [vi("x", [1, 1, 5])], [vi("y", [1, 1, 1])])
+    one_node(out, "conv_pads_huge",
+             helper.make_node("Conv", ["x", "w"], ["y"], name="conv", pads=[1 << 62, 1 << 62]),
+             [vi("x", [1, 1, 5]), vi("w", [1, 1, 3])], [vi("y", [1, 1, 1])])
+    # An empty input whose other dim is 2^62: no element, yet every product of dims overflows.
+    one_node(out, "input_dims_near_2_62", helper.make_node("Relu", ["x"], ["y"], name="relu"),
+             [vi("x", [0, 1 << 62])], [vi("y", [0, 1 << 62])])
+
+
 if __name__ == "__main__":
     d = sys.argv[1]
     os.makedirs(d, exist_ok=True)
     tensor_attr_without_tensor(d)
     grid_sample_nonfinite(d)
+    attribute_specs(d)
+    shape_overflow(d)

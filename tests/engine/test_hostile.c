@@ -7,6 +7,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,6 +197,93 @@ static void case_grid_sample_nonfinite(void)
     s4d_npy_free(&grid);
 }
 
+/* Builds path and expects a refusal whose message holds every non-NULL want[]. */
+static void expect_build_refused(const char *file, const char *const *want, int nwant)
+{
+    s4d_engine *e = NULL;
+    s4d_errbuf err = {{0}};
+    s4d_status st = s4d_engine_build_onnx_file(path_in(g_cases, file), NULL, &e, &err);
+    printf("  %s -> %s: %s\n", file, s4d_status_string(st), err.msg);
+    CHECK(st != S4D_OK && e == NULL, "%s built", file);
+    for (int i = 0; i < nwant; i++)
+        CHECK(want[i] == NULL || strstr(err.msg, want[i]), "%s: '%s' missing from: %s", file, want[i],
+              err.msg);
+    s4d_engine_destroy(e);
+}
+
+/* A deterministic non-zero fill in [-1, 1). */
+static void fill_random(float *v, size_t n, unsigned seed)
+{
+    uint32_t x = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; i++) {
+        x = x * 1664525u + 1013904223u;
+        v[i] = (float)((x >> 8) & 0xffff) / 32768.0f - 1.0f + 1.0f / 65536.0f;
+    }
+}
+
+/* Attributes an op does not have, of the wrong type, twice, out of range or from another opset
+   were once read as their defaults; every op now declares its attributes (src/ops schemas). */
+static void case_attribute_specs(void)
+{
+    static const struct {
+        const char *file, *want[3];
+    } refused[] = {
+        {"attr_unknown.onnx", {"'relu' (Relu)", "unknown attribute 'alpha'", "takes no attributes"}},
+        {"attr_renamed.onnx", {"'softmax' (Softmax)", "unknown attribute 'aixs'", "takes axis"}},
+        {"attr_wrong_type.onnx", {"'softmax'", "attribute 'axis' is a float, expected an int", NULL}},
+        {"attr_twice.onnx", {"'leaky' (LeakyRelu)", "attribute 'alpha' is given twice", NULL}},
+        {"attr_keepdims_range.onnx", {"'rmax'", "'keepdims' = 1325400065 must be 0 or 1", NULL}},
+        {"attr_outdated.onnx", {"'rmean'", "'axes' does not exist at opset 18", "opsets 1 to 17"}},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        expect_build_refused(refused[i].file, refused[i].want, 3);
+
+    /* The same attributes where the op has them: built, and the mean is right. */
+    s4d_engine *e = NULL;
+    s4d_context *ctx = NULL;
+    s4d_errbuf err = {{0}};
+    if (s4d_engine_build_onnx_file(path_in(g_cases, "attr_valid.onnx"), NULL, &e, &err) != S4D_OK ||
+        s4d_context_create(e, NULL, &ctx, &err) != S4D_OK) {
+        CHECK(0, "attr_valid.onnx: %s", err.msg);
+        s4d_engine_destroy(e);
+        return;
+    }
+    float x[6];
+    fill_random(x, 6, 11);
+    int64_t dims[2] = {2, 3};
+    CHECK(s4d_context_bind(ctx, "x", S4D_DTYPE_FLOAT32, 2, dims, x) == S4D_OK, "bind");
+    CHECK(s4d_context_run(ctx, NULL) == S4D_OK, "run: %s", s4d_context_errmsg(ctx));
+    const void *out = NULL;
+    s4d_tensor_info ti;
+    memset(&ti, 0, sizeof ti);
+    CHECK(s4d_context_output(ctx, "y", &out, &ti) == S4D_OK && out && ti.bytes == 8, "output");
+    for (int r = 0; out && r < 2; r++) {
+        double want = ((double)x[3 * r] + x[3 * r + 1] + x[3 * r + 2]) / 3.0;
+        double got = ((const float *)out)[r];
+        CHECK(fabs(got - want) <= 1e-6, "row %d: mean %.9g, want %.9g", r, got, want);
+    }
+    s4d_context_destroy(ctx);
+    s4d_engine_destroy(e);
+}
+
+/* Shape arithmetic past int64 (signed overflow once) and float sizes past it (a cast once). */
+static void case_shape_overflow(void)
+{
+    static const struct {
+        const char *file, *want[3];
+    } refused[] = {
+        {"reshape_product_overflow.onnx", {"'reshape' (Reshape)", "more than 2^63 elements", NULL}},
+        {"resize_scale_inf.onnx", {"'resize' (Resize)", "scales[2] = inf", NULL}},
+        {"resize_scale_1e30.onnx", {"'resize' (Resize)", "scales[2] = 1e+30", NULL}},
+        {"conv_extent_overflow.onnx", {"'conv' (Conv)", "dilated kernel overflows 64 bits", NULL}},
+        {"maxpool_extent_overflow.onnx", {"'pool' (MaxPool)", "dilated window overflows 64 bits", NULL}},
+        {"conv_pads_huge.onnx", {"'conv' (Conv)", "pads[0] = 4611686018427387904 is above 2^50", NULL}},
+        {"input_dims_near_2_62.onnx", {"'relu' (Relu)", "input 0 has shape [0, 4611686018427387904]", NULL}},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        expect_build_refused(refused[i].file, refused[i].want, 3);
+}
+
 static const struct {
     const char *name;
     void (*fn)(void);
@@ -203,6 +291,8 @@ static const struct {
     {"onnx_attr_tensor_null", case_onnx_attr_tensor_null},
     {"read_limits", case_read_limits},
     {"grid_sample_nonfinite", case_grid_sample_nonfinite},
+    {"attribute_specs", case_attribute_specs},
+    {"shape_overflow", case_shape_overflow},
 };
 
 int main(int argc, char **argv)
