@@ -113,8 +113,9 @@ typedef struct s4d_load_options {
     size_t struct_size;
     s4d_plugin_registry *registry; /* to deserialize plugin layers; NULL: default */
     /* since 0.2 */
-    uint64_t max_context_bytes; /* refuse an engine whose contexts would need more activation and
-                                   workspace bytes on one device; 0: 16 GiB, or the environment's
+    uint64_t max_context_bytes; /* refuse an engine whose contexts would need more bytes on one
+                                   device (activations, workspace, the context's own input and
+                                   output buffers); 0: 16 GiB, or the environment's
                                    S4D_MAX_CONTEXT_BYTES */
 } s4d_load_options;
 

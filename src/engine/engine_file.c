@@ -325,7 +325,8 @@ static s4d_status get_attr(reader *rd, s4d_attr *a)
             s4d_rbuf_i64(r, &a->t->dims[i], "tensor attribute dims");
         if (s4d_rbuf_u64(r, &count, "tensor attribute size"))
             return truncated(rd);
-        if (s4d_dims_numel(a->t->rank, a->t->dims) < 0 || count != s4d_ir_tensor_bytes(a->t) ||
+        if (!s4d_shape_fits(a->t->rank, a->t->dims, a->t->dtype) ||
+            count != s4d_ir_tensor_bytes(a->t) ||
             count > r->size - r->pos)
             return bad(rd, "attribute '%s': tensor size %lld disagrees with its shape", a->name,
                        (long long)count);
@@ -480,9 +481,16 @@ static s4d_status read_tensors(reader *rd, s4d_plan *p)
         s4d_rbuf_u64(r, &t->offset, "tensor offset");
         if (s4d_rbuf_u32(r, &flags, "tensor flags"))
             return truncated(rd);
+        if (!s4d_shape_fits(t->rank, t->dims, t->dtype)) {
+            char dims[200];
+            s4d_dims_str(t->rank, t->dims, dims, sizeof dims);
+            return s4d_fmt_err(rd->err, rd->errsz, S4D_ERR_PARSE,
+                               "malformed engine file (%s section): tensor '%s' has shape %s: a "
+                               "negative dim, or more than 2^50 bytes counting dims of 0 as 1",
+                               rd->section, t->name, dims);
+        }
         int64_t numel = s4d_dims_numel(t->rank, t->dims);
-        if (numel < 0 || (uint64_t)numel > UINT64_MAX / 16 ||
-            t->bytes != (uint64_t)numel * s4d_dtype_size(t->dtype))
+        if (numel < 0 || t->bytes != (uint64_t)numel * s4d_dtype_size(t->dtype))
             return bad(rd, "tensor '%s': size %lld disagrees with its shape", t->name,
                        (long long)t->bytes);
         if (place > S4D_PLACE_OUTPUT || dev >= S4D_NUM_DEVICES ||
@@ -669,6 +677,28 @@ static s4d_status read_layers(reader *rd, s4d_plan *p)
     return S4D_OK;
 }
 
+static int by_name(const void *a, const void *b)
+{
+    return strcmp((*(const s4d_plan_tensor *const *)a)->name, (*(const s4d_plan_tensor *const *)b)->name);
+}
+
+/* Names are how callers bind inputs and find outputs: one tensor per name. */
+static s4d_status check_names(reader *rd, const s4d_plan *p)
+{
+    const s4d_plan_tensor **sorted = malloc(((size_t)p->num_tensors + 1) * sizeof *sorted);
+    if (!sorted)
+        return oom(rd);
+    for (int i = 0; i < p->num_tensors; i++)
+        sorted[i] = &p->tensors[i];
+    qsort(sorted, (size_t)p->num_tensors, sizeof *sorted, by_name);
+    s4d_status st = S4D_OK;
+    for (int i = 1; i < p->num_tensors && st == S4D_OK; i++)
+        if (strcmp(sorted[i - 1]->name, sorted[i]->name) == 0)
+            st = bad(rd, "two tensors are named '%s'%.0lld", sorted[i]->name, 0);
+    free(sorted);
+    return st;
+}
+
 /*
  * Cross-record checks: where each tensor lives, who writes it, and that
  * layers read only what exists by then. What the records mean (shapes per
@@ -677,10 +707,14 @@ static s4d_status read_layers(reader *rd, s4d_plan *p)
 static s4d_status check_plan(reader *rd, s4d_plan *p)
 {
     rd->section = "tensor and layer";
+    if (p->num_outputs < 1)
+        return bad(rd, "the engine has no outputs%s%.0lld", "", 0);
+    s4d_status st = check_names(rd, p);
+    if (st != S4D_OK)
+        return st;
     int *writer = malloc(((size_t)p->num_tensors + 1) * sizeof(int));
     if (!writer)
         return oom(rd);
-    s4d_status st = S4D_OK;
     for (int i = 0; i < p->num_tensors; i++) {
         const s4d_plan_tensor *t = &p->tensors[i];
         writer[i] = -1;
@@ -766,8 +800,10 @@ static s4d_status check_plan(reader *rd, s4d_plan *p)
         uint64_t all = 0;
         for (int i = 0; i < p->num_tensors; i++) {
             const s4d_plan_tensor *t = &p->tensors[i];
-            if (t->place == S4D_PLACE_ARENA && (int)t->device == d)
-                all += s4d_align_up(t->bytes ? t->bytes : 1, S4D_PLAN_ALIGN);
+            if (t->place == S4D_PLACE_ARENA && (int)t->device == d) {
+                uint64_t b = s4d_align_up(t->bytes ? t->bytes : 1, S4D_PLAN_ALIGN);
+                all = all > UINT64_MAX - b ? UINT64_MAX : all + b; /* no wrap below the arena */
+            }
         }
         if (p->arena_size[d] > all || p->arena_size_unplanned[d] != all) {
             st = bad(rd, "the %s arena of %lld bytes disagrees with its tensors",

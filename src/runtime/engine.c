@@ -365,6 +365,11 @@ done:
     return st;
 }
 
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
 /* The devices an engine uses: its target and any layer's. */
 static void devices_used(const s4d_plan *p, int *used)
 {
@@ -424,6 +429,39 @@ static s4d_status open_device(s4d_engine *e, int d, int loading, char *err, size
 }
 
 /*
+ * What a context allocates (context.c): per device its arena and workspace; on the host its
+ * own copy of each output; on a device that is not host memory a staging buffer per input and
+ * output. Sums saturate, so that a file's sizes cannot wrap below the limit.
+ */
+static s4d_status check_context_bytes(const s4d_engine *e, char *err, size_t errsz)
+{
+    const s4d_plan *p = e->plan;
+    uint64_t io[S4D_NUM_DEVICES] = {0};
+    for (int i = 0; i < p->num_inputs + p->num_outputs; i++) {
+        int is_out = i >= p->num_inputs;
+        const s4d_plan_tensor *t = &p->tensors[is_out ? p->outputs[i - p->num_inputs] : p->inputs[i]];
+        if (is_out)
+            io[S4D_DEVICE_CPU] = sat_add(io[S4D_DEVICE_CPU], t->bytes);
+        if (!e->dev[p->device].be->host_memory)
+            io[p->device] = sat_add(io[p->device], t->bytes);
+    }
+    for (int d = 0; d < S4D_NUM_DEVICES; d++) {
+        uint64_t need = sat_add(sat_add(p->arena_size[d], p->workspace_size[d]), io[d]);
+        if (need > e->max_context_bytes)
+            return s4d_fmt_err(err, errsz, S4D_ERR_UNSUPPORTED,
+                               "the engine needs %llu bytes per context on %s (activations %llu, "
+                               "workspace %llu, inputs and outputs %llu), above the limit of %llu "
+                               "(raise it with s4d_load_options.max_context_bytes or "
+                               "S4D_MAX_CONTEXT_BYTES)",
+                               (unsigned long long)need, s4d_device_name((s4d_device)d),
+                               (unsigned long long)p->arena_size[d],
+                               (unsigned long long)p->workspace_size[d], (unsigned long long)io[d],
+                               (unsigned long long)e->max_context_bytes);
+    }
+    return S4D_OK;
+}
+
+/*
  * What building and loading end with: each device opened (target checked on
  * load, weights uploaded), each layer inferred again (loading: its stored
  * shapes verified), its kernel resolved and prepared, workspaces derived, the
@@ -446,6 +484,10 @@ static s4d_status engine_finish(s4d_engine *e, int loading, char *err, size_t er
         return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
     for (int d = 0; d < S4D_NUM_DEVICES; d++)
         p->workspace_size[d] = 0;
+    /* Before any kernel is prepared, then again with the workspaces the kernels need. */
+    s4d_status cst = check_context_bytes(e, err, errsz);
+    if (cst != S4D_OK)
+        return cst;
     for (int i = 0; i < p->num_layers; i++) {
         s4d_plan_layer *l = &p->layers[i];
         s4d_status st = prepare_layer(e, i, loading, err, errsz);
@@ -463,17 +505,7 @@ static s4d_status engine_finish(s4d_engine *e, int loading, char *err, size_t er
                      l->plugin_version);
         }
     }
-    for (int d = 0; d < S4D_NUM_DEVICES; d++) {
-        uint64_t need = p->arena_size[d] + p->workspace_size[d];
-        if (need > e->max_context_bytes)
-            return s4d_fmt_err(err, errsz, S4D_ERR_UNSUPPORTED,
-                               "the engine needs %llu bytes of activations and workspace per "
-                               "context on %s, above the limit of %llu (raise it with "
-                               "s4d_load_options.max_context_bytes or S4D_MAX_CONTEXT_BYTES)",
-                               (unsigned long long)need, s4d_device_name((s4d_device)d),
-                               (unsigned long long)e->max_context_bytes);
-    }
-    return S4D_OK;
+    return check_context_bytes(e, err, errsz);
 }
 
 /*

@@ -284,6 +284,140 @@ static void case_shape_overflow(void)
         expect_build_refused(refused[i].file, refused[i].want, 3);
 }
 
+static s4d_engine *load_regress(const char *name, const s4d_load_options *lo, s4d_status *st,
+                                s4d_errbuf *err)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/engine/regress-%s.s4de", S4D_FUZZ_CORPUS, name);
+    s4d_engine *e = NULL;
+    *st = s4d_engine_load_file(path, lo, &e, err);
+    printf("  %s -> %s: %s\n", name, s4d_status_string(*st), *st == S4D_OK ? "" : err->msg);
+    return e;
+}
+
+/*
+ * The engine files of tests/fuzz/corpus/engine/regress-* (make_engine_regressions.py): each
+ * once loaded and then wrote out of bounds, divided by zero or ran with other semantics; each
+ * is now refused with a message naming what is wrong.
+ */
+static void case_engine_regressions(void)
+{
+    static const struct {
+        const char *name;
+        s4d_status status;
+        const char *want[2];
+    } refused[] = {
+        {"duplicate-tensor-names", S4D_ERR_PARSE, {"two tensors are named 'x'", NULL}},
+        {"const-output-flag-2", S4D_ERR_PARSE, {"tensor 'y'", "flags its placement cannot have"}},
+        {"no-outputs-huge-arena", S4D_ERR_PARSE, {"the engine has no outputs", NULL}},
+        {"no-outputs", S4D_ERR_PARSE, {"the engine has no outputs", NULL}},
+        {"unary-without-outputs", S4D_ERR_PARSE, {"layer 'extra_neg' (Neg)", "has no outputs"}},
+        {"binary-without-outputs", S4D_ERR_PARSE, {"layer 'extra_or' (Or)", "has no outputs"}},
+        {"variadic-without-outputs", S4D_ERR_PARSE, {"layer 'extra_min' (Min)", "has no outputs"}},
+        {"slice-output-disagrees", S4D_ERR_PARSE,
+         {"layer 'Slice_6' (Slice)", "stored as float32[3, 0, 2], but its inputs and attributes give "
+                                     "float32[3, 1, 2]"}},
+        {"input-dims-changed", S4D_ERR_PARSE,
+         {"layer 'matmul' (MatMul): output 0 ('h')", "give float32[200, 4]"}},
+        {"reshape-output-disagrees", S4D_ERR_PARSE,
+         {"layer 'reshape' (Reshape): output 0 ('r')", "stored as float32[4, 4]"}},
+        {"bias-dims-changed", S4D_ERR_PARSE, {"layer 'add' (Add)", "cannot be broadcast"}},
+        {"gather-huge-dims", S4D_ERR_PARSE, {"tensor 'data' has shape [0, 4611686018427387904,", NULL}},
+        {"conv-huge-dims", S4D_ERR_PARSE, {"tensor 'x' has shape [0, 1, 9223372036854775806, 5]", NULL}},
+        {"misaligned-int64-weight", S4D_ERR_PARSE, {"tensor 'shape'", "64-byte boundary"}},
+        {"misaligned-float-tensor", S4D_ERR_PARSE, {"tensor 'h2'", "64-byte boundary"}},
+        {"overlapping-live-tensors", S4D_ERR_PARSE, {"tensors 'h' and 'h2' share arena bytes", NULL}},
+        {"renamed-attribute", S4D_ERR_PARSE, {"layer 'softmax' (Softmax)", "unknown attribute 'axes'"}},
+        {"keepdims-out-of-range", S4D_ERR_PARSE, {"layer 'ReduceMean_8'", "'keepdims' = 1325400065"}},
+        {"attribute-wrong-type", S4D_ERR_PARSE, {"layer 'transpose'", "'perm' is an int, expected a list"}},
+        {"arena-tensor-unwritten", S4D_ERR_PARSE, {"layer 'matmul' reads tensor 2 before", NULL}},
+        {"arena-over-cap", S4D_ERR_UNSUPPORTED, {"above the limit of 17179869184", "S4D_MAX_CONTEXT_BYTES"}},
+    };
+    unsetenv("S4D_MAX_CONTEXT_BYTES");
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        s4d_status st;
+        s4d_errbuf err = {{0}};
+        s4d_engine *e = load_regress(refused[i].name, NULL, &st, &err);
+        CHECK(st == refused[i].status && e == NULL, "%s: status %s", refused[i].name, s4d_status_string(st));
+        for (int k = 0; k < 2; k++)
+            CHECK(!refused[i].want[k] || strstr(err.msg, refused[i].want[k]), "%s: '%s' missing from: %s",
+                  refused[i].name, refused[i].want[k], err.msg);
+        s4d_engine_destroy(e);
+    }
+}
+
+/* The context memory cap: 16 GiB by default, raised by the option or the environment. */
+static void case_context_cap(void)
+{
+    s4d_status st;
+    s4d_errbuf err = {{0}};
+    s4d_load_options lo;
+    s4d_load_options_init(&lo);
+    unsetenv("S4D_MAX_CONTEXT_BYTES");
+    /* Activations of 4 x 6 GiB, outputs of 2 x 6 GiB on the host. */
+    lo.max_context_bytes = (uint64_t)35 << 30;
+    s4d_engine *e = load_regress("arena-over-cap", &lo, &st, &err);
+    CHECK(st == S4D_ERR_UNSUPPORTED && strstr(err.msg, "inputs and outputs 12884901888"),
+          "outputs not counted: %s", err.msg);
+    s4d_engine_destroy(e);
+    lo.max_context_bytes = (uint64_t)37 << 30;
+    e = load_regress("arena-over-cap", &lo, &st, &err);
+    CHECK(st == S4D_OK && e && s4d_engine_activation_bytes(e) == (size_t)24 << 30, "raised option: %s", err.msg);
+    s4d_engine_destroy(e); /* never run: it would take 36 GiB */
+    setenv("S4D_MAX_CONTEXT_BYTES", "39728447488", 1);
+    e = load_regress("arena-over-cap", NULL, &st, &err);
+    CHECK(st == S4D_OK && e, "raised environment: %s", err.msg);
+    s4d_engine_destroy(e);
+    unsetenv("S4D_MAX_CONTEXT_BYTES");
+}
+
+/* A workspace of 2^50 bytes in the file is ignored: the kernels say what they need, and the
+   engine runs a padded 3x3 convolution as a float64 reference does. */
+static void case_workspace_from_kernels(void)
+{
+    s4d_status st;
+    s4d_errbuf err = {{0}};
+    s4d_engine *e = load_regress("workspace-size-unbounded", NULL, &st, &err);
+    CHECK(st == S4D_OK && e, "load: %s", err.msg);
+    if (!e)
+        return;
+    s4d_layer_info li;
+    CHECK(s4d_engine_layer_info(e, 0, &li) == S4D_OK && li.workspace_bytes < ((size_t)1 << 20),
+          "workspace %zu bytes, from the file", li.workspace_bytes);
+    s4d_context *ctx = NULL;
+    CHECK(s4d_context_create(e, NULL, &ctx, &err) == S4D_OK, "context: %s", err.msg);
+    float x[25], w[9];
+    fill_random(x, 25, 3);
+    fill_random(w, 9, 5);
+    int64_t xd[4] = {1, 1, 5, 5}, wd[4] = {1, 1, 3, 3};
+    CHECK(ctx && s4d_context_bind(ctx, "x", S4D_DTYPE_FLOAT32, 4, xd, x) == S4D_OK &&
+              s4d_context_bind(ctx, "W", S4D_DTYPE_FLOAT32, 4, wd, w) == S4D_OK &&
+              s4d_context_run(ctx, NULL) == S4D_OK,
+          "run: %s", ctx ? s4d_context_errmsg(ctx) : "no context");
+    const void *out = NULL;
+    s4d_tensor_info ti;
+    memset(&ti, 0, sizeof ti);
+    if (ctx)
+        s4d_context_output(ctx, "y", &out, &ti);
+    CHECK(out && ti.bytes == sizeof x, "output");
+    int bad = 0;
+    for (int i = 0; out && i < 5; i++) {
+        for (int j = 0; j < 5; j++) {
+            double want = 0;
+            for (int a = 0; a < 3; a++)
+                for (int b = 0; b < 3; b++)
+                    if (i + a - 1 >= 0 && i + a - 1 < 5 && j + b - 1 >= 0 && j + b - 1 < 5)
+                        want += (double)w[3 * a + b] * x[5 * (i + a - 1) + j + b - 1];
+            double got = ((const float *)out)[5 * i + j];
+            bad += !(fabs(got - want) <= 1e-5);
+        }
+    }
+    printf("  workspace %zu bytes; %d of 25 outputs off the reference\n", li.workspace_bytes, bad);
+    CHECK(bad == 0, "%d outputs differ from the reference", bad);
+    s4d_context_destroy(ctx);
+    s4d_engine_destroy(e);
+}
+
 static const struct {
     const char *name;
     void (*fn)(void);
@@ -293,6 +427,9 @@ static const struct {
     {"grid_sample_nonfinite", case_grid_sample_nonfinite},
     {"attribute_specs", case_attribute_specs},
     {"shape_overflow", case_shape_overflow},
+    {"engine_regressions", case_engine_regressions},
+    {"context_cap", case_context_cap},
+    {"workspace_from_kernels", case_workspace_from_kernels},
 };
 
 int main(int argc, char **argv)
