@@ -184,7 +184,11 @@ static s4d_status range_count(s4d_op_ctx *ctx, int need_data, int64_t *count)
         if (d == 0)
             return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "delta is 0");
         /* ceil((l - s) / d) in exact integer arithmetic. */
-        int64_t num = l - s, q = num / d;
+        int64_t num;
+        if (s == INT64_MIN || s4d_add_i64(l, -s, &num) || (num == INT64_MIN && d == -1))
+            return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "start %lld, limit %lld, delta %lld give a length past int64",
+                                (long long)s, (long long)l, (long long)d);
+        int64_t q = num / d;
         if (q * d != num && ((num > 0) == (d > 0)))
             q++;
         *count = q > 0 ? q : 0;

@@ -184,6 +184,12 @@ def shape_overflow(out):
     one_node(out, "conv_pads_huge",
              helper.make_node("Conv", ["x", "w"], ["y"], name="conv", pads=[1 << 62, 1 << 62]),
              [vi("x", [1, 1, 5]), vi("w", [1, 1, 3])], [vi("y", [1, 1, 1])])
+    # limit - start past int64 (once signed overflow in the length).
+    bounds = [helper.make_tensor(n, TensorProto.INT64, [], [v])
+              for n, v in (("start", -2), ("limit", (1 << 63) - 1), ("delta", 1))]
+    one_node(out, "range_length_overflow",
+             helper.make_node("Range", ["start", "limit", "delta"], ["y"], name="range"),
+             [], [vi("y", [4], TensorProto.INT64)], bounds)
     # An empty input whose other dim is 2^62: no element, yet every product of dims overflows.
     one_node(out, "input_dims_near_2_62", helper.make_node("Relu", ["x"], ["y"], name="relu"),
              [vi("x", [0, 1 << 62])], [vi("y", [0, 1 << 62])])
