@@ -743,6 +743,12 @@ static s4d_status check_plan(reader *rd, s4d_plan *p)
                      (long long)l->num_inputs);
             goto done;
         }
+        /* What layer details report: the dtype of the first output, as the builder sets it. */
+        if (l->num_outputs > 0 && l->precision != p->tensors[l->outputs[0]].dtype) {
+            st = bad(rd, "layer '%s' claims a precision other than its first output's dtype (%lld)",
+                     l->name, (long long)l->precision);
+            goto done;
+        }
         if (l->device != p->device && !(p->allow_fallback && l->device == S4D_DEVICE_CPU)) {
             st = bad(rd, "layer '%s' runs on a device the engine was not built for (%lld)",
                      l->name, (long long)l->device);

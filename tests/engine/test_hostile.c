@@ -278,6 +278,7 @@ static void case_shape_overflow(void)
         {"conv_extent_overflow.onnx", {"'conv' (Conv)", "dilated kernel overflows 64 bits", NULL}},
         {"maxpool_extent_overflow.onnx", {"'pool' (MaxPool)", "dilated window overflows 64 bits", NULL}},
         {"conv_pads_huge.onnx", {"'conv' (Conv)", "pads[0] = 4611686018427387904 is above 2^50", NULL}},
+        {"range_length_overflow.onnx", {"'range' (Range)", "give a length past int64", NULL}},
         {"input_dims_near_2_62.onnx", {"'relu' (Relu)", "input 0 has shape [0, 4611686018427387904]", NULL}},
     };
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
@@ -331,6 +332,7 @@ static void case_engine_regressions(void)
         {"keepdims-out-of-range", S4D_ERR_PARSE, {"layer 'ReduceMean_8'", "'keepdims' = 1325400065"}},
         {"attribute-wrong-type", S4D_ERR_PARSE, {"layer 'transpose'", "'perm' is an int, expected a list"}},
         {"arena-tensor-unwritten", S4D_ERR_PARSE, {"layer 'matmul' reads tensor 2 before", NULL}},
+        {"precision-disagrees", S4D_ERR_PARSE, {"layer 'softmax' claims a precision", NULL}},
         {"arena-over-cap", S4D_ERR_UNSUPPORTED, {"above the limit of 17179869184", "S4D_MAX_CONTEXT_BYTES"}},
     };
     unsetenv("S4D_MAX_CONTEXT_BYTES");

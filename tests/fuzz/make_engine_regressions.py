@@ -204,6 +204,13 @@ def arena_tensor_unwritten():
     return e
 
 
+def precision_disagrees():
+    """A layer reporting float16 precision while it computes float32."""
+    e = seed("engine_mlp")
+    e.layer("Softmax")["precision"] = 10
+    return e
+
+
 CASES = {
     "duplicate-tensor-names": duplicate_tensor_names,
     "workspace-size-unbounded": workspace_size_unbounded,
@@ -227,6 +234,7 @@ CASES = {
     "keepdims-out-of-range": keepdims_out_of_range,
     "attribute-wrong-type": attribute_wrong_type,
     "arena-tensor-unwritten": arena_tensor_unwritten,
+    "precision-disagrees": precision_disagrees,
 }
 
 
