@@ -28,7 +28,7 @@ SUMMARY=$OUT/summary.txt
 BUILD=${BUILD:-$ROOT/build-gpu}
 JOBS=$(nproc 2>/dev/null || echo 4)
 DEADLINE=${DEADLINE:-540}
-STEPS=${STEPS:-"gpu sanitizer cpu demo bench"}
+STEPS=${STEPS:-"gpu sanitizer cpu demo bench prof"}
 PY=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
 : > "$LOG"
@@ -125,7 +125,7 @@ if want cpu && [ -x "$BUILD/bin/s4dexec" ]; then
 fi
 
 if want demo && [ $PYOK -eq 0 ]; then
-  for preset in tiny v3; do
+  for preset in ${DEMO_PRESETS:-tiny v3}; do
     if STEP_LOG=$OUT/demo_$preset.log step "demo-$preset" 200 env PRESET=$preset BUILD="$BUILD" \
          PYTHON="$PY" DEVICE=cuda OUT="$ROOT/out/demo/$preset" scripts/demo.sh; then
       row "demo $preset on CUDA" "agrees with PyTorch ($(grep -Eo 'worst relative L2 [^,]+' "$OUT/demo_$preset.log" | head -1))"
@@ -137,10 +137,14 @@ fi
 
 if want bench; then
   if [ -f bench/frame_bench.py ] && [ $PYOK -eq 0 ]; then
-    STEP_LOG=$OUT/frame_bench.log step frame-bench 300 env PYTHONPATH=python "$PY" bench/frame_bench.py \
-      --build "$BUILD" --out "$OUT"
-    row "frame benchmark" "$([ -f "$OUT/frame.json" ] && echo "$OUT/frame.json" || echo FAILED)"
+    left=$((DEADLINE - SECONDS - 60))
+    STEP_LOG=$OUT/frame_bench.log step frame-bench 330 env PYTHONPATH=python "$PY" bench/frame_bench.py \
+      --build "$BUILD" --out "$OUT" --presets "${BENCH_PRESETS:-tiny,v3}" --budget "$((left > 60 ? left - 40 : 20))" \
+      ${BENCH_FLAGS:-}
+    row "frame benchmark" "$([ -f "$OUT/frame.json" ] && echo "frame.json, frame.md" || echo FAILED)"
   fi
+fi
+if want prof; then
   # Engine latency from s4dexec (eager and CUDA graph, per-layer profile) on the demo's engines.
   for preset in tiny v3; do
     for g in backbone head; do
@@ -149,7 +153,8 @@ if want bench; then
       for mode in eager graph; do
         STEP_LOG=$OUT/engine_${preset}_${g}_$mode.log step "engine-$preset-$g-$mode" 60 \
           "$BUILD/bin/s4dexec" --loadEngine="$eng" --plugins="$BUILD/lib/libs4d_plugins.so" \
-          --iterations=100 --warmUp=10 $([ $mode = graph ] && echo --useCudaGraph || echo --dumpProfile)
+          --iterations=100 --warmUp=10 --noDataTransfers \
+          $([ $mode = graph ] && echo --useCudaGraph || echo --dumpProfile)
         row "engine $preset $g $mode" "$(grep -Eo 'median [0-9.]+ ms' "$OUT/engine_${preset}_${g}_$mode.log" | head -1)"
       done
     done

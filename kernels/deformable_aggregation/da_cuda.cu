@@ -449,15 +449,17 @@ bool bwd_det(int v)
 }
 
 /*
- * The variants the public functions run. Until the H200 has timed the item kernels these
- * stay the kernels measured on 2026-12-02 (forward FAST: base_batch, DETERMINISTIC:
- * base_serial, backward: base_atomic); the deterministic backward has only the gather.
- * To switch, change these four indices (into kFwd and kBwd above).
+ * The variants the public functions run, chosen from the H200 run of 2026-12-02 22:53 UTC
+ * (bench/results/h200-20261202-items/): the item forward with 8 warps and 8-channel
+ * vectors is the fastest fp32 forward at 900 and 1800 anchors (27.3 / 45.7 us) and
+ * within 3% of the fastest fp16 one; every forward is deterministic, so FAST and
+ * DETERMINISTIC are the same kernel. Backward: the 8-warp item kernels, atomic (129 us)
+ * and ordered (296 us).
  */
-constexpr int kDefaultFwdFast = 0;
-constexpr int kDefaultFwdDet = 1;
-constexpr int kDefaultBwdFast = 0;
-constexpr int kDefaultBwdDet = 3;
+constexpr int kDefaultFwdFast = 3;
+constexpr int kDefaultFwdDet = 3;
+constexpr int kDefaultBwdFast = 2;
+constexpr int kDefaultBwdDet = 4;
 
 int find_fwd(const char *name)
 {

@@ -118,6 +118,31 @@ static s4d_status freeze(s4d_ir_value *v, const s4d_input_spec *s, char *err, si
     return S4D_OK;
 }
 
+/* Nodes read a frozen input's values as a constant of the engine; the input stays a
+   graph input (bound, and checked against these values, at run time). */
+static s4d_status rewire_frozen(s4d_ir_graph *g, int vi, char *err, size_t errsz)
+{
+    char name[512];
+    snprintf(name, sizeof name, "%s@build", g->values[vi].name);
+    int ci = s4d_ir_add_value(g, name, S4D_VALUE_CONST);
+    if (ci < 0)
+        return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
+    s4d_ir_value *v = &g->values[vi], *c = &g->values[ci];
+    size_t bytes = s4d_ir_tensor_bytes(&v->t);
+    c->t = v->t;
+    c->t.data = malloc(bytes + 1);
+    if (!c->t.data)
+        return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
+    memcpy(c->t.data, v->t.data, bytes);
+    c->shape_known = 1;
+    c->producer = -1;
+    for (int i = 0; i < g->num_nodes; i++)
+        for (int j = 0; j < g->nodes[i].num_inputs; j++)
+            if (g->nodes[i].inputs[j] == vi)
+                g->nodes[i].inputs[j] = ci;
+    return S4D_OK;
+}
+
 s4d_status s4d_apply_input_specs(s4d_ir_graph *g, const s4d_input_spec *specs, int count,
                                  char *err, size_t errsz)
 {
@@ -147,7 +172,11 @@ s4d_status s4d_apply_input_specs(s4d_ir_graph *g, const s4d_input_spec *specs, i
         s4d_status st;
         switch (kind) {
         case S4D_INPUT_SPEC_SHAPE: st = fix_shape(v, s, err, errsz); break;
-        case S4D_INPUT_SPEC_VALUES: st = freeze(v, s, err, errsz); break;
+        case S4D_INPUT_SPEC_VALUES:
+            st = freeze(v, s, err, errsz);
+            if (st == S4D_OK)
+                st = rewire_frozen(g, vi, err, errsz);
+            break;
         case S4D_INPUT_SPEC_AUTO:
         default:
             st = s4d_fmt_err(err, errsz, S4D_ERR_INVALID_ARG, "input spec '%s': unknown kind %d",

@@ -72,6 +72,17 @@ def dynamic(out):
     save(helper.make_model(g, opset_imports=OPSET), out, "dynamic.onnx")
 
 
+def shape_input(out):
+    """y = Relu(Reshape(x, shape)) with the shape a graph input, x's batch axis symbolic."""
+    g = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["r"], name="reshape"),
+         helper.make_node("Relu", ["r"], ["y"], name="relu")], "shape_input",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 6]),
+         helper.make_tensor_value_info("shape", TensorProto.INT64, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    save(helper.make_model(g, opset_imports=OPSET), out, "shape_input.onnx")
+
+
 # Deformable aggregation sizes: small but every dimension > 1.
 BS, NCAM, NLVL, C, G, A, P = 1, 2, 2, 8, 2, 5, 3
 HW = [(4, 6), (2, 3)]
@@ -160,12 +171,33 @@ def scale(out):
     np.save(os.path.join(out, "scale_w.npy"), w)
 
 
+def plugin_lifecycle(out):
+    """example::Lut (ABI 2 lifecycle) on float32, the same on float16 (negotiation must refuse
+    it), and compat::Affine from an ABI 1 library."""
+    for name, dt in (("lut", TensorProto.FLOAT), ("lut_f16", TensorProto.FLOAT16)):
+        node = helper.make_node("Lut", ["x"], ["y"], name="lut", domain="example", lo=-3.0,
+                                hi=3.0, size=64)
+        g = helper.make_graph([node], name,
+                              [helper.make_tensor_value_info("x", dt, [4, 50])],
+                              [helper.make_tensor_value_info("y", dt, [4, 50])])
+        save(helper.make_model(g, opset_imports=OPSET + [helper.make_opsetid("example", 1)]), out,
+             name + ".onnx")
+    node = helper.make_node("Affine", ["x"], ["y"], name="affine", domain="compat")
+    g = helper.make_graph([node], "v1affine",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 7])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 7])])
+    save(helper.make_model(g, opset_imports=OPSET + [helper.make_opsetid("compat", 1)]), out,
+         "v1affine.onnx")
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     mlp(out)
     unsupported(out)
     dynamic(out)
+    shape_input(out)
+    plugin_lifecycle(out)
     scale(out)
     da_model(out, "da", "DeformableAggregation", "s4d", {"plugin_version": "1"})
     da_model(out, "da_alias", "DeformableAttentionAggrPlugin", "custom", {}, False)

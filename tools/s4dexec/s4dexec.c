@@ -52,6 +52,7 @@ typedef struct options {
     int num_shapes;
     int allow_fallback;
     int use_graph;
+    int no_transfers;
     int tf32;
 } options;
 
@@ -98,6 +99,8 @@ static const char *usage_text =
     "  --warmUp=N             untimed runs before timing (default 2)\n"
     "  --threads=N            CPU threads per context (default: all cores)\n"
     "  --useCudaGraph         capture the layers into a CUDA graph once and replay it\n"
+    "  --noDataTransfers      time without host<->device copies: after the warm-up, inputs\n"
+    "                         and outputs stay in the context's device buffers (CUDA)\n"
     "  --dumpLayerInfo        print each layer: op, device, dtypes, shapes, workspace,\n"
     "                         and the activation memory plan\n"
     "  --dumpProfile          print the mean time of each layer over the timed runs\n"
@@ -328,6 +331,8 @@ static int parse_args(int argc, char **argv, options *o, int *help)
                 return 1;
         } else if (strcmp(a, "--allowFallback") == 0) {
             o->allow_fallback = 1;
+        } else if (strcmp(a, "--noDataTransfers") == 0) {
+            o->no_transfers = 1;
         } else if (strcmp(a, "--useCudaGraph") == 0) {
             o->use_graph = 1;
         } else if (strcmp(a, "--tf32") == 0) {
@@ -630,6 +635,27 @@ static int compare_outputs(const options *o, const s4d_engine *e, s4d_context *c
     return failures ? 1 : 0;
 }
 
+/* Binds every input and output to the context's own device buffer (no copies per run). */
+static int bind_device_buffers(const s4d_engine *e, s4d_context *ctx)
+{
+    for (int k = 0; k < 2; k++) {
+        int n = k ? s4d_engine_num_outputs(e) : s4d_engine_num_inputs(e);
+        for (int i = 0; i < n; i++) {
+            s4d_tensor_info ti;
+            if (k)
+                s4d_engine_output_info(e, i, &ti);
+            else
+                s4d_engine_input_info(e, i, &ti);
+            void *d = NULL;
+            if (s4d_context_device_buffer(ctx, ti.name, &d) != S4D_OK ||
+                s4d_context_bind_memory(ctx, ti.name, ti.dtype, ti.rank, ti.dims, d,
+                                        S4D_MEMORY_DEVICE) != S4D_OK)
+                return fail("--noDataTransfers: %s", s4d_context_errmsg(ctx));
+        }
+    }
+    return 0;
+}
+
 static int run_all(const options *o, s4d_engine *e)
 {
     s4d_context_options co;
@@ -652,6 +678,14 @@ static int run_all(const options *o, s4d_engine *e)
     for (int i = 0; !rc && i < o->warmup; i++)
         if (s4d_context_run(ctx, NULL) != S4D_OK)
             rc = fail("%s", s4d_context_errmsg(ctx));
+    /* The warm-up left the inputs in the context's device buffers: bind those. */
+    int device_bound = 0;
+    if (!rc && o->no_transfers && s4d_engine_device(e) != S4D_DEVICE_CPU) {
+        if (o->warmup < 1 && s4d_context_run(ctx, NULL) != S4D_OK)
+            rc = fail("%s", s4d_context_errmsg(ctx));
+        rc = rc ? rc : bind_device_buffers(e, ctx);
+        device_bound = !rc;
+    }
     for (int i = 0; !rc && i < o->iterations; i++) {
         double t0 = now_ms();
         if (s4d_context_run(ctx, NULL) != S4D_OK) {
@@ -691,6 +725,18 @@ static int run_all(const options *o, s4d_engine *e)
                    total > 0 ? 100 * layer_sum[l] / total : 0);
         }
         printf("  total %.4f ms\n", total / o->iterations);
+    }
+    /* Outputs back to host buffers for exporting and comparing: one more run. */
+    if (!rc && device_bound && (o->export_dir || o->compare_dir)) {
+        for (int i = 0; !rc && i < s4d_engine_num_outputs(e); i++) {
+            s4d_tensor_info ti;
+            s4d_engine_output_info(e, i, &ti);
+            if (s4d_context_bind_memory(ctx, ti.name, ti.dtype, ti.rank, ti.dims, NULL,
+                                        S4D_MEMORY_HOST) != S4D_OK)
+                rc = fail("%s", s4d_context_errmsg(ctx));
+        }
+        if (!rc && s4d_context_run(ctx, NULL) != S4D_OK)
+            rc = fail("%s", s4d_context_errmsg(ctx));
     }
     if (!rc && o->export_dir)
         rc = export_outputs(o, e, ctx);

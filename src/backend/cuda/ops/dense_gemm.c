@@ -297,6 +297,12 @@ static int lt_heuristics(cublasLtHandle_t lt, const lt_state *st, const unsigned
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[0], sizeof al[0]);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2], sizeof al[2]);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[3], sizeof al[3]);
+    /* No split-K: compute-sanitizer saw its reduction kernel write past small outputs
+       (H200, cuBLASLt 13.1, 2026-12-02), and without it every output element has one
+       fixed summation order. */
+    uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_NONE;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions,
+                                         sizeof reductions);
     int got = 0;
     if (cublasLtMatmulAlgoGetHeuristic(lt, st->op, st->la, st->lb, st->lc, st->ld, pref, want, res, &got) !=
         CUBLAS_STATUS_SUCCESS)
