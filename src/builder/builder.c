@@ -189,5 +189,19 @@ s4d_status s4d_build_plan(s4d_ir_graph *g, const s4d_build_config *cfg, s4d_plan
         st = s4d_pass_remove_dead(g, err, errsz);
     if (st == S4D_OK)
         st = s4d_plan_from_ir(g, cfg, out, err, errsz);
+    /* Inference bounds what ops read and write; this also bounds graph inputs no node reads
+       and plugin outputs, so that every engine built is one the loader accepts. */
+    for (int i = 0; st == S4D_OK && i < (*out)->num_tensors; i++) {
+        const s4d_plan_tensor *t = &(*out)->tensors[i];
+        if (!s4d_shape_fits(t->rank, t->dims, t->dtype)) {
+            char dims[200];
+            s4d_dims_str(t->rank, t->dims, dims, sizeof dims);
+            st = s4d_fmt_err(err, errsz, S4D_ERR_SHAPE,
+                             "tensor '%s' has shape %s: more than 2^50 bytes counting dims of 0 as 1",
+                             t->name, dims);
+            s4d_plan_destroy(*out);
+            *out = NULL;
+        }
+    }
     return st;
 }

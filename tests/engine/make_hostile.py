@@ -193,6 +193,10 @@ def shape_overflow(out):
     # An empty input whose other dim is 2^62: no element, yet every product of dims overflows.
     one_node(out, "input_dims_near_2_62", helper.make_node("Relu", ["x"], ["y"], name="relu"),
              [vi("x", [0, 1 << 62])], [vi("y", [0, 1 << 62])])
+    # The same as a graph input no node reads (found by fuzzing: built, then not loadable).
+    one_node(out, "unused_input_dims_near_2_62",
+             helper.make_node("Relu", ["x"], ["y"], name="relu"),
+             [vi("x", [2, 3]), vi("unused", [1 << 62])], [vi("y", [2, 3])])
 
 
 if __name__ == "__main__":
