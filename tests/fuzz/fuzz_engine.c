@@ -11,6 +11,12 @@
  * Loading runs under a context memory cap of the run budget, so the loader's
  * own cap (derived from the arena sizes and the kernels' workspaces, never
  * from the file's claims) is what keeps a run small.
+ *
+ * A tensor's byte count must equal its element count times the element size,
+ * so a mutated dim alone stops at the reader. When bit 0 of the input's
+ * checksum field (overwritten anyway) is set, the target also rewrites each
+ * tensor record's byte count to match its dims, so that shape mutations
+ * reach the layer checks: re-inference, the memory plan, the context cap.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -38,6 +44,67 @@ static uint64_t fnv1a64(const uint8_t *p, size_t n)
     return h;
 }
 
+static uint32_t get_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t get_u64(const uint8_t *p)
+{
+    return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32;
+}
+
+/* Element sizes by dtype value (0: not a tensor dtype the reader takes). */
+static uint64_t dtype_bytes(uint32_t dt)
+{
+    static const uint8_t sizes[17] = {0, 4, 1, 1, 2, 2, 4, 8, 0, 1, 2, 8, 4, 8, 0, 0, 2};
+    return dt < 17 ? sizes[dt] : 0;
+}
+
+/* Rewrites the byte count of each tensor record of the TNSR section to its dims'. Walks
+   the file as the format lays it out (docs/engine-format.md) and stops at anything odd. */
+static void fix_tensor_bytes(uint8_t *b, size_t size)
+{
+    size_t pos = HEADER;
+    uint32_t nsec = get_u32(b + 32);
+    for (uint32_t k = 0; k < nsec && k < 64; k++) {
+        while ((pos + 16) % 64 && pos < size)
+            pos++;
+        if (size - pos < 16 || pos > size)
+            return;
+        uint32_t id = get_u32(b + pos);
+        uint64_t ssize = get_u64(b + pos + 8);
+        pos += 16;
+        if (ssize > size - pos)
+            return;
+        if (id == 0x52534e54u /* "TNSR" */ && ssize >= 4) {
+            size_t r = pos + 4, end = pos + (size_t)ssize;
+            for (uint32_t i = 0, n = get_u32(b + pos); i < n && end - r >= 4; i++) {
+                size_t rsize = get_u32(b + r), at = r + 4;
+                if (rsize > end - at)
+                    return;
+                r = at + rsize;
+                if (rsize < 4 || get_u32(b + at) > rsize - 4)
+                    continue;
+                size_t q = at + 4 + get_u32(b + at); /* past the name */
+                if (r - q < 8)
+                    continue;
+                uint64_t bytes = dtype_bytes(get_u32(b + q));
+                uint32_t rank = get_u32(b + q + 4);
+                q += 8;
+                if (rank > 8 || r - q < 8u * rank + 8)
+                    continue;
+                for (uint32_t d = 0; d < rank && bytes; d++) {
+                    uint64_t v = get_u64(b + q + 8u * d);
+                    bytes = v > (UINT64_MAX >> 8) || (v && bytes > (UINT64_MAX >> 8) / v) ? 0 : bytes * v;
+                }
+                put_u64(b + q + 8u * rank, bytes);
+            }
+        }
+        pos += (size_t)ssize;
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     uint8_t *copy = malloc(size ? size : 1);
@@ -45,6 +112,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     memcpy(copy, data, size);
     if (size >= HEADER) {
+        if (copy[24] & 1)
+            fix_tensor_bytes(copy, size);
         put_u64(copy + 16, (uint64_t)(size - HEADER));
         put_u64(copy + 24, fnv1a64(copy + HEADER, size - HEADER));
     }
