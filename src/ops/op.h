@@ -136,10 +136,12 @@ s4d_status s4d_op_error(s4d_op_ctx *ctx, s4d_status status, const char *fmt, ...
     ;
 
 /*
- * The one way to infer a node or layer: refuses a node without outputs, and
- * attributes the schema does not list (unknown, of another type, twice, a
- * flag other than 0/1) with a message naming the node and the attribute, then
- * calls ctx->schema->infer. Used by the builder, the fusions and the loader.
+ * The one way to infer a node or layer: refuses a node without outputs, an
+ * input whose shape passes S4D_MAX_TENSOR_BYTES, and attributes the schema
+ * does not list (unknown, of another type, twice, from another opset, a flag
+ * other than 0/1) with a message naming the node and the attribute; then
+ * calls ctx->schema->infer and bounds the outputs it set the same way. Used
+ * by the builder, the fusions and the loader.
  */
 s4d_status s4d_op_infer(s4d_op_ctx *ctx);
 
