@@ -68,7 +68,7 @@ def _raise(status, message):
 
 def _errbuf_check(status, err):
     if status != _lib.OK:
-        _raise(status, _lib.text(err.msg.value))
+        _raise(status, _lib.text(err.msg))
 
 
 def _encode(name, what):
@@ -743,6 +743,8 @@ class Context:
         self._num_layers = _lib.lib().s4d_engine_num_layers(eptr)
         self._stream = opts.stream
         self._bound = {}      # name -> _arrays.Memory
+        self._objects = {}    # output name -> the object bound to it
+        self._auto = set()    # outputs bound by run() itself (replaced at the next run)
         self._inflight = []   # memory an enqueue may still read or write
         self._busy = threading.Lock()
 
@@ -756,6 +758,7 @@ class Context:
 
     @property
     def engine(self) -> Engine:
+        """The Engine (None once the context is closed)."""
         return self._engine
 
     @property
@@ -795,6 +798,8 @@ class Context:
             if mem == -1:
                 raise InvalidArgumentError(f"memory must be 'host' or 'device', got {memory!r}")
             self._bind_memory(name, self._memory_of(name, obj), mem)
+            self._auto.discard(name)
+            self._objects[name] = obj
 
     def unbind(self, name):
         """Forgets what is bound to name (an output goes back to the
@@ -808,6 +813,8 @@ class Context:
             old = self._bound.pop(name, None)
             if old is not None and self._inflight:
                 self._inflight.append(old)
+            self._auto.discard(name)
+            self._objects.pop(name, None)
 
     def _bind_inputs(self, inputs):
         if inputs is None:
@@ -845,21 +852,31 @@ class Context:
             if name in self._input_names:
                 raise InvalidArgumentError(f"'{name}' is an input of the engine, not an output")
         like = self._output_like()
-        result = {}
-        mems = []
+        inputs = [self._bound[n] for n in self._input_names if n in self._bound]
+        plan = []
         for spec in self._outputs:
-            obj = outputs.get(spec.name)
-            if obj is None:
+            name = spec.name
+            if outputs.get(name) is not None:
+                obj = outputs[name]
+                m = self._memory_of(name, obj)
+            elif name in self._bound and name not in self._auto:
+                # bound with bind(): it stays, and run() returns it
+                obj, m = self._objects[name], None
+            else:
                 obj = _arrays.allocate(_arrays.CODE_BY_NAME[spec.dtype], spec.shape, like)
-            m = self._memory_of(spec.name, obj)
-            for other in mems + [self._bound[n] for n in self._input_names if n in self._bound]:
-                if _overlap(m, other):
-                    raise InvalidArgumentError(f"output '{spec.name}' shares memory with "
-                                               "another bound input or output")
-            mems.append(m)
-            self._bind_memory(spec.name, m)
-            result[spec.name] = obj
-        return result
+                m = self._memory_of(name, obj)
+            mine = m if m is not None else self._bound[name]
+            for other in [x[2] for x in plan] + inputs:
+                if _overlap(mine, other):
+                    raise InvalidArgumentError(f"output '{name}' shares memory with another "
+                                               "bound input or output")
+            plan.append((name, obj, mine, m is not None))
+        for name, obj, m, rebind in plan:
+            if rebind:
+                self._bind_memory(name, m)
+                self._auto.add(name)
+                self._objects[name] = obj
+        return {name: obj for name, obj, _, _ in plan}
 
     def _stream_for(self, stream):
         s = _stream_address(stream)
@@ -960,7 +977,9 @@ class Context:
             self._open = False
             self._h.release()
             self._bound = {}
+            self._objects = {}
             self._inflight = []
+            self._engine = None
 
     @property
     def closed(self):
