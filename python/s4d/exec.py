@@ -90,17 +90,36 @@ def _pairs(v, flag, what):
     return out
 
 
-def _shapes(v):
-    specs = {}
-    for name, nums in _pairs(v, "--shapes", "name:AxBxC").items():
+def _shapes(v, specs):
+    for entry in v.split(","):
+        name, sep, nums = entry.rpartition(":")
+        if not sep or not name:
+            raise UsageError(f"--shapes: '{entry}' is not name:AxBxC")
+        if name in specs:
+            raise UsageError(f"--shapes names input '{name}' twice")
+        if not nums:
+            raise UsageError(f"--shapes {name}: no dimensions given")
+        parts = nums.split("x")
+        if len(parts) > 1 and not parts[-1]:
+            parts.pop()  # s4dexec reads "2x" as [2]
         try:
-            vals = [float(x) for x in nums.split("x")]
+            vals = [float(x) for x in parts]
         except ValueError:
             vals = None
         if not vals or any(x != x for x in vals):
             raise UsageError(f"--shapes {name}: '{nums}' is not a list of numbers joined by 'x'")
         specs[name] = vals
-    return specs
+
+
+def _npy(path):
+    try:
+        return np.load(path, allow_pickle=False)
+    except OSError as e:
+        if e.strerror:
+            raise ValueError(f"cannot open '{path}': {e.strerror}") from None
+        raise ValueError(f"{path}: {e}") from None
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
 
 
 def parse_args(argv):
@@ -132,10 +151,7 @@ def parse_args(argv):
         elif flag == "--device":
             o["device"], o["device_given"] = v, True
         elif flag == "--shapes":
-            for name, vals in _shapes(v).items():
-                if name in o["shapes"]:
-                    raise UsageError(f"--shapes names input '{name}' twice")
-                o["shapes"][name] = vals
+            _shapes(v, o["shapes"])
         elif flag == "--loadInputs":
             for name, path in _pairs(v, "--loadInputs", "name:file.npy").items():
                 if name in o["inputs"]:
@@ -240,9 +256,9 @@ def run_all(o, engine, ctx, se):
     inputs = {}
     for name, path in o["inputs"].items():
         try:
-            inputs[name] = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as e:
-            raise UsageError(f"input '{name}': {path}: {e}") from None
+            inputs[name] = _npy(path)
+        except ValueError as e:
+            raise UsageError(f"input '{name}': {e}") from None
         if o["verbose"]:
             print(f"[inputs] {name} <- {path}")
     generated = se.random_inputs(engine, seed=o["seed"], given=inputs)
@@ -305,9 +321,9 @@ def compare_dir(o, outs, se):
     for name in outs:
         path = os.path.join(o["compare"], file_name_of(name))
         try:
-            want[name] = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as e:
-            raise UsageError(f"--compareOutputs: output '{name}': {path}: {e}") from None
+            want[name] = _npy(path)
+        except ValueError as e:
+            raise UsageError(f"--compareOutputs: output '{name}': {e}") from None
     report = se.compare_outputs(outs, want, rtol=o["rtol"], atol=o["atol"])
     print(report.table())
     failures = [r.failure() for r in report if not r.passed]

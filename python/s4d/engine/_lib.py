@@ -185,15 +185,20 @@ def _repo_root():
     return os.path.dirname(os.path.dirname(os.path.dirname(here)))
 
 
+# a relative $S4D_LIB or $S4D_BUILD means relative to where the program started,
+# even if it changes directory before its first engine call
+_START_DIR = os.getcwd()
+
+
 def candidate_paths():
     """Where libs4d.so is looked for, in order: $S4D_LIB (the file),
     $S4D_BUILD/lib/libs4d.so, the repository's build/lib/libs4d.so, then the
     system's library path."""
     paths = []
     if os.environ.get("S4D_LIB"):
-        return [os.environ["S4D_LIB"]]
+        return [os.path.join(_START_DIR, os.environ["S4D_LIB"])]
     if os.environ.get("S4D_BUILD"):
-        return [os.path.join(os.environ["S4D_BUILD"], "lib", "libs4d.so")]
+        return [os.path.join(_START_DIR, os.environ["S4D_BUILD"], "lib", "libs4d.so")]
     paths.append(os.path.join(_repo_root(), "build", "lib", "libs4d.so"))
     found = ctypes.util.find_library("s4d")
     if found:
