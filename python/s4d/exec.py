@@ -183,8 +183,9 @@ def file_name_of(tensor):
 def dump_layers(engine):
     t = engine.target
     extra = ", ".join(x for x in (t.get("arch"), t.get("libraries")) if x)
-    print(f"[engine] device {t['device']} ({t.get('device_name', '')}{', ' + extra if extra else ''}"
-          f"), built by s4d {t.get('library_version', '')}")
+    extra = ", " + extra if extra else ""
+    print(f"[engine] device {t['device']} ({t.get('device_name', '')}{extra}), built by s4d "
+          f"{t.get('library_version', '')}")
     layers = engine.layer_info()
     print(f"[layers] {len(layers)} layers")
 

@@ -4,7 +4,6 @@ order Python frees or closes them in; each C object is destroyed exactly
 once, when its last holder goes."""
 import gc
 import os
-import random
 
 import numpy as np
 import pytest

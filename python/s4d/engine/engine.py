@@ -12,13 +12,12 @@ import contextlib
 import ctypes
 import os
 import threading
-from typing import Dict, List, NamedTuple, Optional, Tuple
+from typing import Dict, List, NamedTuple, Tuple
 
 import numpy as np
 
 from . import _arrays, _lib
-from .errors import (ClosedError, DtypeError, InvalidArgumentError, S4DError,
-                     error_for_status)
+from .errors import ClosedError, DtypeError, InvalidArgumentError, error_for_status
 
 __all__ = ["Registry", "Builder", "build", "Engine", "Context", "DeviceBuffer", "TensorSpec",
            "load_plugins", "plugin_creators", "default_plugins"]
