@@ -217,6 +217,18 @@ def test_inputs_stay_bound_and_bind_unbind(models):
     _close(zbuf, u.mlp_reference(models, x2)["z"])
 
 
+def test_context_properties_and_empty_tensors(models):
+    e = se.build(os.path.join(models, "mlp.onnx"))
+    ctx = e.create_context(num_threads=2)
+    assert ctx.engine is e and ctx.inputs == e.inputs and ctx.outputs == e.outputs
+    assert "Context cpu" in repr(ctx) and not ctx.closed
+    ctx.close()
+    assert ctx.engine is None and ctx.inputs == e.inputs  # specs stay readable
+    empty = se.build(os.path.join(models, "twice.onnx"), shapes={"x": (0, 4)})
+    out = empty.create_context().run({"x": np.zeros((0, 4), np.float32)})
+    assert out["y"].shape == (0, 4) and out["y"].dtype == np.float32
+
+
 def test_enqueue_synchronize_and_state_carried_between_runs(models):
     e = se.build(os.path.join(models, "dtypes.onnx"))
     ctx = e.create_context()

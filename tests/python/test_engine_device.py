@@ -101,6 +101,11 @@ def test_device_buffers_chain_engines_without_the_host(models):
         c.bind("x", x["x"], memory="device")
     with pytest.raises(se.NotFoundError, match="'nope'"):
         a.device_buffer("nope")
+    # device memory can never reach a CPU engine, whatever it is declared as
+    host_twice = se.build(os.path.join(models, "twice.onnx"), shapes={"x": (2, 4)})
+    for memory in (None, "host", "device"):
+        with pytest.raises(se.InvalidArgumentError, match="device buffer of a cuda engine"):
+            host_twice.create_context().bind("x", zbuf, memory=memory)
 
 
 def test_fallback_copies_and_graph_option(models, monkeypatch):

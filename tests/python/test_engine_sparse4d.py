@@ -61,7 +61,7 @@ def golden(tmp_path_factory):
     _need_extension()
     from s4d.sparse4d.golden import generate
     out = str(tmp_path_factory.mktemp("engine_golden"))
-    manifest = generate("tiny", out, frames=4, cut_at=2, aggregation="ext", seed=1)
+    manifest = generate("tiny", out, frames=3, cut_at=2, aggregation="ext", seed=1)
     return out, manifest
 
 

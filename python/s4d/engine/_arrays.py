@@ -122,8 +122,6 @@ def _from_torch(t, name, role, writable, engine_device):
         raise InvalidArgumentError(f"{role} '{name}': a CUDA tensor, but the engine runs on the "
                                    "CPU; bind a CPU tensor (.cpu()) or build for device='cuda'")
     t = t.detach()
-    if getattr(t, "is_conj", lambda: False)() or getattr(t, "is_neg", lambda: False)():
-        t = t.resolve_conj().resolve_neg() if not writable else t
     if not t.is_contiguous():
         if writable:
             raise InvalidArgumentError(f"{role} '{name}': the tensor is not contiguous; an "
@@ -143,6 +141,9 @@ def as_memory(obj, name, role, writable, engine_device):
     from .engine import DeviceBuffer
     if isinstance(obj, DeviceBuffer):
         obj._check_open()
+        if obj.device != "cpu" and engine_device != _lib.DEVICE_CUDA:
+            raise InvalidArgumentError(f"{role} '{name}': a device buffer of a {obj.device} "
+                                       "engine, but this engine runs on the CPU")
         return Memory(obj.ptr, obj._code, obj.shape, obj._memory, obj, "buffer", None,
                       obj.nbytes)
     if isinstance(obj, np.generic) and not writable:

@@ -310,6 +310,8 @@ def _make_specs(shapes, values, auto):
             dims = [_int_or_none(v, f"shapes['{name}'] dimension") for v in flat]
             if any(d < 0 for d in dims):
                 raise InvalidArgumentError(f"shapes['{name}']: negative dimension in {dims}")
+            if any(d >= 2 ** 63 for d in dims):
+                raise InvalidArgumentError(f"shapes['{name}']: dimension out of int64 range")
             for i, d in enumerate(dims):
                 spec.dims[i] = d
         else:
