@@ -186,8 +186,11 @@ def test_unbound_input_and_bad_bind_arguments(mlp):
         c.unbind("nope")
     with pytest.raises(se.InvalidArgumentError, match="num_threads"):
         mlp.create_context(num_threads="many")
+    for stream in ("default", True, -1, 2 ** 64, 1.5):
+        with pytest.raises(se.InvalidArgumentError, match="stream"):
+            mlp.create_context(stream=stream)
     with pytest.raises(se.InvalidArgumentError, match="stream"):
-        mlp.create_context(stream="default")
+        mlp.create_context().run({"x": X}, stream="s")
     with pytest.raises(se.InvalidArgumentError, match="Engine"):
         se.Context("engine")
 

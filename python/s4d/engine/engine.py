@@ -671,7 +671,9 @@ def _stream_address(stream):
         return None
     if hasattr(stream, "cuda_stream"):  # torch.cuda.Stream
         return int(stream.cuda_stream) or None
-    if isinstance(stream, int):
+    if isinstance(stream, int) and not isinstance(stream, bool):
+        if not 0 <= stream < 2 ** 64:
+            raise InvalidArgumentError(f"stream {stream} is not an address")
         return stream or None
     if isinstance(stream, ctypes.c_void_p):
         return stream.value
@@ -742,7 +744,6 @@ class Context:
         self._input_names = {s.name for s in self._inputs}
         self._profile = bool(profile)
         self._num_layers = _lib.lib().s4d_engine_num_layers(eptr)
-        self._stream = opts.stream
         self._bound = {}      # name -> _arrays.Memory
         self._objects = {}    # output name -> the object bound to it
         self._auto = set()    # outputs bound by run() itself (replaced at the next run)
