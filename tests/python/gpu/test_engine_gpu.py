@@ -253,8 +253,9 @@ def test_tiny_head_on_cuda_tensors_against_pytorch_on_the_gpu(tmp_path, models):
         assert all(t.is_cuda for t in got.values())
         ref = {n: want[n] for n in RAW_OUTPUT_NAMES}
         ref.update({n + "_out": t for n, t in zip(STATE_NAMES, want["state"])})
-        # the raw outputs and the bank; detections are a top-k of them (ties may reorder)
+        # the raw outputs and the bank, each side carrying its own (the demo's limit for a
+        # carried state); detections are a top-k of them, where ties may reorder
         report = se.compare_outputs(got, ref, rtol=1e-3, atol=1e-3)
-        assert report.worst_rel_l2 < 1e-4, str(report)
+        assert report.worst_rel_l2 < 1e-3, str(report)
         state = HeadState(*want["state"])
         bank = {n: got[n + "_out"] for n in STATE_NAMES}
