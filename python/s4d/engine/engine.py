@@ -707,10 +707,12 @@ class Context:
 
     run({name: array}) binds the inputs (NumPy arrays or torch tensors; CUDA
     tensors as device memory on a CUDA engine, used in place), runs, and
-    returns {output name: array}. Outputs come back as NumPy arrays when
-    every bound input is NumPy, as torch tensors when one is a torch tensor,
-    and as CUDA tensors (device memory, no copy) when one is a CUDA tensor.
-    Inputs stay bound from one run to the next until rebound.
+    returns {output name: array}. Outputs given in outputs= are written in
+    place; outputs bound with bind() stay bound and are returned; the others
+    are new each run: NumPy arrays when every bound input is NumPy, torch
+    tensors when one is a torch tensor, CUDA tensors (device memory, no copy)
+    when one is a CUDA tensor. Inputs stay bound from one run to the next
+    until rebound.
     """
 
     def __init__(self, engine, num_threads=0, profile=False, stream=None, use_graph=False):
@@ -926,7 +928,7 @@ class Context:
     def run(self, inputs=None, outputs=None, stream=None) -> Dict[str, object]:
         """Binds inputs ({name: array}; inputs bound before stay bound),
         runs, waits, and returns {output name: array} in engine order.
-        outputs: {name: preallocated array or tensor} to write into."""
+        outputs: {name: preallocated array or tensor} to write into this run."""
         with _Busy(self):
             result = self._enqueue(inputs, outputs, stream)
             self._synchronize()
