@@ -5,7 +5,8 @@
 # value and within a time budget:
 #   - every GPU test (CTest label gpu): the op's CUDA kernels, the engine tests
 #     on CUDA, the op families CUDA against CPU, all enabled ONNX node tests on
-#     CUDA (one process), the plugin's CUDA path;
+#     CUDA (one process), the plugin's CUDA path; then s4d.engine from Python
+#     with CUDA tensors (tests/python/gpu/test_engine_gpu.py);
 #   - compute-sanitizer memcheck on the tiny Sparse4Dv3 head and backbone engines;
 #   - the CPU test suite as built on this machine (quickly, in parallel);
 #   - the demo (tiny, then v3) on CUDA with its agreement check against PyTorch;
@@ -103,6 +104,16 @@ row "PyTorch extension build" "$([ $PYOK -eq 0 ] && echo ok || echo "FAILED (pyt
 TINY=$ROOT/out/gpu_tiny
 if [ $PYOK -eq 0 ]; then
   PYTHONPATH=python step export-tiny 120 "$PY" -m s4d.sparse4d.export --preset tiny --out "$TINY"
+fi
+
+# s4d.engine from Python with CUDA tensors in and out (tests/python/gpu/test_engine_gpu.py).
+if want gpu && [ -f "$BUILD/lib/libs4d.so" ]; then
+  if STEP_LOG=$OUT/python_engine_gpu.log step python-engine-gpu 150 env PYTHONPATH=python \
+       S4D_BUILD="$BUILD" "$PY" -m pytest -q -rs -p no:cacheprovider tests/python/gpu/test_engine_gpu.py; then
+    row "s4d.engine GPU tests" "$(grep -E 'passed|skipped' "$OUT/python_engine_gpu.log" | tail -1)"
+  else
+    row "s4d.engine GPU tests" "FAILED ($(grep -E 'failed|error' "$OUT/python_engine_gpu.log" | tail -1))"
+  fi
 fi
 
 if want sanitizer && [ -f "$TINY/sparse4d_tiny_head.onnx" ]; then
