@@ -170,6 +170,12 @@ if want prof; then
       done
     done
   done
+  # The op through PyTorch: kernel, binding and autograd layers (issue of the L2-limit kernels).
+  if [ $PYOK -eq 0 ] && [ -f bench/torch_da_timing.py ]; then
+    STEP_LOG=$OUT/torch_da_timing.log step torch-da-timing 60 env PYTHONPATH=python "$PY" \
+      bench/torch_da_timing.py --out "$OUT/torch_da_timing.json"
+    row "aggregation op through PyTorch" "$([ -f "$OUT/torch_da_timing.json" ] && echo ok || echo FAILED)"
+  fi
   if [ -x "$BUILD/bin/s4d_da_bench" ]; then
     step da-bench 150 "$BUILD/bin/s4d_da_bench" --variants all --device cuda --anchors 900,1800 \
       --iters 200 --warmup 20 --out "$OUT/da_bench"
