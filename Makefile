@@ -10,7 +10,7 @@ JOBS      ?= $(shell nproc)
 CMAKE_ARGS ?=
 PRESET    ?= tiny
 
-.PHONY: all deps deps-test build python test test-c test-python test-asan fuzz fuzz-build soak \
+.PHONY: all deps deps-test build python test test-deps test-c test-python test-asan fuzz fuzz-build soak \
         demo clean
 
 all: build python
@@ -33,7 +33,11 @@ python: deps
 	fi
 
 test: deps-test all
-	@$(MAKE) --no-print-directory test-c test-python test-asan fuzz
+	@$(MAKE) --no-print-directory test-deps test-c test-python test-asan fuzz
+
+# Every Debian package the build used must come from scripts/install-deps.sh.
+test-deps:
+	@tests/deps/test_check_deps.sh $(BUILD)
 
 test-c:
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600

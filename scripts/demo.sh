@@ -90,7 +90,7 @@ if [ -n "$gpu" ]; then
        --device=cuda --iterations=1 --warmUp=0 >"$OUT/logs/cuda_probe.log" 2>&1; then
     device=cuda
   else
-    say "no CUDA engine backend in this build ($(grep -m1 error "$OUT/logs/cuda_probe.log" || true)): using the CPU"
+    say "cannot build CUDA engines here ($(grep -m1 error "$OUT/logs/cuda_probe.log" || true)): using the CPU"
     [ "$DEVICE" = cuda ] && die "DEVICE=cuda asked for and libs4d cannot build CUDA engines"
   fi
 else

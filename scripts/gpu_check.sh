@@ -5,7 +5,8 @@
 # value and within a time budget:
 #   - every GPU test (CTest label gpu): the op's CUDA kernels, the engine tests
 #     on CUDA, the op families CUDA against CPU, all enabled ONNX node tests on
-#     CUDA (one process), the plugin's CUDA path;
+#     CUDA (one process), the plugin's CUDA path; then s4d.engine from Python
+#     with CUDA tensors (tests/python/gpu/test_engine_gpu.py);
 #   - compute-sanitizer memcheck on the tiny Sparse4Dv3 head and backbone engines;
 #   - the CPU test suite as built on this machine (quickly, in parallel);
 #   - the demo (tiny, then v3) on CUDA with its agreement check against PyTorch;
@@ -105,6 +106,16 @@ if [ $PYOK -eq 0 ]; then
   PYTHONPATH=python step export-tiny 120 "$PY" -m s4d.sparse4d.export --preset tiny --out "$TINY"
 fi
 
+# s4d.engine from Python with CUDA tensors in and out (tests/python/gpu/test_engine_gpu.py).
+if want gpu && [ -f "$BUILD/lib/libs4d.so" ]; then
+  if STEP_LOG=$OUT/python_engine_gpu.log step python-engine-gpu 150 env PYTHONPATH=python \
+       S4D_BUILD="$BUILD" "$PY" -m pytest -q -rs -p no:cacheprovider tests/python/gpu/test_engine_gpu.py; then
+    row "s4d.engine GPU tests" "$(grep -E 'passed|skipped' "$OUT/python_engine_gpu.log" | tail -1)"
+  else
+    row "s4d.engine GPU tests" "FAILED ($(grep -E 'failed|error' "$OUT/python_engine_gpu.log" | tail -1))"
+  fi
+fi
+
 if want sanitizer && [ -f "$TINY/sparse4d_tiny_head.onnx" ]; then
   SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   for g in head backbone; do
@@ -159,6 +170,12 @@ if want prof; then
       done
     done
   done
+  # The op through PyTorch: kernel, binding and autograd layers (issue of the L2-limit kernels).
+  if [ $PYOK -eq 0 ] && [ -f bench/torch_da_timing.py ]; then
+    STEP_LOG=$OUT/torch_da_timing.log step torch-da-timing 60 env PYTHONPATH=python "$PY" \
+      bench/torch_da_timing.py --out "$OUT/torch_da_timing.json"
+    row "aggregation op through PyTorch" "$([ -f "$OUT/torch_da_timing.json" ] && echo ok || echo FAILED)"
+  fi
   if [ -x "$BUILD/bin/s4d_da_bench" ]; then
     step da-bench 150 "$BUILD/bin/s4d_da_bench" --variants all --device cuda --anchors 900,1800 \
       --iters 200 --warmup 20 --out "$OUT/da_bench"
