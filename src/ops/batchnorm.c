@@ -98,8 +98,8 @@ static s4d_status bn_run(s4d_op_ctx *ctx)
 
 static const s4d_attr_spec bn_attrs[] = {{"epsilon", S4D_ATTR_FLOAT},
                                          {"momentum", S4D_ATTR_FLOAT},
-                                         {"spatial", S4D_ATTR_INT, 0, 0, 8},
-                                         {"training_mode", S4D_ATTR_INT, S4D_ATTR_BOOL, 14},
+                                         {"spatial", S4D_ATTR_INT},
+                                         {"training_mode", S4D_ATTR_INT, S4D_ATTR_BOOL},
                                          {NULL}};
 const s4d_op_schema s4d_op_batchnorm = {"", "BatchNormalization", 7, bn_infer, NULL, bn_run,
                                         sizeof(s4d_batchnorm_params), 0, bn_attrs};

@@ -105,7 +105,7 @@ static s4d_status run_cast(s4d_op_ctx *ctx)
 }
 
 /* saturate (opset 19) only changes casts to float8, which are refused. */
-static const s4d_attr_spec cast_attrs[] = {{"to", S4D_ATTR_INT}, {"saturate", S4D_ATTR_INT, S4D_ATTR_BOOL, 19}, {NULL}};
-static const s4d_attr_spec cast_like_attrs[] = {{"saturate", S4D_ATTR_INT, S4D_ATTR_BOOL, 19}, {NULL}};
+static const s4d_attr_spec cast_attrs[] = {{"to", S4D_ATTR_INT}, {"saturate", S4D_ATTR_INT, S4D_ATTR_BOOL}, {NULL}};
+static const s4d_attr_spec cast_like_attrs[] = {{"saturate", S4D_ATTR_INT, S4D_ATTR_BOOL}, {NULL}};
 const s4d_op_schema s4d_op_cast = {"", "Cast", 6, infer_cast, NULL, run_cast, 0, 0, cast_attrs};
 const s4d_op_schema s4d_op_cast_like = {"", "CastLike", 15, infer_cast_like, NULL, run_cast, 0, 0, cast_like_attrs};

@@ -277,6 +277,6 @@ static s4d_status run_gather_nd(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
-static const s4d_attr_spec gather_nd_attrs[] = {{"batch_dims", S4D_ATTR_INT, 0, 12}, {NULL}};
+static const s4d_attr_spec gather_nd_attrs[] = {{"batch_dims", S4D_ATTR_INT}, {NULL}};
 const s4d_op_schema s4d_op_gather_nd = {"", "GatherND", 11, infer_gather_nd, NULL, run_gather_nd,
                                         sizeof(s4d_gather_params), 0, gather_nd_attrs};

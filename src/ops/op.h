@@ -58,18 +58,20 @@ struct s4d_threadpool;
 
 /*
  * One attribute an op accepts: its name, its type, S4D_ATTR_* checks and the
- * opsets it exists in. A schema lists them in an array ended by {NULL}; a
- * node or layer with an attribute not in the list, of another type, or from
- * another opset of the op is refused before infer runs (s4d_op_infer), so
- * that a misspelt, renamed or outdated attribute never turns silently into
- * its default. A FLOAT attribute may come as an INT (exporters write alpha=1).
+ * opsets in which the op reads it. A schema lists them in an array ended by
+ * {NULL}; a node or layer with an attribute not in the list, of another type,
+ * or at an opset where the op would ignore it (axes once it became an input)
+ * is refused before infer runs (s4d_op_infer), so that a misspelt, renamed or
+ * outdated attribute never turns silently into its default. Attributes the op
+ * reads at every opset are accepted at every opset, even where ONNX added
+ * them later. A FLOAT attribute may come as an INT (exporters write alpha=1).
  */
 typedef struct s4d_attr_spec {
     const char *name;
     s4d_attr_type type;
     unsigned checks; /* S4D_ATTR_BOOL: an INT that must be 0 or 1 */
-    int since;       /* first opset with the attribute; 0: the schema's */
-    int until;       /* last opset with it; 0: every later one */
+    int since;       /* first opset where the op reads it; 0: the schema's */
+    int until;       /* last opset where it does; 0: every later one */
 } s4d_attr_spec;
 
 #define S4D_ATTR_BOOL 1u

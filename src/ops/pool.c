@@ -324,15 +324,10 @@ static s4d_status gmax_run(s4d_op_ctx *ctx) { return gpool_run(ctx, 1); }
 
 #define POOL_ATTRS                                                                                 \
     {"auto_pad", S4D_ATTR_STRING}, {"kernel_shape", S4D_ATTR_INTS}, {"pads", S4D_ATTR_INTS},            \
-        {"strides", S4D_ATTR_INTS}, {"ceil_mode", S4D_ATTR_INT, S4D_ATTR_BOOL, 10}
-static const s4d_attr_spec maxpool_attrs[] = {POOL_ATTRS,
-                                              {"dilations", S4D_ATTR_INTS, 0, 10},
-                                              {"storage_order", S4D_ATTR_INT, S4D_ATTR_BOOL, 8},
-                                              {NULL}};
-static const s4d_attr_spec avgpool_attrs[] = {POOL_ATTRS,
-                                              {"dilations", S4D_ATTR_INTS, 0, 19},
-                                              {"count_include_pad", S4D_ATTR_INT, S4D_ATTR_BOOL, 7},
-                                              {NULL}};
+        {"strides", S4D_ATTR_INTS}, {"ceil_mode", S4D_ATTR_INT, S4D_ATTR_BOOL}, {"dilations", S4D_ATTR_INTS}
+/* The pools read every attribute at every opset: none is ignored where ONNX lacks it. */
+static const s4d_attr_spec maxpool_attrs[] = {POOL_ATTRS, {"storage_order", S4D_ATTR_INT, S4D_ATTR_BOOL}, {NULL}};
+static const s4d_attr_spec avgpool_attrs[] = {POOL_ATTRS, {"count_include_pad", S4D_ATTR_INT, S4D_ATTR_BOOL}, {NULL}};
 const s4d_op_schema s4d_op_maxpool = {"", "MaxPool", 1, maxpool_infer, maxpool_ws, maxpool_run,
                                       sizeof(pool_plan), 0, maxpool_attrs};
 const s4d_op_schema s4d_op_avgpool = {"", "AveragePool", 1, avgpool_infer, avgpool_ws, avgpool_run,

@@ -542,7 +542,7 @@ static s4d_status run_argmin(s4d_op_ctx *ctx) { return run_arg(ctx, 1); }
 
 static const s4d_attr_spec arg_attrs[] = {{"axis", S4D_ATTR_INT},
                                           {"keepdims", S4D_ATTR_INT, S4D_ATTR_BOOL},
-                                          {"select_last_index", S4D_ATTR_INT, S4D_ATTR_BOOL, 12},
+                                          {"select_last_index", S4D_ATTR_INT, S4D_ATTR_BOOL},
                                           {NULL}};
 const s4d_op_schema s4d_op_argmax = {"", "ArgMax", 1, infer_argmax, NULL, run_argmax,
                                      sizeof(s4d_reduce_params), 0, arg_attrs};

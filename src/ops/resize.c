@@ -401,14 +401,14 @@ static s4d_status resize_run(s4d_op_ctx *ctx)
    antialias and tf_crop_and_resize, which infer refuses. */
 static const s4d_attr_spec resize_attrs[] = {
     {"mode", S4D_ATTR_STRING},
-    {"coordinate_transformation_mode", S4D_ATTR_STRING, 0, 11},
-    {"cubic_coeff_a", S4D_ATTR_FLOAT, 0, 11},
-    {"exclude_outside", S4D_ATTR_INT, S4D_ATTR_BOOL, 11},
-    {"extrapolation_value", S4D_ATTR_FLOAT, 0, 11},
-    {"nearest_mode", S4D_ATTR_STRING, 0, 11},
-    {"antialias", S4D_ATTR_INT, S4D_ATTR_BOOL, 18},
-    {"axes", S4D_ATTR_INTS, 0, 18},
-    {"keep_aspect_ratio_policy", S4D_ATTR_STRING, 0, 18},
+    {"coordinate_transformation_mode", S4D_ATTR_STRING},
+    {"cubic_coeff_a", S4D_ATTR_FLOAT},
+    {"exclude_outside", S4D_ATTR_INT, S4D_ATTR_BOOL},
+    {"extrapolation_value", S4D_ATTR_FLOAT},
+    {"nearest_mode", S4D_ATTR_STRING},
+    {"antialias", S4D_ATTR_INT, S4D_ATTR_BOOL},
+    {"axes", S4D_ATTR_INTS},
+    {"keep_aspect_ratio_policy", S4D_ATTR_STRING},
     {NULL}};
 const s4d_op_schema s4d_op_resize = {"", "Resize", 10, resize_infer, resize_ws, resize_run,
                                      sizeof(s4d_resize_params), 0, resize_attrs};

@@ -124,7 +124,7 @@ static s4d_status run_scatter_nd(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
-static const s4d_attr_spec scatter_nd_attrs[] = {{"reduction", S4D_ATTR_STRING, 0, 16}, {NULL}};
+static const s4d_attr_spec scatter_nd_attrs[] = {{"reduction", S4D_ATTR_STRING}, {NULL}};
 const s4d_op_schema s4d_op_scatter_nd = {"", "ScatterND", 11, infer_scatter_nd, NULL, run_scatter_nd,
                                          sizeof(s4d_scatter_params), 0, scatter_nd_attrs};
 
@@ -238,7 +238,7 @@ static s4d_status run_scatter_elements(s4d_op_ctx *ctx)
 }
 
 static const s4d_attr_spec scatter_el_attrs[] = {
-    {"axis", S4D_ATTR_INT}, {"reduction", S4D_ATTR_STRING, 0, 16}, {NULL}};
+    {"axis", S4D_ATTR_INT}, {"reduction", S4D_ATTR_STRING}, {NULL}};
 const s4d_op_schema s4d_op_scatter_elements = {"", "ScatterElements", 11, infer_scatter_elements, NULL,
                                                 run_scatter_elements, sizeof(s4d_scatter_params), 0,
                                                 scatter_el_attrs};

@@ -53,7 +53,7 @@ static s4d_status run_shape(s4d_op_ctx *ctx)
 }
 
 /* With static shapes the output is known at build: always folded (S4D_OP_SHAPE_ONLY). */
-static const s4d_attr_spec shape_attrs[] = {{"start", S4D_ATTR_INT, 0, 15}, {"end", S4D_ATTR_INT, 0, 15}, {NULL}};
+static const s4d_attr_spec shape_attrs[] = {{"start", S4D_ATTR_INT}, {"end", S4D_ATTR_INT}, {NULL}};
 const s4d_op_schema s4d_op_shape = {"", "Shape", 1, infer_shape, NULL, run_shape,
                                     sizeof(s4d_shape_params), S4D_OP_SHAPE_ONLY, shape_attrs};
 

@@ -198,8 +198,8 @@ static s4d_status topk_run(s4d_op_ctx *ctx)
 /* Opset 10 made k an input; every order of equal values is sorted output, so sorted=0 needs nothing. */
 static const s4d_attr_spec topk_1_attrs[] = {{"axis", S4D_ATTR_INT}, {"k", S4D_ATTR_INT}, {NULL}};
 static const s4d_attr_spec topk_10_attrs[] = {{"axis", S4D_ATTR_INT},
-                                              {"largest", S4D_ATTR_INT, S4D_ATTR_BOOL, 11},
-                                              {"sorted", S4D_ATTR_INT, S4D_ATTR_BOOL, 11},
+                                              {"largest", S4D_ATTR_INT, S4D_ATTR_BOOL},
+                                              {"sorted", S4D_ATTR_INT, S4D_ATTR_BOOL},
                                               {NULL}};
 const s4d_op_schema s4d_op_topk_1 = {"", "TopK", 1, topk_infer, topk_ws, topk_run, sizeof(s4d_topk_params), 0,
                                      topk_1_attrs};
