@@ -71,7 +71,8 @@ DENSE_LEVELS = 2  # FPN levels (strides 4, 8) with dense targets for training
 
 def dense_targets(cfg: Sparse4DConfig, dense: Dict[str, np.ndarray]) -> List[Tuple]:
     """Per FPN level of DENSE_LEVELS: the renderer's depth (float16) and
-    label (uint8) at the centre of each feature cell, [N, h, w]."""
+    label (uint8) at the centre of each feature cell, [N, h, w], and the
+    centre of the object seen there (float16 [N, h, w, 3])."""
     h, w = cfg.image_hw
     out = []
     for level, (hl, wl) in enumerate(cfg.level_shapes[:DENSE_LEVELS]):
@@ -79,7 +80,8 @@ def dense_targets(cfg: Sparse4DConfig, dense: Dict[str, np.ndarray]) -> List[Tup
         rows = np.minimum(np.arange(hl) * stride + stride // 2, h - 1)
         cols = np.minimum(np.arange(wl) * stride + stride // 2, w - 1)
         out.append((dense["depth"][:, rows][:, :, cols].astype(np.float16),
-                    dense["label"][:, rows][:, :, cols]))
+                    dense["label"][:, rows][:, :, cols],
+                    dense["centre"][:, rows][:, :, cols].astype(np.float16)))
     return out
 
 
@@ -88,21 +90,24 @@ class TrainSet:
     truth, dense targets), served as batches of the same frame of B
     sequences."""
 
-    def __init__(self, cfg: Sparse4DConfig, split: str, num_sequences: int,
-                 length: int = SEQUENCE_LENGTH, log=None):
+    def __init__(self, cfg: Sparse4DConfig, split: str, sequences, length: int = SEQUENCE_LENGTH,
+                 log=None):
+        """`sequences`: how many (the first ones) or which (a list of indices)."""
         import time
         self.cfg, self.length = cfg, length
         renderer = Renderer(cfg)
         self.images, self.poses, self.gts, self.dense = [], [], [], []
         t0 = time.time()
-        for i in range(num_sequences):
+        indices = list(range(sequences)) if isinstance(sequences, int) else list(sequences)
+        num_sequences = len(indices)
+        for n, i in enumerate(indices):
             frames = sequence_frames(cfg, split, i, length, renderer)
             self.images.append(np.stack([f["raw_images"] for f in frames]))
             self.poses.append(np.stack([f["ego_pose"][0] for f in frames]))
             self.gts.append([f["gt"] for f in frames])
             self.dense.append([dense_targets(cfg, f["dense"]) for f in frames])
-            if log and (i + 1) % 20 == 0:
-                log(f"rendered {i + 1}/{num_sequences} {split} sequences "
+            if log and (n + 1) % 20 == 0:
+                log(f"rendered {n + 1}/{num_sequences} {split} sequences "
                     f"({time.time() - t0:.0f} s)")
         self.projection = renderer.proj.astype(np.float32)
         h, w = cfg.image_hw
@@ -127,7 +132,7 @@ class TrainSet:
                    for s in sequences],
             "dense": [tuple(torch.from_numpy(np.stack([self.dense[s][frame][lv][k]
                                                         for s in sequences])).to(device)
-                            for k in range(2)) for lv in range(DENSE_LEVELS)],
+                            for k in range(3)) for lv in range(DENSE_LEVELS)],
         }
 
     def all_boxes(self) -> np.ndarray:

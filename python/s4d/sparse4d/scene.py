@@ -366,9 +366,12 @@ class Renderer:
                ) -> Tuple[np.ndarray, np.ndarray, Dict[str, np.ndarray]]:
         """-> images [N, 3, H, W] uint8, visible pixels per object [M] (at the
         network resolution, summed over the cameras), and dense targets at
-        the network resolution: "depth" [N, H, W] float32 (0 for the sky) and
+        the network resolution: "depth" [N, H, W] float32 (0 for the sky),
         "label" [N, H, W] uint8 (1 + index into OBJECT_CLASSES of the object
-        seen at the pixel, 0 for background and clutter)."""
+        seen at the pixel, 0 for background and clutter) and "centre"
+        [N, H, W, 3] float32: where the pixel's object has its centre, as
+        (u, v) pixel offsets and depth (NaN off objects and for centres
+        behind the camera)."""
         cfg = self.cfg
         h, w = cfg.image_hw
         hs, ws = h * _SS, w * _SS
@@ -384,6 +387,8 @@ class Renderer:
         images = np.empty((cfg.num_cams, 3, h, w), np.uint8)
         depth = np.empty((cfg.num_cams, h, w), np.float32)
         label = np.zeros((cfg.num_cams, h, w), np.uint8)
+        centre = np.full((cfg.num_cams, h, w, 3), np.nan, np.float32)
+        grid_u, grid_v = np.meshgrid(np.arange(w) + 0.5, np.arange(h) + 0.5)
         for cam in range(cfg.num_cams):
             bg = self._background(cam, pose, light)
             canvas = np.repeat(np.repeat(bg, _SS, 0), _SS, 1)
@@ -410,11 +415,20 @@ class Renderer:
             depth[cam] = np.where(zb > 0, 1.0 / np.maximum(zb, 1e-9), self.ground_depth[cam])
             if len(objs):
                 label[cam] = np.where(idc >= 0, scene.cls[np.maximum(idc, 0)] + 1, 0)
+                hom = objs[:, :3] @ proj[:3, :3].T + proj[:3, 3]
+                ok = hom[:, 2] > _NEAR
+                uvd = np.stack([hom[:, 0] / np.where(ok, hom[:, 2], 1.0),
+                                hom[:, 1] / np.where(ok, hom[:, 2], 1.0),
+                                np.where(ok, hom[:, 2], np.nan)], 1)
+                on = idc >= 0
+                c = uvd[idc[on]]
+                centre[cam][on] = np.stack([c[:, 0] - grid_u[on], c[:, 1] - grid_v[on],
+                                            c[:, 2]], 1)
             img = canvas.reshape(h, _SS, w, _SS, 3).mean(axis=(1, 3))
             gain = light["exposure"] * light["tint"] * rng.uniform(0.92, 1.08)
             img = img * gain + rng.normal(0.0, rng.uniform(2.0, 7.0), img.shape)
             images[cam] = np.clip(img, 0, 255).astype(np.uint8).transpose(2, 0, 1)
-        return images, visible, {"depth": depth, "label": label}
+        return images, visible, {"depth": depth, "label": label, "centre": centre}
 
     def _draw_object(self, canvas, ids, zbuf, proj, centre_g, xy, size, yaw, parts, col, idx,
                      light):
