@@ -49,31 +49,43 @@ DENSE_WEIGHT = 1.0
 DENSE_MAX_DEPTH = 80.0  # metres: farther ground (near the horizon) is left out
 
 
+CENTRE_SCALE = 16.0  # pixels: the unit of the centre offsets
+
+
 class DenseAux(nn.Module):
-    """Training-only dense supervision of the first FPN levels (the part of
-    upstream's dense depth branch that applies here): per feature cell, log
-    depth and the class of the object seen there (or background), from the
-    renderer. It gives the backbone, trained from scratch, a dense signal
-    where the head's sparse sampling gives a thin one. Not exported."""
+    """Training-only dense supervision of the first FPN levels (upstream's
+    dense depth branch, extended): per feature cell, the log depth and the
+    class of the object seen there (or background), and on objects where
+    the object's centre lies (pixel offset, log depth), from the renderer.
+    It gives the backbone, trained from scratch, a dense signal where the
+    head's sparse sampling gives a thin one. Not exported."""
 
     def __init__(self, channels: int, num_labels: int):
         super().__init__()
         self.num_labels = num_labels
         self.conv = nn.Sequential(nn.Conv2d(channels, channels, 3, 1, 1), nn.ReLU(inplace=True),
-                                  nn.Conv2d(channels, 1 + num_labels, 1))
+                                  nn.Conv2d(channels, 1 + num_labels + 3, 1))
 
     def loss(self, maps, dense) -> torch.Tensor:
         total = 0.0
         weight = torch.ones(self.num_labels, device=maps[0].device)
         weight[0] = 0.25  # background is most of every image
-        for level, (depth, label) in enumerate(dense):
+        k = self.num_labels
+        for level, (depth, label, centre) in enumerate(dense):
             out = self.conv(maps[level])
             depth = depth.reshape(out.shape[0], *out.shape[2:]).float()
             label = label.reshape(out.shape[0], *out.shape[2:]).long()
             valid = (depth > 0) & (depth < DENSE_MAX_DEPTH)
             if valid.any():
                 total = total + (out[:, 0] - depth.clamp_min(1e-3).log()).abs()[valid].mean()
-            total = total + F.cross_entropy(out[:, 1:], label, weight=weight)
+            total = total + F.cross_entropy(out[:, 1:1 + k], label, weight=weight)
+            centre = centre.reshape(out.shape[0], *out.shape[2:], 3).float()
+            on = torch.isfinite(centre[..., 2]) & (centre[..., 2] > 0)
+            if on.any():
+                want = torch.cat([centre[on][:, :2] / CENTRE_SCALE,
+                                  centre[on][:, 2:].clamp_min(1e-3).log()], 1)
+                got = out[:, 1 + k:].permute(0, 2, 3, 1)[on]
+                total = total + (got - want).abs().sum(1).mean()
         return DENSE_WEIGHT * total
 
 
@@ -90,8 +102,9 @@ def lr_at(step: int, total: int, base: float, warmup: int) -> float:
 
 
 def sequences_for_round(rnd: int, num_sequences: int, batch: int, seed: int) -> List[int]:
-    """The B sequences of round `rnd` (a round is one sequence length of
-    steps): a seeded permutation per epoch, the remainder dropped."""
+    """The B sequences (indices into the worker's TrainSet) of round `rnd` (a
+    round is one sequence length of steps): a seeded permutation per epoch,
+    the remainder dropped."""
     per_epoch = num_sequences // batch
     epoch, r = divmod(rnd, per_epoch)
     perm = np.random.default_rng([seed, epoch]).permutation(num_sequences)
@@ -106,6 +119,28 @@ def augment(images: torch.Tensor, step: int, seed: int) -> torch.Tensor:
     gain = 0.9 + 0.2 * torch.rand(b, n, 1, 1, 1, generator=g)
     noise = 0.04 * torch.randn(images.shape, generator=g)
     return images * gain.to(images.device) + noise.to(images.device)
+
+
+FOCUS_LOGIT = 4.0
+
+
+def focus_groups(model, strength: float = FOCUS_LOGIT) -> None:
+    """Starts each channel group of the deformable aggregation looking at one
+    of the fixed key points (centre, +-x, +-y, +-z; the eighth and any further
+    group at all of them): a bias on its aggregation weights' logits. With
+    the near-uniform weights of the usual initialisation, every group averages
+    all key points alike, so the aggregated feature cannot tell on which side
+    of the anchor the object lies, and from scratch the head is slow to learn
+    to localise; with one key point per group it can from the first steps."""
+    from .layers import DeformableFeatureAggregation
+    for layer in model.head.layers:
+        if isinstance(layer, DeformableFeatureAggregation):
+            g, lv, p = layer.num_groups, layer.num_levels, layer.num_pts
+            bias = torch.zeros(lv, p, g)  # the layout of weights_fc's output (levels, points, groups)
+            for k in range(min(g - 1, 7)):
+                bias[:, k, k] = strength
+            with torch.no_grad():
+                layer.weights_fc.bias.copy_(bias.reshape(-1))
 
 
 def detach_state(state) -> HeadState:
@@ -126,8 +161,60 @@ def _machine() -> str:
 
 
 def train(args) -> Dict:
+    """Runs the training, in --workers processes when asked (CPU: one per
+    core, gradients averaged every step); returns the result of worker 0."""
+    if args.workers > 1:
+        if args.device != "cpu":
+            raise ValueError("--workers > 1 is for CPU training (one process per core)")
+        if args.batch % args.workers:
+            raise ValueError(f"--batch ({args.batch}) must be a multiple of --workers "
+                             f"({args.workers})")
+        import socket
+        import torch.multiprocessing as mp
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        ctx = mp.get_context("spawn")
+        results = ctx.Manager().dict()
+        mp.start_processes(_worker, args=(args, port, results), nprocs=args.workers,
+                           start_method="spawn")
+        if "error" in results:
+            raise RuntimeError(results["error"])
+        return dict(results.get("result", {}))
+    return _train(args, 0, 1)
+
+
+def _worker(rank: int, args, port: int, results) -> None:
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=args.workers)
+    try:
+        out = _train(args, rank, args.workers)
+        if rank == 0:
+            results["result"] = out
+    except (ValueError, RuntimeError, OSError, FloatingPointError) as e:
+        results["error"] = f"worker {rank}: {e}"
+        raise
+    finally:
+        dist.destroy_process_group()
+
+
+def _all_mean(values: List[float], world: int) -> List[float]:
+    if world == 1:
+        return values
+    import torch.distributed as dist
+    t = torch.tensor(values, dtype=torch.float64)
+    dist.all_reduce(t)
+    return (t / world).tolist()
+
+
+def _train(args, rank: int, world: int) -> Dict:
+    """One worker: sequences rank, rank + world, ... of the split, batch / world
+    of them per step; gradients are averaged over the workers."""
     torch.manual_seed(args.seed)
-    torch.set_num_threads(args.threads) if args.threads > 0 else None
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    log = _log if rank == 0 else (lambda msg: None)
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("--device cuda: torch sees no CUDA device")
@@ -137,12 +224,16 @@ def train(args) -> Dict:
     resume = None
     if args.resume and os.path.exists(last_path):
         resume = torch.load(last_path, map_location="cpu")
-        if resume["args"]["preset"] != args.preset or resume["args"]["seed"] != args.seed:
-            raise ValueError(f"{last_path}: made with other --preset/--seed; use another --out")
-    t_start = time.time()
-    data = TrainSet(cfg, "train", args.train_sequences, SEQUENCE_LENGTH, log=_log)
-    _log(f"{len(data)} sequences x {SEQUENCE_LENGTH} frames rendered in "
-         f"{time.time() - t_start:.0f} s")
+        if resume["args"]["preset"] != args.preset or resume["args"]["seed"] != args.seed or \
+                resume["args"].get("workers", 1) != world:
+            raise ValueError(f"{last_path}: made with other --preset/--seed/--workers; use "
+                             "another --out")
+    t_start, cpu_start = time.time(), time.process_time()
+    own = list(range(rank, args.train_sequences, world))
+    data = TrainSet(cfg, "train", own, SEQUENCE_LENGTH, log=log)
+    log(f"{args.train_sequences} sequences x {SEQUENCE_LENGTH} frames rendered in "
+        f"{time.time() - t_start:.0f} s ({world} worker{'s' if world > 1 else ''})")
+    local_batch = args.batch // world
 
     aggregation = args.aggregation
     if aggregation == "auto":
@@ -155,9 +246,17 @@ def train(args) -> Dict:
             except (RuntimeError, ValueError, TypeError):
                 aggregation = "reference"
     model = build_model(args.preset, aggregation=aggregation, seed=args.seed, **TRAIN_OVERRIDES)
+    boxes = data.all_boxes()
+    if world > 1:  # every worker clusters all the boxes, in rank order: the same anchors
+        import torch.distributed as dist
+        gathered = [None] * world
+        dist.all_gather_object(gathered, boxes)
+        boxes = np.concatenate(gathered)
     with torch.no_grad():
         model.head.instance_bank.anchor.copy_(torch.from_numpy(
-            kmeans_anchors(data.all_boxes(), cfg.num_anchor, seed=args.seed)))
+            kmeans_anchors(boxes, cfg.num_anchor, seed=args.seed)))
+    if args.focus:
+        focus_groups(model)
     model = model.to(device).train()
     from .scene import OBJECT_CLASSES
     aux = DenseAux(cfg.fpn_channels, 1 + len(OBJECT_CLASSES)).to(device).train()
@@ -170,44 +269,44 @@ def train(args) -> Dict:
         p.dim() > 1 and n != "head.instance_bank.anchor")]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
                              {"params": keep, "weight_decay": 0.0}], lr=args.lr)
-    step, elapsed = 0, 0.0
+    step, elapsed, cpu_used = 0, 0.0, 0.0
     state = None
     if resume is not None:
         model.load_state_dict(resume["model"])
         aux.load_state_dict(resume["aux"])
         opt.load_state_dict(resume["optimizer"])
-        step, elapsed = resume["step"], resume["elapsed"]
-        state = HeadState(*[t.to(device) for t in resume["state"]]) if resume["state"] else None
-        torch.set_rng_state(resume["torch_rng"])
-        _log(f"resumed from {last_path} at step {step}")
+        step, elapsed, cpu_used = resume["step"], resume["elapsed"], resume.get("cpu", 0.0)
+        if resume["state"][rank]:
+            state = HeadState(*[t.to(device) for t in resume["state"][rank]])
+        log(f"resumed from {last_path} at step {step}")
     log_path = os.path.join(args.out, "log.csv")
-    if resume is None or not os.path.exists(log_path):
+    if rank == 0 and (resume is None or not os.path.exists(log_path)):
         with open(log_path, "w", newline="") as f:
             csv.writer(f).writerow(["step", "loss", *LOSS_TERMS, "lr", "frames_per_s",
                                     "elapsed_s"])
-    _log(f"preset {args.preset} ({cfg.image_hw[0]}x{cfg.image_hw[1]}, {cfg.num_anchor} anchors), "
-         f"device {device}, aggregation {aggregation}, batch {args.batch}, {args.steps} steps")
+    log(f"preset {args.preset} ({cfg.image_hw[0]}x{cfg.image_hw[1]}, {cfg.num_anchor} anchors), "
+        f"device {device}, aggregation {aggregation}, batch {args.batch}, {args.steps} steps")
 
     run = {"loss": 0.0, **{k: 0.0 for k in LOSS_TERMS}, "n": 0}
-    t_log = time.time()
+    t_log, cpu_log = time.time(), time.process_time()
     frames_since = 0
     stop = min(args.steps, args.stop_after or args.steps)
     while step < stop:
         rnd, frame = divmod(step, SEQUENCE_LENGTH)
-        seqs = sequences_for_round(rnd, len(data), args.batch, args.seed)
+        seqs = sequences_for_round(rnd, len(data), local_batch, args.seed + 7919 * rank)
         batch = data.batch(seqs, frame, device)
         if frame == 0 or state is None:
-            state = zeros_state(cfg, args.batch, device=device)
+            state = zeros_state(cfg, local_batch, device=device)
         lr = lr_at(step, args.steps, args.lr, args.warmup)
         for group in opt.param_groups:
             group["lr"] = lr
-        images = augment(normalise_images(cfg, batch["images"]), step, args.seed)
+        images = augment(normalise_images(cfg, batch["images"]), step, args.seed + 7919 * rank)
         b, n = images.shape[:2]
         maps = model.backbone.img_neck(model.backbone.img_backbone(
             images.reshape((b * n,) + tuple(images.shape[2:]))))
         dn = dn_group = dn_info = None
         if args.dn_groups > 0:
-            g = torch.Generator().manual_seed(args.seed * 1_000_003 + step + 7)
+            g = torch.Generator().manual_seed((args.seed + 7919 * rank) * 1_000_003 + step + 7)
             dn, dn_group, dn_info = make_denoising(batch["gt"], cfg.num_anchor, g, args.dn_groups)
             dn, dn_group = dn.to(device), dn_group.to(device)
         out = model.head(flatten_feature_maps(maps, n), batch["projection"], batch["image_wh"],
@@ -219,6 +318,8 @@ def train(args) -> Dict:
         parts["dense"] = float(dense.detach())
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        if world > 1:
+            _average_gradients(params, world)
         torch.nn.utils.clip_grad_norm_(params, args.clip)
         opt.step()
         state = detach_state(out["state"])
@@ -228,42 +329,51 @@ def train(args) -> Dict:
         for k in LOSS_TERMS:
             run[k] += parts.get(k, 0.0)
         run["n"] += 1
-        if step % args.log_every == 0 or step == args.steps:
-            now = time.time()
+        if step % args.log_every == 0 or step == stop:
+            now, cpu_now = time.time(), time.process_time()
             elapsed += now - t_log
+            cpu_used += _all_mean([cpu_now - cpu_log], world)[0] * world
             fps = frames_since / max(now - t_log, 1e-9)
-            t_log, frames_since = now, 0
-            avg = {k: run[k] / run["n"] for k in ("loss",) + LOSS_TERMS}
+            t_log, cpu_log, frames_since = now, cpu_now, 0
+            keys = ("loss",) + LOSS_TERMS
+            avg = dict(zip(keys, _all_mean([run[k] / run["n"] for k in keys], world)))
             eta = (args.steps - step) * args.batch / max(fps, 1e-9)
-            _log(f"step {step}/{args.steps}  loss {avg['loss']:.3f} (cls {avg['cls']:.3f} "
-                 f"box {avg['box']:.3f} cns {avg['centerness']:.3f} yns {avg['yawness']:.3f} "
-                 f"many {avg['many']:.3f} dn {avg['dn_cls'] + avg['dn_box']:.3f} "
-                 f"dense {avg['dense']:.3f})  "
-                 f"lr {lr:.2e}  {fps:.1f} frames/s  {elapsed / 60:.1f} min, eta {eta / 60:.1f} min")
-            with open(log_path, "a", newline="") as f:
-                csv.writer(f).writerow([step, f"{avg['loss']:.5f}"] +
-                                       [f"{avg[k]:.5f}" for k in LOSS_TERMS] +
-                                       [f"{lr:.3e}", f"{fps:.2f}", f"{elapsed:.1f}"])
+            log(f"step {step}/{args.steps}  loss {avg['loss']:.3f} (cls {avg['cls']:.3f} "
+                f"box {avg['box']:.3f} cns {avg['centerness']:.3f} yns {avg['yawness']:.3f} "
+                f"many {avg['many']:.3f} dn {avg['dn_cls'] + avg['dn_box']:.3f} "
+                f"dense {avg['dense']:.3f})  "
+                f"lr {lr:.2e}  {fps:.1f} frames/s  {elapsed / 60:.1f} min, eta {eta / 60:.1f} min")
+            if rank == 0:
+                with open(log_path, "a", newline="") as f:
+                    csv.writer(f).writerow([step, f"{avg['loss']:.5f}"] +
+                                           [f"{avg[k]:.5f}" for k in LOSS_TERMS] +
+                                           [f"{lr:.3e}", f"{fps:.2f}", f"{elapsed:.1f}"])
             run = {"loss": 0.0, **{k: 0.0 for k in LOSS_TERMS}, "n": 0}
         if step % args.save_every == 0 or step == stop:
-            torch.save({"args": vars(args), "model": model.state_dict(), "aux": aux.state_dict(),
-                        "optimizer": opt.state_dict(), "step": step, "elapsed": elapsed,
-                        "state": [t.cpu() for t in state], "torch_rng": torch.get_rng_state()},
-                       last_path + ".tmp")
-            os.replace(last_path + ".tmp", last_path)
+            states = _gather([t.cpu() for t in state], world)
+            if rank == 0:
+                torch.save({"args": vars(args), "model": model.state_dict(),
+                            "aux": aux.state_dict(), "optimizer": opt.state_dict(),
+                            "step": step, "elapsed": elapsed, "cpu": cpu_used,
+                            "state": states}, last_path + ".tmp")
+                os.replace(last_path + ".tmp", last_path)
 
     total_s = time.time() - t_start
     if step < args.steps:
-        _log(f"stopped at step {step} of {args.steps}: continue with --resume")
+        log(f"stopped at step {step} of {args.steps}: continue with --resume")
         return {"steps": step}
-    _log(f"trained {step} steps; training {elapsed / 60:.1f} min, with rendering "
-         f"{total_s / 60:.1f} min")
+    _average_buffers(model, world)  # BatchNorm statistics of every worker's images
+    if rank != 0:
+        return {}
+    log(f"trained {step} steps; training {elapsed / 60:.1f} min, with rendering "
+        f"{total_s / 60:.1f} min; {cpu_used / 60:.1f} CPU minutes in training")
     plot_curve(log_path, os.path.join(args.out, "curve.png"))
     weights = args.weights or os.path.join(args.out, f"sparse4d_{args.preset}_synthetic.pt")
     meta = {"command": "python3 -m s4d.sparse4d.train " + " ".join(args.argv),
-            "machine": _machine(), "device": str(device), "steps": step,
+            "machine": _machine(), "device": str(device), "workers": world, "steps": step,
             "train_minutes": round(elapsed / 60, 2), "total_minutes": round(total_s / 60, 2),
-            "train_sequences": len(data), "aggregation": aggregation}
+            "train_cpu_minutes": round(cpu_used / 60, 2),
+            "train_sequences": args.train_sequences, "aggregation": aggregation}
     model.eval()
     save_checkpoint(model.cpu(), weights, TRAIN_OVERRIDES, meta)
     result = {"weights": weights, **meta}
@@ -278,8 +388,41 @@ def train(args) -> Dict:
         meta["val"].update({k: metrics["tracking"][k] for k in ("MOTA", "IDS")})
         save_checkpoint(stored.cpu(), weights, TRAIN_OVERRIDES, meta, half=True)
         result["metrics"] = metrics
-    _log(f"weights: {weights} ({os.path.getsize(weights) / 1e6:.1f} MB)")
+    log(f"weights: {weights} ({os.path.getsize(weights) / 1e6:.1f} MB)")
     return result
+
+
+def _average_gradients(params, world: int) -> None:
+    """Sum the gradients of every worker in one flat buffer, then divide."""
+    import torch.distributed as dist
+    grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    dist.all_reduce(flat)
+    flat /= world
+    offset = 0
+    for p, g in zip(params, grads):
+        n = g.numel()
+        p.grad = flat[offset:offset + n].view_as(p).clone()
+        offset += n
+
+
+def _average_buffers(model, world: int) -> None:
+    if world == 1:
+        return
+    import torch.distributed as dist
+    for name, buf in model.named_buffers():
+        if buf.is_floating_point() and "running" in name:
+            dist.all_reduce(buf)
+            buf /= world
+
+
+def _gather(obj, world: int):
+    if world == 1:
+        return [obj]
+    import torch.distributed as dist
+    out = [None] * world
+    dist.all_gather_object(out, obj)
+    return out
 
 
 def _tiny_da_inputs(device):
@@ -334,6 +477,8 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cpu", help="cpu or cuda")
     ap.add_argument("--aggregation", default="auto", choices=["auto", "ext", "reference"])
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workers", type=int, default=1,
+                    help="CPU training processes (one per core), gradients averaged")
     ap.add_argument("--threads", type=int, default=1,
                     help="torch CPU threads (0: torch's default; 1 is fastest on a shared machine)")
     ap.add_argument("--train-sequences", type=int, default=DEFAULT_SEQUENCES["train"])
@@ -343,6 +488,9 @@ def main(argv=None) -> int:
     ap.add_argument("--save-every", type=int, default=500)
     ap.add_argument("--dn-groups", type=int, default=DN_GROUPS,
                     help="denoising query groups (0: no denoising)")
+    ap.add_argument("--no-focus", dest="focus", action="store_false",
+                    help="keep the usual initialisation of the aggregation weights "
+                         "(see focus_groups)")
     ap.add_argument("--no-many", dest="many", action="store_false",
                     help="leave out the one-to-many box regression (losses.py)")
     ap.add_argument("--resume", action="store_true", help="continue from OUT/last.pt")
@@ -358,6 +506,10 @@ def main(argv=None) -> int:
                 if v < 1]
     if problems:
         print(f"train: {', '.join(problems)} must be at least 1", file=sys.stderr)
+        return 2
+    if args.workers < 1 or args.batch % args.workers:
+        print(f"train: --batch ({args.batch}) must be a multiple of --workers ({args.workers})",
+              file=sys.stderr)
         return 2
     if args.train_sequences < args.batch:
         print(f"train: --train-sequences ({args.train_sequences}) must be at least --batch "
