@@ -5,8 +5,9 @@ set -euo pipefail
 
 build_pkgs=(cmake make gcc g++ pkg-config protobuf-c-compiler libprotobuf-c-dev libonnx-dev
             libopenblas-dev libpng-dev python3 python3-dev python3-numpy python3-torch libtorch-dev
-            python3-onnx python3-setuptools)
-test_pkgs=(python3-pytest libonnx-testdata)
+            python3-onnx python3-setuptools python3-scipy)
+# matplotlib draws the training curve (s4d.sparse4d.train; optional there, tested here)
+test_pkgs=(python3-pytest libonnx-testdata python3-matplotlib)
 
 case "${1:-test}" in
   build|demo) want=("${build_pkgs[@]}") ;;
