@@ -416,6 +416,29 @@ def test_checkpoint_round_trip_in_half_precision(tmp_path):
         read_checkpoint(str(tmp_path / "other.pt"))
 
 
+def test_committed_checkpoint_fits_the_budget_and_scores_what_it_records():
+    """The trained weights the demo runs by default: small, fp16, strict fit
+    to the tiny preset, with how they were made; evaluated again over the
+    whole validation split they give the metrics their meta records (and
+    that docs/training.md and the README quote)."""
+    from s4d.sparse4d.checkpoint import default_checkpoint
+    from s4d.sparse4d.evaluate import evaluate_model
+    path = default_checkpoint("tiny")
+    assert os.path.getsize(path) <= 20 * 1024 * 1024
+    ck = read_checkpoint(path)
+    assert ck["preset"] == "tiny" and ck["overrides"] == {"yaw_swap_quirk": False}
+    assert all(v.dtype == torch.float16 for v in ck["state_dict"].values()
+               if v.is_floating_point())
+    meta = ck["meta"]
+    for key in ("command", "machine", "steps", "train_minutes", "val"):
+        assert key in meta, key
+    model = load_model(path, aggregation="ext", preset="tiny")
+    got = evaluate_model(model)
+    for key in ("mAP", "NDS"):
+        assert abs(got[key] - meta["val"][key]) < 2e-3, (key, got[key], meta["val"][key])
+    assert got["mAP"] > 0.4
+
+
 # ---------------------------------------------------------------- training smoke test
 
 def _log_rows(out):
