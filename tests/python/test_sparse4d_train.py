@@ -365,6 +365,34 @@ def test_ground_truth_moves_with_its_velocity_in_the_global_frame():
     np.testing.assert_allclose(gt["boxes"][:, 2] - gt["boxes"][:, 5] / 2, -1.84, atol=1e-4)
 
 
+def test_the_bank_carries_true_boxes_onto_the_next_frame():
+    """The head's projection of cached instances (head.project_anchor, with
+    the geometric yaw that training uses) moves the ground truth of a frame,
+    with its velocities, onto the ground truth of the next frame: the
+    dataset's ego poses, timestamps and box convention are the model's."""
+    from s4d.sparse4d.head import project_anchor, rigid_inverse_times
+    cfg = get_preset("tiny", yaw_swap_quirk=False)
+    frames = sequence_frames(cfg, "val", 2, length=3)
+    checked = 0
+    for f0, f1 in zip(frames, frames[1:]):
+        b0 = torch.from_numpy(f0["gt"]["boxes"].astype(np.float64))
+        a0 = torch.cat([encode_boxes(b0), torch.zeros(len(b0), 1, dtype=b0.dtype)], 1)[None]
+        rot, trans = rigid_inverse_times(torch.from_numpy(f1["ego_pose"]).double(),
+                                         torch.from_numpy(f0["ego_pose"]).double())
+        dt = torch.from_numpy(f1["timestamp"] - f0["timestamp"]).double().reshape(1)
+        moved = project_anchor(a0, rot, trans, dt, False)[0].numpy()
+        ids1 = {int(t): i for i, t in enumerate(f1["gt"]["track_ids"])}
+        for i, tid in enumerate(f0["gt"]["track_ids"]):
+            if int(tid) not in ids1:
+                continue
+            g = f1["gt"]["boxes"][ids1[int(tid)]].astype(np.float64)
+            np.testing.assert_allclose(moved[i, :3], g[:3], atol=2e-3)
+            np.testing.assert_allclose(moved[i, 6:8], [math.sin(g[6]), math.cos(g[6])], atol=1e-4)
+            np.testing.assert_allclose(moved[i, 8:10], g[7:9], atol=2e-3)
+            checked += 1
+    assert checked > 10
+
+
 def test_visible_objects_project_into_a_camera():
     cfg = get_preset("tiny")
     fr = sequence_frames(cfg, "val", 1, length=1)[0]
