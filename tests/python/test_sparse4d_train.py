@@ -7,8 +7,10 @@ import itertools
 import math
 import os
 
+import matplotlib  # noqa: F401  train.plot_curve draws the curve the smoke test checks
 import numpy as np
 import pytest
+import scipy.optimize  # noqa: F401  the matching and the tracking metric import it lazily
 import torch
 
 from s4d.sparse4d import get_preset
