@@ -1,0 +1,735 @@
+/*
+ * The convolution library's driver: parameter checks, the algorithm and
+ * blocking choice, weight packing, and the three run loops (implicit GEMM,
+ * Winograd, depthwise) over work items spread on the caller's threads. The
+ * arithmetic lives in kernels_<set>.c behind a table of function pointers.
+ */
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/conv/cpuconv_impl.h"
+
+#define PACK_MAGIC 0x57433453u /* "S4CW" */
+#define PACK_VERSION 1u
+#define PACK_HEADER 64         /* bytes before the packed floats */
+#define WS_ALIGN 64
+
+typedef struct pack_header {
+    uint32_t magic, version, algo, reserved;
+    int64_t m, c, kh, kw, group, floats;
+} pack_header;
+
+struct s4d_cpuconv_plan {
+    s4d_cpuconv_params p;
+    const cc_ops *ops;
+    s4d_cpuconv_algo algo;
+    int wm;          /* Winograd output tile side: 2 or 4 */
+    int64_t ho, wo, cg, mg, mgp, kdim;
+    int nslots;
+    int64_t items;
+    size_t slot_bytes, ws_bytes, packed_bytes;
+    double gflop;
+    /* implicit GEMM */
+    int direct_b;    /* 1x1, stride 1, no padding: B is the input itself */
+    int64_t kc, nb, nblk, mchunk, nmch;
+    /* Winograd */
+    int64_t th, tw, tiles, tb, ntb;
+    /* depthwise */
+    int64_t rows_per_item, nrch;
+};
+
+static s4d_status fail(s4d_errbuf *err, s4d_status st, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+static s4d_status fail(s4d_errbuf *err, s4d_status st, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+s4d_cpuconv_isa s4d_cpuconv_isa_best(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f"))
+        return S4D_CPUCONV_ISA_AVX512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return S4D_CPUCONV_ISA_AVX2;
+#endif
+    return S4D_CPUCONV_ISA_SCALAR;
+}
+
+const char *s4d_cpuconv_isa_name(s4d_cpuconv_isa isa)
+{
+    switch (isa) {
+    case S4D_CPUCONV_ISA_AUTO:
+        return "auto";
+    case S4D_CPUCONV_ISA_SCALAR:
+        return "scalar";
+    case S4D_CPUCONV_ISA_AVX2:
+        return "avx2";
+    case S4D_CPUCONV_ISA_AVX512:
+        return "avx512";
+    }
+    return "unknown";
+}
+
+const char *s4d_cpuconv_algo_name(s4d_cpuconv_algo algo)
+{
+    switch (algo) {
+    case S4D_CPUCONV_ALGO_AUTO:
+        return "auto";
+    case S4D_CPUCONV_ALGO_GEMM:
+        return "gemm";
+    case S4D_CPUCONV_ALGO_WINOGRAD2:
+        return "winograd2";
+    case S4D_CPUCONV_ALGO_WINOGRAD4:
+        return "winograd4";
+    case S4D_CPUCONV_ALGO_DEPTHWISE:
+        return "depthwise";
+    }
+    return "unknown";
+}
+
+static const cc_ops *ops_for(s4d_cpuconv_isa isa)
+{
+    switch (isa) {
+    case S4D_CPUCONV_ISA_AVX512:
+        return &s4d_cc_ops_avx512;
+    case S4D_CPUCONV_ISA_AVX2:
+        return &s4d_cc_ops_avx2;
+    case S4D_CPUCONV_ISA_SCALAR:
+    case S4D_CPUCONV_ISA_AUTO:
+        break;
+    }
+    return &s4d_cc_ops_scalar;
+}
+
+static int64_t cdiv(int64_t a, int64_t b)
+{
+    return (a + b - 1) / b;
+}
+
+static int64_t imin(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+static int64_t imax(int64_t a, int64_t b)
+{
+    return a > b ? a : b;
+}
+
+/* Share of useful lanes when n columns are done in vectors of 16. */
+static double lane_use(int64_t n)
+{
+    return (double)n / (double)(cdiv(n, 16) * 16);
+}
+
+
+/*
+ * Estimated cost, in multiply-add equivalents, of each algorithm. It does not
+ * depend on the instruction set, so that a plan made on one machine chooses
+ * (and packs) the same as on another. The transform and packing weights come
+ * from the AVX-512 runs of bench/conv.
+ */
+static double cost_gemm(int64_t group, int64_t mg, int64_t kdim, int64_t pix, int direct_b)
+{
+    double c = (double)group * (double)(cdiv(mg, CC_MR) * CC_MR) * (double)kdim * (double)pix / lane_use(pix);
+    if (!direct_b)
+        c += 3.0 * (double)group * (double)kdim * (double)pix;
+    return c;
+}
+
+static double cost_wino(int wm, int64_t c, int64_t m, int64_t ho, int64_t wo)
+{
+    const double a2 = (double)((wm + 2) * (wm + 2));
+    const double tiles = (double)(cdiv(ho, wm) * cdiv(wo, wm));
+    double gemm = a2 * (double)(cdiv(m, CC_MR) * CC_MR) * (double)c * tiles / lane_use((int64_t)tiles);
+    double trans = tiles * a2 * (2.0 * (double)c + 1.5 * (double)m);
+    return gemm + trans;
+}
+
+static int wino_fits(const s4d_cpuconv_plan *pl)
+{
+    const s4d_cpuconv_params *p = &pl->p;
+    return p->kh == 3 && p->kw == 3 && p->stride_h == 1 && p->stride_w == 1 && p->dil_h == 1 && p->dil_w == 1 &&
+           p->group == 1;
+}
+
+static int dw_fits(const s4d_cpuconv_plan *pl)
+{
+    const s4d_cpuconv_params *p = &pl->p;
+    return p->group > 1 && p->group == p->c && p->m == p->c;
+}
+
+/* Reduction block: all of K up to 320, else equal blocks of at most 256. */
+static int64_t pick_kc(int64_t k)
+{
+    return k <= 320 ? k : cdiv(k, cdiv(k, 256));
+}
+
+static void plan_gemm(s4d_cpuconv_plan *pl)
+{
+    const s4d_cpuconv_params *p = &pl->p;
+    const int64_t nr = pl->ops->nr, pix = pl->ho * pl->wo;
+    pl->direct_b = p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 && p->pad_top == 0 &&
+                   p->pad_left == 0 && p->pad_bottom == 0 && p->pad_right == 0;
+    pl->kc = pick_kc(pl->kdim);
+    /* A weight block of mchunk x kc stays in L2 while the pixel panels pass. */
+    pl->mchunk = imin(pl->mgp, imax(64, (65536 / pl->kc) / CC_MR * CC_MR));
+    pl->nb = imin(4 * nr, cdiv(pix, nr) * nr);
+    const int64_t want = 4 * (int64_t)pl->nslots;
+    for (;;) {
+        pl->nblk = cdiv(pix, pl->nb);
+        pl->nmch = cdiv(pl->mgp, pl->mchunk);
+        pl->items = p->n * p->group * pl->nblk * pl->nmch;
+        if (pl->items >= want)
+            break;
+        if (pl->nb > nr)
+            pl->nb -= nr;
+        else if (pl->mchunk > 32)
+            pl->mchunk = imax(32, (pl->mchunk / 2 + CC_MR - 1) / CC_MR * CC_MR);
+        else
+            break;
+    }
+    size_t bfloats = pl->direct_b ? 0 : (size_t)(pl->kc * cdiv(pl->nb, nr) * nr);
+    size_t segs = pl->direct_b ? 0 : (size_t)pl->nb * 4 * sizeof(int32_t);
+    pl->slot_bytes = (bfloats * sizeof(float) + segs + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN;
+    pl->packed_bytes = PACK_HEADER + sizeof(float) * (size_t)(p->group * pl->mgp * pl->kdim);
+}
+
+static void plan_wino(s4d_cpuconv_plan *pl)
+{
+    const s4d_cpuconv_params *p = &pl->p;
+    const int64_t nr = pl->ops->nr, a = pl->wm + 2;
+    pl->th = cdiv(pl->ho, pl->wm);
+    pl->tw = cdiv(pl->wo, pl->wm);
+    pl->tiles = pl->th * pl->tw;
+    pl->kc = pick_kc(p->c);
+    pl->tb = imin(2 * nr, cdiv(pl->tiles, nr) * nr);
+    pl->mchunk = pl->mgp;
+    const int64_t want = 2 * (int64_t)pl->nslots;
+    for (;;) {
+        pl->ntb = cdiv(pl->tiles, pl->tb);
+        pl->nmch = cdiv(pl->mgp, pl->mchunk);
+        pl->items = p->n * pl->ntb * pl->nmch;
+        if (pl->items >= want)
+            break;
+        if (pl->tb > nr)
+            pl->tb -= nr;
+        else if (pl->mchunk > 64)
+            pl->mchunk = imax(64, (pl->mchunk / 2 + CC_MR - 1) / CC_MR * CC_MR);
+        else
+            break;
+    }
+    const int64_t np = cdiv(pl->tb, nr);
+    size_t vfloats = (size_t)(a * a * np * nr * p->c), mfloats = (size_t)(a * a * pl->mchunk * np * nr);
+    pl->slot_bytes = ((vfloats + mfloats) * sizeof(float) + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN;
+    pl->packed_bytes = PACK_HEADER + sizeof(float) * (size_t)(a * a * pl->mgp * p->c);
+}
+
+static void plan_dw(s4d_cpuconv_plan *pl)
+{
+    const s4d_cpuconv_params *p = &pl->p;
+    const int64_t planes = p->n * p->c, want = 4 * (int64_t)pl->nslots;
+    pl->nrch = planes >= want ? 1 : imin(pl->ho, cdiv(want, planes));
+    pl->rows_per_item = cdiv(pl->ho, pl->nrch);
+    pl->nrch = cdiv(pl->ho, pl->rows_per_item);
+    pl->items = planes * pl->nrch;
+    pl->slot_bytes = 0;
+    pl->packed_bytes = PACK_HEADER + sizeof(float) * (size_t)(p->c * p->kh * p->kw);
+}
+
+static s4d_status check_params(const s4d_cpuconv_params *in, s4d_cpuconv_params *p, s4d_errbuf *err)
+{
+    if (in->struct_size < sizeof(s4d_cpuconv_params))
+        return fail(err, S4D_ERR_INVALID_ARG, "cpuconv params: struct_size %u is below %zu", in->struct_size,
+                    sizeof(s4d_cpuconv_params));
+    *p = *in;
+    int64_t *ones[] = {&p->stride_h, &p->stride_w, &p->dil_h, &p->dil_w, &p->group};
+    for (size_t i = 0; i < sizeof ones / sizeof ones[0]; i++)
+        if (*ones[i] == 0)
+            *ones[i] = 1;
+    if (p->num_threads <= 0)
+        p->num_threads = 1;
+    const struct {
+        const char *name;
+        int64_t v;
+    } pos[] = {{"n", p->n},           {"c", p->c},         {"h", p->h},       {"w", p->w},
+               {"m", p->m},           {"kh", p->kh},       {"kw", p->kw},     {"stride_h", p->stride_h},
+               {"stride_w", p->stride_w}, {"dil_h", p->dil_h}, {"dil_w", p->dil_w}, {"group", p->group}};
+    for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
+        if (pos[i].v <= 0)
+            return fail(err, S4D_ERR_INVALID_ARG, "cpuconv params: %s = %lld must be positive", pos[i].name,
+                        (long long)pos[i].v);
+    const struct {
+        const char *name;
+        int64_t v;
+    } pads[] = {{"pad_top", p->pad_top}, {"pad_left", p->pad_left}, {"pad_bottom", p->pad_bottom},
+                {"pad_right", p->pad_right}};
+    for (size_t i = 0; i < 4; i++)
+        if (pads[i].v < 0)
+            return fail(err, S4D_ERR_INVALID_ARG, "cpuconv params: %s = %lld is negative", pads[i].name,
+                        (long long)pads[i].v);
+    if (p->act < S4D_CPUCONV_ACT_NONE || p->act > S4D_CPUCONV_ACT_CLIP)
+        return fail(err, S4D_ERR_INVALID_ARG, "cpuconv params: unknown activation %d", (int)p->act);
+    if (p->act == S4D_CPUCONV_ACT_CLIP && !(p->act_min <= p->act_max))
+        return fail(err, S4D_ERR_INVALID_ARG, "cpuconv params: clip range [%g, %g] is empty", (double)p->act_min,
+                    (double)p->act_max);
+    if (p->algo < S4D_CPUCONV_ALGO_AUTO || p->algo > S4D_CPUCONV_ALGO_DEPTHWISE)
+        return fail(err, S4D_ERR_INVALID_ARG, "cpuconv params: unknown algorithm %d", (int)p->algo);
+    if (p->isa < S4D_CPUCONV_ISA_AUTO || p->isa > S4D_CPUCONV_ISA_AVX512)
+        return fail(err, S4D_ERR_INVALID_ARG, "cpuconv params: unknown instruction set %d", (int)p->isa);
+    if (p->c % p->group != 0 || p->m % p->group != 0)
+        return fail(err, S4D_ERR_SHAPE, "cpuconv params: group %lld must divide c = %lld and m = %lld",
+                    (long long)p->group, (long long)p->c, (long long)p->m);
+    /* Sizes the kernels index with 32-bit lanes or multiply together. */
+    const int64_t big = INT32_MAX / 2;
+    if (p->h > big || p->w > big || p->h * p->w > big || p->kh > 4096 || p->kw > 4096 || p->pad_top > big ||
+        p->pad_left > big || p->pad_bottom > big || p->pad_right > big || p->stride_h > big || p->stride_w > big ||
+        p->dil_h > 4096 || p->dil_w > 4096 || p->c > big || p->m > big || p->n > big)
+        return fail(err, S4D_ERR_UNSUPPORTED, "cpuconv params: a size exceeds the 2^30 elements per plane supported");
+    return S4D_OK;
+}
+
+s4d_status s4d_cpuconv_plan_create(const s4d_cpuconv_params *params, s4d_cpuconv_plan **out, s4d_errbuf *err)
+{
+    if (!out)
+        return fail(err, S4D_ERR_INVALID_ARG, "cpuconv plan: out is NULL");
+    *out = NULL;
+    if (!params)
+        return fail(err, S4D_ERR_INVALID_ARG, "cpuconv plan: params is NULL");
+    s4d_cpuconv_plan tmp;
+    memset(&tmp, 0, sizeof tmp);
+    s4d_cpuconv_plan *pl = &tmp;
+    s4d_status st = check_params(params, &pl->p, err);
+    if (st != S4D_OK)
+        return st;
+    const s4d_cpuconv_params *p = &pl->p;
+    const int64_t ext_h = p->dil_h * (p->kh - 1) + 1, ext_w = p->dil_w * (p->kw - 1) + 1;
+    if (p->h + p->pad_top + p->pad_bottom < ext_h || p->w + p->pad_left + p->pad_right < ext_w)
+        return fail(err, S4D_ERR_SHAPE, "cpuconv plan: the dilated kernel %lldx%lld exceeds the padded input %lldx%lld",
+                    (long long)ext_h, (long long)ext_w, (long long)(p->h + p->pad_top + p->pad_bottom),
+                    (long long)(p->w + p->pad_left + p->pad_right));
+    pl->ho = (p->h + p->pad_top + p->pad_bottom - ext_h) / p->stride_h + 1;
+    pl->wo = (p->w + p->pad_left + p->pad_right - ext_w) / p->stride_w + 1;
+    if (pl->ho * pl->wo > INT32_MAX / 2)
+        return fail(err, S4D_ERR_UNSUPPORTED, "cpuconv plan: output plane %lldx%lld exceeds 2^30 elements",
+                    (long long)pl->ho, (long long)pl->wo);
+    pl->cg = p->c / p->group;
+    pl->mg = p->m / p->group;
+    pl->mgp = cdiv(pl->mg, CC_MR) * CC_MR;
+    pl->kdim = pl->cg * p->kh * p->kw;
+    pl->nslots = p->num_threads;
+
+    s4d_cpuconv_isa best = s4d_cpuconv_isa_best(), isa = p->isa == S4D_CPUCONV_ISA_AUTO ? best : p->isa;
+    if (isa > best)
+        return fail(err, S4D_ERR_UNSUPPORTED, "cpuconv plan: this CPU lacks the %s instructions asked for (best: %s)",
+                    s4d_cpuconv_isa_name(isa), s4d_cpuconv_isa_name(best));
+    pl->ops = ops_for(isa);
+
+    const int64_t pix = pl->ho * pl->wo;
+    s4d_cpuconv_algo algo = p->algo;
+    if (algo == S4D_CPUCONV_ALGO_AUTO) {
+        if (dw_fits(pl)) {
+            algo = S4D_CPUCONV_ALGO_DEPTHWISE;
+        } else {
+            int direct_b = p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 && p->pad_top == 0 &&
+                           p->pad_left == 0 && p->pad_bottom == 0 && p->pad_right == 0;
+            double best_cost = cost_gemm(p->group, pl->mg, pl->kdim, pix, direct_b);
+            algo = S4D_CPUCONV_ALGO_GEMM;
+            if (wino_fits(pl)) {
+                double c2 = cost_wino(2, p->c, p->m, pl->ho, pl->wo), c4 = cost_wino(4, p->c, p->m, pl->ho, pl->wo);
+                if (c2 < best_cost) {
+                    best_cost = c2;
+                    algo = S4D_CPUCONV_ALGO_WINOGRAD2;
+                }
+                if (c4 < best_cost)
+                    algo = S4D_CPUCONV_ALGO_WINOGRAD4;
+            }
+        }
+    } else if ((algo == S4D_CPUCONV_ALGO_WINOGRAD2 || algo == S4D_CPUCONV_ALGO_WINOGRAD4) && !wino_fits(pl)) {
+        return fail(err, S4D_ERR_UNSUPPORTED,
+                    "cpuconv plan: Winograd needs a 3x3 kernel, stride 1, dilation 1 and group 1 (got %lldx%lld, "
+                    "stride %lldx%lld, dilation %lldx%lld, group %lld)",
+                    (long long)p->kh, (long long)p->kw, (long long)p->stride_h, (long long)p->stride_w,
+                    (long long)p->dil_h, (long long)p->dil_w, (long long)p->group);
+    } else if (algo == S4D_CPUCONV_ALGO_DEPTHWISE && !dw_fits(pl)) {
+        return fail(err, S4D_ERR_UNSUPPORTED,
+                    "cpuconv plan: depthwise needs group = c = m > 1 (got group %lld, c %lld, m %lld)",
+                    (long long)p->group, (long long)p->c, (long long)p->m);
+    }
+    pl->algo = algo;
+    switch (algo) {
+    case S4D_CPUCONV_ALGO_GEMM:
+        plan_gemm(pl);
+        pl->gflop = 2e-9 * (double)p->n * (double)p->m * (double)pl->kdim * (double)pix;
+        break;
+    case S4D_CPUCONV_ALGO_WINOGRAD2:
+    case S4D_CPUCONV_ALGO_WINOGRAD4:
+        pl->wm = algo == S4D_CPUCONV_ALGO_WINOGRAD4 ? 4 : 2;
+        plan_wino(pl);
+        pl->gflop = 2e-9 * (double)p->n * (double)((pl->wm + 2) * (pl->wm + 2)) * (double)p->m * (double)p->c *
+                    (double)pl->tiles;
+        break;
+    case S4D_CPUCONV_ALGO_DEPTHWISE:
+        plan_dw(pl);
+        pl->gflop = 2e-9 * (double)p->n * (double)p->c * (double)(p->kh * p->kw) * (double)pix;
+        break;
+    case S4D_CPUCONV_ALGO_AUTO:
+        return fail(err, S4D_ERR_INTERNAL, "cpuconv plan: no algorithm chosen");
+    }
+    pl->ws_bytes = pl->slot_bytes ? (size_t)pl->nslots * pl->slot_bytes + WS_ALIGN : 0;
+    s4d_cpuconv_plan *heap = malloc(sizeof *heap);
+    if (!heap)
+        return fail(err, S4D_ERR_NO_MEMORY, "cpuconv plan: out of memory");
+    *heap = tmp;
+    *out = heap;
+    return S4D_OK;
+}
+
+void s4d_cpuconv_plan_destroy(s4d_cpuconv_plan *plan)
+{
+    free(plan);
+}
+
+void s4d_cpuconv_plan_info(const s4d_cpuconv_plan *plan, s4d_cpuconv_info *info)
+{
+    memset(info, 0, sizeof *info);
+    if (!plan)
+        return;
+    info->algo = plan->algo;
+    info->isa = plan->ops->isa;
+    info->ho = plan->ho;
+    info->wo = plan->wo;
+    info->workspace_bytes = plan->ws_bytes;
+    info->packed_bytes = plan->packed_bytes;
+    info->est_gflop = plan->gflop;
+}
+
+/* ---- weight packing ---- */
+
+/* G of F(m x m, 3x3): the kernel's values at the interpolation points. */
+static const double G4[6][3] = {{1.0 / 4, 0, 0},
+                                {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                                {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                                {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                                {0, 0, 1}};
+static const double G2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+
+s4d_status s4d_cpuconv_pack_weights(const s4d_cpuconv_plan *plan, const float *w, void *packed, size_t packed_bytes,
+                                    s4d_errbuf *err)
+{
+    if (!plan || !w || !packed)
+        return fail(err, S4D_ERR_INVALID_ARG, "cpuconv pack: %s is NULL", !plan ? "plan" : !w ? "w" : "packed");
+    if (packed_bytes < plan->packed_bytes)
+        return fail(err, S4D_ERR_INVALID_ARG, "cpuconv pack: %zu bytes given, %zu needed", packed_bytes,
+                    plan->packed_bytes);
+    const s4d_cpuconv_params *p = &plan->p;
+    pack_header h;
+    memset(&h, 0, sizeof h);
+    h.magic = PACK_MAGIC;
+    h.version = PACK_VERSION;
+    h.algo = (uint32_t)plan->algo;
+    h.m = p->m;
+    h.c = p->c;
+    h.kh = p->kh;
+    h.kw = p->kw;
+    h.group = p->group;
+    h.floats = (int64_t)((plan->packed_bytes - PACK_HEADER) / sizeof(float));
+    memset(packed, 0, PACK_HEADER);
+    memcpy(packed, &h, sizeof h);
+    float *dst = (float *)((char *)packed + PACK_HEADER);
+    const int64_t kdim = plan->kdim, mgp = plan->mgp, mg = plan->mg;
+    switch (plan->algo) {
+    case S4D_CPUCONV_ALGO_GEMM:
+        /* [group][panel][k][CC_MR], rows past mg zero */
+        for (int64_t g = 0; g < p->group; g++)
+            for (int64_t mp = 0; mp < mgp / CC_MR; mp++)
+                for (int64_t k = 0; k < kdim; k++)
+                    for (int i = 0; i < CC_MR; i++) {
+                        int64_t row = mp * CC_MR + i;
+                        *dst++ = row < mg ? w[(g * mg + row) * kdim + k] : 0.0f;
+                    }
+        break;
+    case S4D_CPUCONV_ALGO_WINOGRAD2:
+    case S4D_CPUCONV_ALGO_WINOGRAD4: {
+        /* U = G g G^T in double, then [xi][panel][c][CC_MR] */
+        const int a = plan->wm + 2;
+        const double(*G)[3] = plan->wm == 4 ? G4 : G2;
+        const int64_t c = p->c;
+        float *u = dst;
+        memset(u, 0, sizeof(float) * (size_t)(a * a * mgp * c));
+        for (int64_t mo = 0; mo < p->m; mo++)
+            for (int64_t ci = 0; ci < c; ci++) {
+                const float *g = w + (mo * c + ci) * 9;
+                double gt[6][3]; /* G g */
+                for (int r = 0; r < a; r++)
+                    for (int j = 0; j < 3; j++)
+                        gt[r][j] = G[r][0] * g[j] + G[r][1] * g[3 + j] + G[r][2] * g[6 + j];
+                for (int r = 0; r < a; r++)
+                    for (int q = 0; q < a; q++) {
+                        double v = gt[r][0] * G[q][0] + gt[r][1] * G[q][1] + gt[r][2] * G[q][2];
+                        int64_t xi = r * a + q;
+                        u[((xi * (mgp / CC_MR) + mo / CC_MR) * c + ci) * CC_MR + mo % CC_MR] = (float)v;
+                    }
+            }
+        break;
+    }
+    case S4D_CPUCONV_ALGO_DEPTHWISE:
+        memcpy(dst, w, sizeof(float) * (size_t)(p->c * p->kh * p->kw));
+        break;
+    case S4D_CPUCONV_ALGO_AUTO:
+        return fail(err, S4D_ERR_INTERNAL, "cpuconv pack: plan without an algorithm");
+    }
+    return S4D_OK;
+}
+
+/* ---- run ---- */
+
+typedef struct run_ctx {
+    const s4d_cpuconv_plan *pl;
+    const float *w, *x, *bias, *res;
+    float *y;
+    char *ws;
+    atomic_llong next;
+} run_ctx;
+
+typedef struct seg {
+    int32_t oy, ox, len, at;
+} seg;
+
+static void gemm_item(const run_ctx *r, int64_t item, char *slot)
+{
+    const s4d_cpuconv_plan *pl = r->pl;
+    const s4d_cpuconv_params *p = &pl->p;
+    const cc_ops *ops = pl->ops;
+    const int64_t nr = ops->nr, pix = pl->ho * pl->wo, plane = p->h * p->w, kdim = pl->kdim;
+    int64_t it = item;
+    const int64_t mc = it % pl->nmch;
+    it /= pl->nmch;
+    const int64_t blk = it % pl->nblk;
+    it /= pl->nblk;
+    const int64_t g = it % p->group, n = it / p->group;
+    const float *xg = r->x + (n * p->c + g * pl->cg) * plane;
+    const int64_t ych = n * p->m + g * pl->mg; /* first output channel of the group */
+    const float *ag = r->w + g * pl->mgp * kdim;
+    const int64_t m0 = mc * pl->mchunk, m1 = imin(pl->mg, m0 + pl->mchunk);
+    const int64_t n0 = blk * pl->nb, nbb = imin(pl->nb, pix - n0), np = cdiv(nbb, nr);
+    float *bbuf = (float *)slot;
+    seg *segs = NULL;
+    int64_t nseg = 0;
+    if (!pl->direct_b) {
+        segs = (seg *)(slot + sizeof(float) * (size_t)(pl->kc * cdiv(pl->nb, nr) * nr));
+        for (int64_t j = 0; j < nbb;) {
+            int64_t q = n0 + j, oy = q / pl->wo, ox = q % pl->wo;
+            int64_t len = imin(imin(pl->wo - ox, nbb - j), nr - j % nr);
+            segs[nseg++] = (seg){(int32_t)oy, (int32_t)ox, (int32_t)len, (int32_t)j};
+            j += len;
+        }
+    }
+    const int64_t khw = p->kh * p->kw;
+    cc_epi epi = {NULL, NULL, pix, (int)p->act, p->act_min, p->act_max};
+    for (int64_t k0 = 0; k0 < kdim; k0 += pl->kc) {
+        const int64_t kcb = imin(pl->kc, kdim - k0);
+        const int last = k0 + kcb == kdim;
+        const float *b0;
+        int64_t ldb, pstride;
+        if (pl->direct_b) {
+            b0 = xg + k0 * plane + n0;
+            ldb = plane;
+            pstride = nr;
+        } else {
+            for (int64_t kk = 0; kk < kcb; kk++) {
+                const int64_t k = k0 + kk, ci = k / khw, ky = (k % khw) / p->kw, kx = k % p->kw;
+                const float *xc = xg + ci * plane;
+                for (int64_t s = 0; s < nseg; s++) {
+                    const seg *sg = &segs[s];
+                    int64_t iy = (int64_t)sg->oy * p->stride_h - p->pad_top + ky * p->dil_h;
+                    const float *row = iy >= 0 && iy < p->h ? xc + iy * p->w : NULL;
+                    float *dst = bbuf + (sg->at / nr) * kcb * nr + kk * nr + sg->at % nr;
+                    ops->pack_row(row, p->w, (int64_t)sg->ox * p->stride_w - p->pad_left + kx * p->dil_w,
+                                  p->stride_w, sg->len, dst);
+                }
+            }
+            b0 = bbuf;
+            ldb = nr;
+            pstride = kcb * nr;
+        }
+        for (int64_t pp = 0; pp < np; pp++) {
+            const int nc = (int)imin(nr, nbb - pp * nr);
+            const float *bp = b0 + pp * pstride;
+            for (int64_t mrow = m0; mrow < m1; mrow += CC_MR) {
+                const int mr = (int)imin(CC_MR, m1 - mrow);
+                const int64_t at = (ych + mrow) * pix + n0 + pp * nr;
+                if (last) {
+                    epi.bias = r->bias ? r->bias + (g * pl->mg + mrow) : NULL;
+                    epi.res = r->res ? r->res + at : NULL;
+                }
+                ops->ukr(kcb, ag + mrow * kdim + k0 * CC_MR, bp, ldb, r->y + at, pix, mr, nc, k0 > 0,
+                         last ? &epi : NULL);
+            }
+        }
+    }
+}
+
+static void wino_item(const run_ctx *r, int64_t item, char *slot)
+{
+    const s4d_cpuconv_plan *pl = r->pl;
+    const s4d_cpuconv_params *p = &pl->p;
+    const cc_ops *ops = pl->ops;
+    const int wm = pl->wm, a = wm + 2;
+    const int64_t nr = ops->nr, vl = ops->vl, pix = pl->ho * pl->wo, plane = p->h * p->w, c = p->c;
+    int64_t it = item;
+    const int64_t mc = it % pl->nmch;
+    it /= pl->nmch;
+    const int64_t tbi = it % pl->ntb, n = it / pl->ntb;
+    const int64_t m0 = mc * pl->mchunk, m1 = imin(p->m, m0 + pl->mchunk), mrows = cdiv(m1 - m0, CC_MR) * CC_MR;
+    const int64_t t0 = tbi * pl->tb, ntl = imin(pl->tb, pl->tiles - t0), np = cdiv(ntl, nr);
+    const int64_t ncols = cdiv(ntl, vl) * vl; /* whole vectors: lanes past ntl hold transforms of zeros */
+    const int64_t tbp = np * nr;
+    float *vbuf = (float *)slot;
+    float *mbuf = vbuf + (size_t)(a * a) * (size_t)(cdiv(pl->tb, nr) * nr) * (size_t)c;
+    const int64_t vxi = np * c * nr, mxi = mrows * tbp;
+    const float *xn = r->x + n * c * plane;
+    cc_tiles tl;
+    for (int64_t j = 0; j < ntl; j += vl) {
+        tl.n = (int)imin(vl, ntl - j);
+        for (int l = 0; l < tl.n; l++) {
+            int64_t t = t0 + j + l;
+            tl.oy[l] = (int32_t)((t / pl->tw) * wm);
+            tl.ox[l] = (int32_t)((t % pl->tw) * wm);
+        }
+        ops->wino_in(wm, xn, plane, c, p->h, p->w, p->pad_top, p->pad_left, &tl, vbuf + (j / nr) * c * nr + j % nr,
+                     vxi, nr);
+    }
+    const float *u = r->w;
+    const int64_t upan = pl->mgp / CC_MR;
+    for (int64_t xi = 0; xi < a * a; xi++)
+        for (int64_t k0 = 0; k0 < c; k0 += pl->kc) {
+            const int64_t kcb = imin(pl->kc, c - k0);
+            for (int64_t pp = 0; pp < np; pp++) {
+                const int nc = (int)imin(nr, ncols - pp * nr);
+                const float *bp = vbuf + xi * vxi + pp * c * nr + k0 * nr;
+                for (int64_t mrow = m0; mrow < m1; mrow += CC_MR) {
+                    const int mr = (int)imin(CC_MR, m1 - mrow);
+                    const float *ap = u + ((xi * upan + mrow / CC_MR) * c + k0) * CC_MR;
+                    ops->ukr(kcb, ap, bp, nr, mbuf + xi * mxi + (mrow - m0) * tbp + pp * nr, tbp, mr, nc, k0 > 0,
+                             NULL);
+                }
+            }
+        }
+    const int64_t ych = n * p->m + m0;
+    const cc_post post = {(int)p->act, p->act_min, p->act_max};
+    for (int64_t j = 0; j < ntl; j += vl) {
+        tl.n = (int)imin(vl, ntl - j);
+        for (int l = 0; l < tl.n; l++) {
+            int64_t t = t0 + j + l;
+            tl.oy[l] = (int32_t)((t / pl->tw) * wm);
+            tl.ox[l] = (int32_t)((t % pl->tw) * wm);
+        }
+        ops->wino_out(wm, mbuf + j, mxi, tbp, m1 - m0, &tl, pl->ho, pl->wo, r->bias ? r->bias + m0 : NULL,
+                      r->res ? r->res + ych * pix : NULL, r->y + ych * pix, pix, &post);
+    }
+}
+
+static void dw_item(const run_ctx *r, int64_t item)
+{
+    const s4d_cpuconv_plan *pl = r->pl;
+    const s4d_cpuconv_params *p = &pl->p;
+    const int64_t rc = item % pl->nrch, plane_id = item / pl->nrch, ci = plane_id % p->c;
+    const int64_t pix = pl->ho * pl->wo;
+    const cc_geom g = {p->h, p->w, pl->ho, pl->wo, p->kh, p->kw, p->stride_h, p->stride_w,
+                       p->pad_top, p->pad_left, p->dil_h, p->dil_w};
+    const cc_post post = {(int)p->act, p->act_min, p->act_max};
+    const int64_t oy0 = rc * pl->rows_per_item, oy1 = imin(pl->ho, oy0 + pl->rows_per_item);
+    pl->ops->dw_rows(&g, r->x + plane_id * p->h * p->w, r->w + ci * p->kh * p->kw, r->bias ? r->bias[ci] : 0.0f,
+                     r->res ? r->res + plane_id * pix : NULL, r->y + plane_id * pix, oy0, oy1, &post);
+}
+
+static void run_slots(void *arg, int64_t begin, int64_t end)
+{
+    run_ctx *r = arg;
+    const s4d_cpuconv_plan *pl = r->pl;
+    for (int64_t s = begin; s < end; s++) {
+        char *slot = r->ws ? r->ws + (size_t)s * pl->slot_bytes : NULL;
+        for (;;) {
+            int64_t item = atomic_fetch_add(&r->next, 1);
+            if (item >= pl->items)
+                break;
+            switch (pl->algo) {
+            case S4D_CPUCONV_ALGO_GEMM:
+                gemm_item(r, item, slot);
+                break;
+            case S4D_CPUCONV_ALGO_WINOGRAD2:
+            case S4D_CPUCONV_ALGO_WINOGRAD4:
+                wino_item(r, item, slot);
+                break;
+            case S4D_CPUCONV_ALGO_DEPTHWISE:
+                dw_item(r, item);
+                break;
+            case S4D_CPUCONV_ALGO_AUTO:
+                break;
+            }
+        }
+    }
+}
+
+s4d_status s4d_cpuconv_run(const s4d_cpuconv_plan *plan, const void *packed, const float *x, const float *bias,
+                           const float *residual, float *y, void *workspace, size_t workspace_bytes,
+                           s4d_cpuconv_parallel_for parallel_for, void *pool, s4d_errbuf *err)
+{
+    if (!plan || !packed || !x || !y)
+        return fail(err, S4D_ERR_INVALID_ARG, "cpuconv run: %s is NULL",
+                    !plan ? "plan" : !packed ? "packed" : !x ? "x" : "y");
+    const s4d_cpuconv_params *p = &plan->p;
+    if (p->has_bias && !bias)
+        return fail(err, S4D_ERR_INVALID_ARG, "cpuconv run: the plan has a bias but bias is NULL");
+    if (p->has_residual && !residual)
+        return fail(err, S4D_ERR_INVALID_ARG, "cpuconv run: the plan has a residual but residual is NULL");
+    if (workspace_bytes < plan->ws_bytes || (plan->ws_bytes && !workspace))
+        return fail(err, S4D_ERR_INVALID_ARG, "cpuconv run: workspace of %zu bytes, %zu needed",
+                    workspace ? workspace_bytes : 0, plan->ws_bytes);
+    pack_header h;
+    memcpy(&h, packed, sizeof h);
+    if (h.magic != PACK_MAGIC || h.version != PACK_VERSION || h.algo != (uint32_t)plan->algo || h.m != p->m ||
+        h.c != p->c || h.kh != p->kh || h.kw != p->kw || h.group != p->group ||
+        h.floats != (int64_t)((plan->packed_bytes - PACK_HEADER) / sizeof(float)))
+        return fail(err, S4D_ERR_INVALID_ARG,
+                    "cpuconv run: the packed weights were not made for this plan (%s, m %lld, c %lld, %lldx%lld, "
+                    "group %lld)",
+                    s4d_cpuconv_algo_name(plan->algo), (long long)p->m, (long long)p->c, (long long)p->kh,
+                    (long long)p->kw, (long long)p->group);
+    run_ctx r;
+    r.pl = plan;
+    r.w = (const float *)((const char *)packed + PACK_HEADER);
+    r.x = x;
+    r.bias = p->has_bias ? bias : NULL;
+    r.res = p->has_residual ? residual : NULL;
+    r.y = y;
+    r.ws = NULL;
+    if (plan->ws_bytes) {
+        uintptr_t at = ((uintptr_t)workspace + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN;
+        r.ws = (char *)at;
+    }
+    atomic_init(&r.next, 0);
+    int64_t slots = imin(plan->nslots, plan->items);
+    if (parallel_for && slots > 1)
+        parallel_for(pool, slots, run_slots, &r);
+    else
+        run_slots(&r, 0, 1);
+    return S4D_OK;
+}
