@@ -242,6 +242,7 @@ static const ccase wino_cases[] = {
     {"K blocks + clip", 1, 300, 8, 36, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, S4D_CPUCONV_ACT_CLIP},
     {"tiny image", 1, 3, 3, 3, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, S4D_CPUCONV_ACT_NONE},
     {"many tiles", 1, 8, 40, 150, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, S4D_CPUCONV_ACT_NONE},
+    {"narrow: many rows a vector", 1, 6, 30, 5, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, S4D_CPUCONV_ACT_RELU},
 };
 
 static const ccase dw_cases[] = {

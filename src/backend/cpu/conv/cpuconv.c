@@ -16,6 +16,10 @@
 #define PACK_VERSION 1u
 #define PACK_HEADER 64         /* bytes before the packed floats */
 #define WS_ALIGN 64
+/* Floats between consecutive Winograd elements' buffers beyond their size: the
+ * 36 transforms of one channel are written (and read back) together, and
+ * buffer sizes that are multiples of 4 KiB would put them all in one L1 set. */
+#define XI_PAD 16
 
 typedef struct pack_header {
     uint32_t magic, version, algo, reserved;
@@ -139,26 +143,41 @@ static double lane_use(int64_t n)
 
 
 /*
- * Estimated cost, in multiply-add equivalents, of each algorithm. It does not
- * depend on the instruction set, so that a plan made on one machine chooses
- * (and packs) the same as on another. The transform and packing weights come
- * from the AVX-512 runs of bench/conv.
+ * Estimated cost, in multiply-add equivalents, of each algorithm on one
+ * thread. It depends on the shape only (not on the instruction set or the
+ * thread count), so that the plan made at build time and the one made at run
+ * time choose, and pack, the same. Terms: multiply-adds over the share of
+ * vector lanes used; packing or transforms; the packed weights, read once from
+ * memory (about 12 multiply-adds a byte on the AVX-512 machine of
+ * bench/results/cpu-conv-*) and again from cache (1 a byte) for each further
+ * pixel or tile block.
  */
+#define COST_MEM_BYTE 12.0
+#define COST_CACHE_BYTE 1.0
+#define COST_NB 192 /* pixels per block of the implicit GEMM (4 AVX-512 panels) */
+#define COST_TB 96  /* tiles per Winograd block */
+
+static double weight_cost(double bytes, int64_t blocks)
+{
+    return bytes * (COST_MEM_BYTE + COST_CACHE_BYTE * (double)(blocks - 1));
+}
+
 static double cost_gemm(int64_t group, int64_t mg, int64_t kdim, int64_t pix, int direct_b)
 {
-    double c = (double)group * (double)(cdiv(mg, CC_MR) * CC_MR) * (double)kdim * (double)pix / lane_use(pix);
+    const double mgp = (double)(cdiv(mg, CC_MR) * CC_MR);
+    double c = (double)group * mgp * (double)kdim * (double)pix / lane_use(pix);
     if (!direct_b)
         c += 3.0 * (double)group * (double)kdim * (double)pix;
-    return c;
+    return c + weight_cost(4.0 * (double)group * mgp * (double)kdim, cdiv(pix, COST_NB));
 }
 
 static double cost_wino(int wm, int64_t c, int64_t m, int64_t ho, int64_t wo)
 {
-    const double a2 = (double)((wm + 2) * (wm + 2));
-    const double tiles = (double)(cdiv(ho, wm) * cdiv(wo, wm));
-    double gemm = a2 * (double)(cdiv(m, CC_MR) * CC_MR) * (double)c * tiles / lane_use((int64_t)tiles);
-    double trans = tiles * a2 * (2.0 * (double)c + 1.5 * (double)m);
-    return gemm + trans;
+    const double a2 = (double)((wm + 2) * (wm + 2)), mp = (double)(cdiv(m, CC_MR) * CC_MR);
+    const int64_t tiles = cdiv(ho, wm) * cdiv(wo, wm);
+    double gemm = a2 * mp * (double)c * (double)tiles / lane_use(tiles);
+    double trans = (double)tiles * a2 * (2.0 * (double)c + 1.5 * (double)m);
+    return gemm + trans + weight_cost(4.0 * a2 * mp * (double)c, cdiv(tiles, COST_TB));
 }
 
 static int wino_fits(const s4d_cpuconv_plan *pl)
@@ -187,20 +206,28 @@ static void plan_gemm(s4d_cpuconv_plan *pl)
     pl->direct_b = p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 && p->pad_top == 0 &&
                    p->pad_left == 0 && p->pad_bottom == 0 && p->pad_right == 0;
     pl->kc = pick_kc(pl->kdim);
-    /* A weight block of mchunk x kc stays in L2 while the pixel panels pass. */
-    pl->mchunk = imin(pl->mgp, imax(64, (65536 / pl->kc) / CC_MR * CC_MR));
+    /* Items take all of M (each weight byte is read once per pixel block)
+     * unless the slots need more items. */
+    pl->mchunk = pl->mgp;
     pl->nb = imin(4 * nr, cdiv(pix, nr) * nr);
-    const int64_t want = 4 * (int64_t)pl->nslots;
+    /*
+     * Enough items for the slots to share (one is enough for one slot), made
+     * by splitting M where re-packing the pixels costs less than re-reading
+     * the weights (always for direct 1x1), else by narrowing the pixel block.
+     */
+    const int64_t want = pl->nslots > 1 ? 4 * (int64_t)pl->nslots : 1;
     for (;;) {
         pl->nblk = cdiv(pix, pl->nb);
         pl->nmch = cdiv(pl->mgp, pl->mchunk);
         pl->items = p->n * p->group * pl->nblk * pl->nmch;
         if (pl->items >= want)
             break;
-        if (pl->nb > nr)
-            pl->nb -= nr;
-        else if (pl->mchunk > 32)
+        const int can_m = pl->mchunk > 32, can_n = pl->nb > nr;
+        const int prefer_m = pl->direct_b || pl->mgp >= pix;
+        if (can_m && (prefer_m || !can_n))
             pl->mchunk = imax(32, (pl->mchunk / 2 + CC_MR - 1) / CC_MR * CC_MR);
+        else if (can_n)
+            pl->nb -= nr;
         else
             break;
     }
@@ -220,7 +247,9 @@ static void plan_wino(s4d_cpuconv_plan *pl)
     pl->kc = pick_kc(p->c);
     pl->tb = imin(2 * nr, cdiv(pl->tiles, nr) * nr);
     pl->mchunk = pl->mgp;
-    const int64_t want = 2 * (int64_t)pl->nslots;
+    /* Splitting the tiles re-reads the transformed weights, splitting M redoes
+     * the input transform: tiles first, down to one panel. */
+    const int64_t want = pl->nslots > 1 ? 3 * (int64_t)pl->nslots : 1;
     for (;;) {
         pl->ntb = cdiv(pl->tiles, pl->tb);
         pl->nmch = cdiv(pl->mgp, pl->mchunk);
@@ -235,7 +264,7 @@ static void plan_wino(s4d_cpuconv_plan *pl)
             break;
     }
     const int64_t np = cdiv(pl->tb, nr);
-    size_t vfloats = (size_t)(a * a * np * nr * p->c), mfloats = (size_t)(a * a * pl->mchunk * np * nr);
+    size_t vfloats = (size_t)(a * a * (np * nr * p->c + XI_PAD)), mfloats = (size_t)(a * a * (pl->mchunk * np * nr + XI_PAD));
     pl->slot_bytes = ((vfloats + mfloats) * sizeof(float) + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN;
     pl->packed_bytes = PACK_HEADER + sizeof(float) * (size_t)(a * a * pl->mgp * p->c);
 }
@@ -508,10 +537,6 @@ typedef struct run_ctx {
     atomic_llong next;
 } run_ctx;
 
-typedef struct seg {
-    int32_t oy, ox, len, at;
-} seg;
-
 static void gemm_item(const run_ctx *r, int64_t item, char *slot)
 {
     const s4d_cpuconv_plan *pl = r->pl;
@@ -530,18 +555,17 @@ static void gemm_item(const run_ctx *r, int64_t item, char *slot)
     const int64_t m0 = mc * pl->mchunk, m1 = imin(pl->mg, m0 + pl->mchunk);
     const int64_t n0 = blk * pl->nb, nbb = imin(pl->nb, pix - n0), np = cdiv(nbb, nr);
     float *bbuf = (float *)slot;
-    seg *segs = NULL;
+    cc_seg *segs = NULL;
     int64_t nseg = 0;
     if (!pl->direct_b) {
-        segs = (seg *)(slot + sizeof(float) * (size_t)(pl->kc * cdiv(pl->nb, nr) * nr));
+        segs = (cc_seg *)(slot + sizeof(float) * (size_t)(pl->kc * cdiv(pl->nb, nr) * nr));
         for (int64_t j = 0; j < nbb;) {
             int64_t q = n0 + j, oy = q / pl->wo, ox = q % pl->wo;
             int64_t len = imin(imin(pl->wo - ox, nbb - j), nr - j % nr);
-            segs[nseg++] = (seg){(int32_t)oy, (int32_t)ox, (int32_t)len, (int32_t)j};
+            segs[nseg++] = (cc_seg){(int32_t)oy, (int32_t)ox, (int32_t)len, (int32_t)j};
             j += len;
         }
     }
-    const int64_t khw = p->kh * p->kw;
     cc_epi epi = {NULL, NULL, pix, (int)p->act, p->act_min, p->act_max};
     for (int64_t k0 = 0; k0 < kdim; k0 += pl->kc) {
         const int64_t kcb = imin(pl->kc, kdim - k0);
@@ -553,33 +577,25 @@ static void gemm_item(const run_ctx *r, int64_t item, char *slot)
             ldb = plane;
             pstride = nr;
         } else {
-            for (int64_t kk = 0; kk < kcb; kk++) {
-                const int64_t k = k0 + kk, ci = k / khw, ky = (k % khw) / p->kw, kx = k % p->kw;
-                const float *xc = xg + ci * plane;
-                for (int64_t s = 0; s < nseg; s++) {
-                    const seg *sg = &segs[s];
-                    int64_t iy = (int64_t)sg->oy * p->stride_h - p->pad_top + ky * p->dil_h;
-                    const float *row = iy >= 0 && iy < p->h ? xc + iy * p->w : NULL;
-                    float *dst = bbuf + (sg->at / nr) * kcb * nr + kk * nr + sg->at % nr;
-                    ops->pack_row(row, p->w, (int64_t)sg->ox * p->stride_w - p->pad_left + kx * p->dil_w,
-                                  p->stride_w, sg->len, dst);
-                }
-            }
+            const cc_pack pk = {xg, plane, p->h, p->w, pl->cg, p->kh, p->kw, p->stride_h, p->stride_w,
+                                p->pad_top, p->pad_left, p->dil_h, p->dil_w, k0, kcb, segs, nseg, bbuf};
+            ops->pack_b(&pk);
             b0 = bbuf;
             ldb = nr;
             pstride = kcb * nr;
         }
-        for (int64_t pp = 0; pp < np; pp++) {
-            const int nc = (int)imin(nr, nbb - pp * nr);
-            const float *bp = b0 + pp * pstride;
-            for (int64_t mrow = m0; mrow < m1; mrow += CC_MR) {
-                const int mr = (int)imin(CC_MR, m1 - mrow);
+        /* Weight micro-panel in L1 across the block's pixel panels (in L2);
+         * the output is written 8 rows x the block's width at a time. */
+        for (int64_t mrow = m0; mrow < m1; mrow += CC_MR) {
+            const int mr = (int)imin(CC_MR, m1 - mrow);
+            for (int64_t pp = 0; pp < np; pp++) {
+                const int nc = (int)imin(nr, nbb - pp * nr);
                 const int64_t at = (ych + mrow) * pix + n0 + pp * nr;
                 if (last) {
                     epi.bias = r->bias ? r->bias + (g * pl->mg + mrow) : NULL;
                     epi.res = r->res ? r->res + at : NULL;
                 }
-                ops->ukr(kcb, ag + mrow * kdim + k0 * CC_MR, bp, ldb, r->y + at, pix, mr, nc, k0 > 0,
+                ops->ukr(kcb, ag + mrow * kdim + k0 * CC_MR, b0 + pp * pstride, ldb, r->y + at, pix, mr, nc, k0 > 0,
                          last ? &epi : NULL);
             }
         }
@@ -602,8 +618,8 @@ static void wino_item(const run_ctx *r, int64_t item, char *slot)
     const int64_t ncols = cdiv(ntl, vl) * vl; /* whole vectors: lanes past ntl hold transforms of zeros */
     const int64_t tbp = np * nr;
     float *vbuf = (float *)slot;
-    float *mbuf = vbuf + (size_t)(a * a) * (size_t)(cdiv(pl->tb, nr) * nr) * (size_t)c;
-    const int64_t vxi = np * c * nr, mxi = mrows * tbp;
+    float *mbuf = vbuf + (size_t)(a * a) * ((size_t)(cdiv(pl->tb, nr) * nr) * (size_t)c + XI_PAD);
+    const int64_t vxi = np * c * nr + XI_PAD, mxi = mrows * tbp + XI_PAD;
     const float *xn = r->x + n * c * plane;
     cc_tiles tl;
     for (int64_t j = 0; j < ntl; j += vl) {
@@ -621,12 +637,12 @@ static void wino_item(const run_ctx *r, int64_t item, char *slot)
     for (int64_t xi = 0; xi < a * a; xi++)
         for (int64_t k0 = 0; k0 < c; k0 += pl->kc) {
             const int64_t kcb = imin(pl->kc, c - k0);
-            for (int64_t pp = 0; pp < np; pp++) {
-                const int nc = (int)imin(nr, ncols - pp * nr);
-                const float *bp = vbuf + xi * vxi + pp * c * nr + k0 * nr;
-                for (int64_t mrow = m0; mrow < m1; mrow += CC_MR) {
-                    const int mr = (int)imin(CC_MR, m1 - mrow);
-                    const float *ap = u + ((xi * upan + mrow / CC_MR) * c + k0) * CC_MR;
+            for (int64_t mrow = m0; mrow < m1; mrow += CC_MR) {
+                const int mr = (int)imin(CC_MR, m1 - mrow);
+                const float *ap = u + ((xi * upan + mrow / CC_MR) * c + k0) * CC_MR;
+                for (int64_t pp = 0; pp < np; pp++) {
+                    const int nc = (int)imin(nr, ncols - pp * nr);
+                    const float *bp = vbuf + xi * vxi + pp * c * nr + k0 * nr;
                     ops->ukr(kcb, ap, bp, nr, mbuf + xi * mxi + (mrow - m0) * tbp + pp * nr, tbp, mr, nc, k0 > 0,
                              NULL);
                 }

@@ -35,11 +35,106 @@ typedef struct cc_tiles {
     int32_t oy[CC_VL_MAX], ox[CC_VL_MAX];
 } cc_tiles;
 
+/* Runs of consecutive tiles of one tile row within a tile vector: the vector
+ * kernels load and store whole input and output rows per run (masked at the
+ * image border) instead of gathering and scattering single elements. */
+#define CC_RUNS_MAX 4
+typedef struct cc_runs {
+    int n;
+    int l0[CC_RUNS_MAX], len[CC_RUNS_MAX];
+} cc_runs;
+
+/* Splits t into runs; 0 when there are more than CC_RUNS_MAX. */
+static inline int cc_tile_runs(const cc_tiles *t, int m, cc_runs *r)
+{
+    r->n = 0;
+    for (int l = 0; l < t->n;) {
+        int e = l + 1;
+        while (e < t->n && t->oy[e] == t->oy[l] && t->ox[e] == t->ox[l] + m * (e - l))
+            e++;
+        if (r->n == CC_RUNS_MAX)
+            return 0;
+        r->l0[r->n] = l;
+        r->len[r->n] = e - l;
+        r->n++;
+        l = e;
+    }
+    return 1;
+}
+
 /* Geometry of one image plane as the kernels see it. */
 typedef struct cc_geom {
     int64_t h, w, ho, wo;
     int64_t kh, kw, sh, sw, pt, pl, dh, dw;
 } cc_geom;
+
+/* A run of output pixels of one pixel block that lies in one output row and
+ * one panel; `at` is the position of its first pixel in the block. */
+typedef struct cc_seg {
+    int32_t oy, ox, len, at;
+} cc_seg;
+
+/* One block of the implicit im2col matrix: rows [k0, k0 + kcb) of the
+ * reduction (k = (channel * kh + ky) * kw + kx), the block's pixels given as
+ * segments; written as panels dst[at / nr][kk][at % nr]. */
+typedef struct cc_pack {
+    const float *x; /* the group's first input channel */
+    int64_t plane, h, w, cg;
+    int64_t kh, kw, sh, sw, pt, pl, dh, dw;
+    int64_t k0, kcb;
+    const cc_seg *segs;
+    int64_t nseg;
+    float *dst;
+} cc_pack;
+
+/* A prefetch GCC keeps: without the empty volatile asm it judges a function
+ * made only of prefetches pure and deletes its inlined calls. */
+static inline void cc_prefetch(const void *p)
+{
+    __builtin_prefetch(p);
+    __asm__ __volatile__("");
+}
+
+/* The same for a line about to be written. */
+static inline void cc_prefetch_w(const void *p)
+{
+    __builtin_prefetch(p, 1);
+    __asm__ __volatile__("");
+}
+
+/*
+ * Software prefetch of the input rows that channel ci of a block will read.
+ * Consecutive reduction rows jump a whole plane, a pattern the hardware
+ * prefetchers do not follow; asking a few channels ahead hides the latency.
+ */
+static inline void cc_prefetch_channel(const cc_pack *pk, int64_t ci)
+{
+    if (ci >= pk->cg)
+        return;
+    const float *xc = pk->x + ci * pk->plane;
+    for (int64_t s = 0; s < pk->nseg; s++) {
+        const cc_seg *sg = &pk->segs[s];
+        int64_t ix0 = (int64_t)sg->ox * pk->sw - pk->pl, ix1 = ix0 + (int64_t)(sg->len - 1) * pk->sw + (pk->kw - 1) * pk->dw + 1;
+        ix0 = ix0 < 0 ? 0 : ix0;
+        ix1 = ix1 > pk->w ? pk->w : ix1;
+        for (int64_t ky = 0; ky < pk->kh; ky++) {
+            int64_t iy = (int64_t)sg->oy * pk->sh - pk->pt + ky * pk->dh;
+            if (iy < 0 || iy >= pk->h || ix1 <= ix0)
+                continue;
+            const float *row = xc + iy * pk->w;
+            for (int64_t ix = ix0; ix < ix1; ix += 16)
+                cc_prefetch(row + ix);
+            cc_prefetch(row + ix1 - 1);
+        }
+    }
+}
+
+/* Channels ahead that packing prefetches: about four reduction rows' worth of
+ * 1x1 work, at least one channel. */
+static inline int64_t cc_prefetch_distance(const cc_pack *pk)
+{
+    return pk->kh * pk->kw >= 4 ? 1 : 4;
+}
 
 /* Epilogue shared by the Winograd output transform and depthwise. */
 typedef struct cc_post {
@@ -58,8 +153,8 @@ typedef struct cc_ops {
      */
     void (*ukr)(int64_t kc, const float *a, const float *b, int64_t ldb, float *c, int64_t ldc, int mr, int nc,
                 int accumulate, const cc_epi *epi);
-    /* dst[j] = row[ix0 + j * sw] where 0 <= ix0 + j * sw < w, else 0; row NULL: zeros. */
-    void (*pack_row)(const float *row, int64_t w, int64_t ix0, int64_t sw, int len, float *dst);
+    /* Packs one block of the implicit im2col matrix (see cc_pack). */
+    void (*pack_b)(const cc_pack *pk);
     /*
      * Winograd input transform of tile vector t (F(m x m, 3x3), m = 2 or 4) for
      * channels [0, nc) of x (planes plane_stride apart, h x w, input origins

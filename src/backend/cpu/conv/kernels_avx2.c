@@ -135,12 +135,26 @@ INL __m256 load_strided(const float *row, int64_t w, int64_t ix, int64_t sw, int
     return _mm256_mask_i32gather_ps(_mm256_setzero_ps(), row, idx, _mm256_castsi256_ps(ok), 4);
 }
 
-static TGT void pack_row(const float *row, int64_t w, int64_t ix0, int64_t sw, int len, float *dst)
+static TGT void pack_b(const cc_pack *pk)
 {
-    for (int j = 0; j < len; j += 8) {
-        __m256i want = lanes_below(len - j);
-        __m256 v = row ? load_strided(row, w, ix0 + j * sw, sw, len - j) : _mm256_setzero_ps();
-        _mm256_maskstore_ps(dst + j, want, v);
+    const int64_t khw = pk->kh * pk->kw, ahead = cc_prefetch_distance(pk);
+    for (int64_t kk = 0; kk < pk->kcb; kk++) {
+        const int64_t k = pk->k0 + kk, ci = k / khw, ky = (k % khw) / pk->kw, kx = k % pk->kw;
+        const float *xc = pk->x + ci * pk->plane;
+        if (k % khw == 0)
+            cc_prefetch_channel(pk, ci + ahead);
+        for (int64_t s = 0; s < pk->nseg; s++) {
+            const cc_seg *sg = &pk->segs[s];
+            const int64_t iy = (int64_t)sg->oy * pk->sh - pk->pt + ky * pk->dh;
+            const int64_t ix0 = (int64_t)sg->ox * pk->sw - pk->pl + kx * pk->dw;
+            float *dst = pk->dst + (sg->at / NR) * pk->kcb * NR + kk * NR + sg->at % NR;
+            const int valid = iy >= 0 && iy < pk->h;
+            const float *row = xc + (valid ? iy : 0) * pk->w;
+            for (int j = 0; j < sg->len; j += 8) {
+                __m256 v = valid ? load_strided(row, pk->w, ix0 + j * pk->sw, pk->sw, sg->len - j) : _mm256_setzero_ps();
+                _mm256_maskstore_ps(dst + j, lanes_below(sg->len - j), v);
+            }
+        }
     }
 }
 
@@ -360,4 +374,4 @@ static TGT void dw_rows(const cc_geom *g, const float *x, const float *wk, float
     }
 }
 
-const cc_ops s4d_cc_ops_avx2 = {S4D_CPUCONV_ISA_AVX2, NR, VL, ukr, pack_row, wino_in, wino_out, dw_rows};
+const cc_ops s4d_cc_ops_avx2 = {S4D_CPUCONV_ISA_AVX2, NR, VL, ukr, pack_b, wino_in, wino_out, dw_rows};

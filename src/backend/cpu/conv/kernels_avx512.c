@@ -14,7 +14,7 @@
 
 #define NR 48
 #define VL 16
-#define TGT __attribute__((target("avx512f,avx2,fma")))
+#define TGT __attribute__((target("avx512f,avx2,fma,prfchw")))
 #define INL static inline __attribute__((always_inline)) TGT
 
 INL __mmask16 lane_mask(int n)
@@ -164,12 +164,27 @@ INL __m512 load_strided(const float *row, int64_t w, int64_t ix, int64_t sw, __m
     return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), ok, idx, row, 4);
 }
 
-static TGT void pack_row(const float *row, int64_t w, int64_t ix0, int64_t sw, int len, float *dst)
+static TGT void pack_b(const cc_pack *pk)
 {
-    for (int j = 0; j < len; j += 16) {
-        __mmask16 want = lane_mask(len - j);
-        __m512 v = row ? load_strided(row, w, ix0 + j * sw, sw, want) : _mm512_setzero_ps();
-        _mm512_mask_storeu_ps(dst + j, want, v);
+    const int64_t khw = pk->kh * pk->kw, ahead = cc_prefetch_distance(pk);
+    for (int64_t kk = 0; kk < pk->kcb; kk++) {
+        const int64_t k = pk->k0 + kk, ci = k / khw, ky = (k % khw) / pk->kw, kx = k % pk->kw;
+        const float *xc = pk->x + ci * pk->plane;
+        if (k % khw == 0)
+            cc_prefetch_channel(pk, ci + ahead);
+        for (int64_t s = 0; s < pk->nseg; s++) {
+            const cc_seg *sg = &pk->segs[s];
+            const int64_t iy = (int64_t)sg->oy * pk->sh - pk->pt + ky * pk->dh;
+            const int64_t ix0 = (int64_t)sg->ox * pk->sw - pk->pl + kx * pk->dw;
+            float *dst = pk->dst + (sg->at / NR) * pk->kcb * NR + kk * NR + sg->at % NR;
+            const int valid = iy >= 0 && iy < pk->h;
+            const float *row = xc + (valid ? iy : 0) * pk->w;
+            for (int j = 0; j < sg->len; j += 16) {
+                __mmask16 want = lane_mask(sg->len - j);
+                __m512 v = valid ? load_strided(row, pk->w, ix0 + j * pk->sw, pk->sw, want) : _mm512_setzero_ps();
+                _mm512_mask_storeu_ps(dst + j, want, v);
+            }
+        }
     }
 }
 
@@ -212,8 +227,9 @@ INL void at2(const __m512 *s, __m512 *o)
     o[1] = _mm512_sub_ps(_mm512_sub_ps(s[1], s[2]), s[3]);
 }
 
-INL void wino_in_m(const int m, const float *x, int64_t plane_stride, int64_t nc, int64_t h, int64_t w, int64_t pt,
-                   int64_t pl, const cc_tiles *t, float *dst, int64_t xi_stride, int64_t c_stride)
+/* Gathers: the fallback for tile vectors of more than CC_RUNS_MAX runs. */
+INL void wino_in_gather(const int m, const float *x, int64_t plane_stride, int64_t nc, int64_t h, int64_t w,
+                        int64_t pt, int64_t pl, const cc_tiles *t, float *dst, int64_t xi_stride, int64_t c_stride)
 {
     enum { A_MAX = 6 };
     const int a = m + 2;
@@ -230,49 +246,106 @@ INL void wino_in_m(const int m, const float *x, int64_t plane_stride, int64_t nc
         cok[r] = _mm512_cmpge_epi32_mask(ix, _mm512_setzero_si512()) &
                  _mm512_cmplt_epi32_mask(ix, _mm512_set1_epi32((int32_t)w));
     }
-    /* Sixteen consecutive tiles of one tile row, all inside the image: plain
-     * loads of each input row and a permute per column replace the gathers. */
-    int row_run = t->n == 16 && rok[0] == 0xFFFF && rok[a - 1] == 0xFFFF && cok[0] == 0xFFFF &&
-                  cok[a - 1] == 0xFFFF;
-    for (int l = 1; row_run && l < 16; l++)
-        row_run = t->oy[l] == t->oy[0] && t->ox[l] == t->ox[0] + m * l;
-    /* Column q < m of the 16 tiles is element m * l + q of the row's first
-     * 16m; columns q >= m are columns q - m shifted down one tile. */
-    __m512i pidx[4];
-    for (int q = 0; q < m; q++) {
-        int32_t id[16];
-        for (int l = 0; l < 16; l++)
-            id[l] = m * l + q;
-        pidx[q] = _mm512_loadu_si512(id);
-    }
-    const __m512i k32 = _mm512_set1_epi32(32);
     for (int64_t c = 0; c < nc; c++) {
         const float *xc = x + c * plane_stride;
+        __m512 u[A_MAX][A_MAX];
+        for (int r = 0; r < a; r++) {
+            __m512 d[A_MAX];
+            for (int q = 0; q < a; q++) {
+                __m512i idx = _mm512_add_epi32(base, _mm512_set1_epi32((int32_t)(r * w + q)));
+                d[q] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), rok[r] & cok[q], idx, xc, 4);
+            }
+            if (m == 4)
+                bt4(d, u[r]);
+            else
+                bt2(d, u[r]);
+        }
+        for (int q = 0; q < a; q++) {
+            __m512 col[A_MAX], v[A_MAX];
+            for (int r = 0; r < a; r++)
+                col[r] = u[r][q];
+            if (m == 4)
+                bt4(col, v);
+            else
+                bt2(col, v);
+            for (int r = 0; r < a; r++)
+                _mm512_storeu_ps(dst + (r * a + q) * xi_stride + c * c_stride, v[r]);
+        }
+    }
+}
+
+INL void wino_in_m(const int m, const float *x, int64_t plane_stride, int64_t nc, int64_t h, int64_t w, int64_t pt,
+                   int64_t pl, const cc_tiles *t, float *dst, int64_t xi_stride, int64_t c_stride)
+{
+    enum { A_MAX = 6 };
+    const int a = m + 2;
+    cc_runs runs;
+    if (!cc_tile_runs(t, m, &runs)) {
+        wino_in_gather(m, x, plane_stride, nc, h, w, pt, pl, t, dst, xi_stride, c_stride);
+        return;
+    }
+    /* Per run: lanes, and for column q of each tile the element it takes from
+     * the run's row (lane l: m * (l - l0) + q), with the half it comes from. */
+    __mmask16 rmask[CC_RUNS_MAX], hi_half[CC_RUNS_MAX][A_MAX];
+    __m512i idx[CC_RUNS_MAX][A_MAX];
+    int64_t row0[CC_RUNS_MAX], col0[CC_RUNS_MAX];
+    const __m512i lanes = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    for (int k = 0; k < runs.n; k++) {
+        const int l0 = runs.l0[k], n = runs.len[k];
+        rmask[k] = (__mmask16)(lane_mask(l0 + n) & ~lane_mask(l0));
+        row0[k] = t->oy[l0] - pt;
+        col0[k] = t->ox[l0] - pl;
+        __m512i rel = _mm512_mullo_epi32(_mm512_sub_epi32(lanes, _mm512_set1_epi32(l0)), _mm512_set1_epi32(m));
+        for (int q = 0; q < a; q++) {
+            idx[k][q] = _mm512_and_si512(_mm512_add_epi32(rel, _mm512_set1_epi32(q)), _mm512_set1_epi32(63));
+            hi_half[k][q] = _mm512_cmpge_epi32_mask(idx[k][q], _mm512_set1_epi32(32));
+        }
+    }
+    /* A run of 16 tiles needs m * 16 + 2 elements; its last two columns are
+     * the first two shifted down one tile, plus one element past the loads. */
+    const int full = runs.n == 1 && runs.len[0] == 16;
+    for (int64_t c = 0; c < nc; c++) {
+        const float *xc = x + c * plane_stride;
+        if (c + 1 < nc)
+            for (int k = 0; k < runs.n; k++)
+                for (int r = 0; r < a; r++) {
+                    int64_t iy = row0[k] + r;
+                    if (iy < 0 || iy >= h)
+                        continue;
+                    const float *nx = xc + plane_stride + iy * w;
+                    int64_t e0 = col0[k] > 0 ? col0[k] : 0, e1 = col0[k] + m * runs.len[k] + 2;
+                    for (int64_t e = e0; e < e1 && e < w; e += 16)
+                        cc_prefetch(nx + e);
+                }
         __m512 u[A_MAX][A_MAX]; /* u[r][q]: row transform of input row r */
         for (int r = 0; r < a; r++) {
             __m512 d[A_MAX];
-            if (row_run) {
-                const float *src = xc + (int64_t)(t->oy[0] - pt + r) * w + (t->ox[0] - pl);
-                __m512 v0 = _mm512_loadu_ps(src), v1 = _mm512_loadu_ps(src + 16);
+            for (int q = 0; q < a; q++)
+                d[q] = _mm512_setzero_ps();
+            for (int k = 0; k < runs.n; k++) {
+                const int64_t iy = row0[k] + r, ix = col0[k];
+                if (iy < 0 || iy >= h)
+                    continue;
+                const float *src = xc + iy * w + ix;
+                __m512 v0 = _mm512_maskz_loadu_ps(range_mask(ix, w), src);
+                __m512 v1 = _mm512_maskz_loadu_ps(range_mask(ix + 16, w), src + 16);
+                __m512 v2 = _mm512_setzero_ps(), v3 = _mm512_setzero_ps();
                 if (m == 4) {
-                    __m512 v2 = _mm512_loadu_ps(src + 32), v3 = _mm512_loadu_ps(src + 48);
-                    for (int q = 0; q < 4; q++) {
-                        __m512 lo = _mm512_permutex2var_ps(v0, pidx[q], v1);
-                        __m512 hi = _mm512_permutex2var_ps(v2, _mm512_sub_epi32(pidx[q], k32), v3);
-                        d[q] = _mm512_mask_blend_ps(_mm512_cmpge_epi32_mask(pidx[q], k32), lo, hi);
-                    }
-                } else {
-                    for (int q = 0; q < 2; q++)
-                        d[q] = _mm512_permutex2var_ps(v0, pidx[q], v1);
+                    v2 = _mm512_maskz_loadu_ps(range_mask(ix + 32, w), src + 32);
+                    v3 = _mm512_maskz_loadu_ps(range_mask(ix + 48, w), src + 48);
                 }
-                for (int q = m; q < a; q++) {
-                    __m512i next = _mm512_castps_si512(_mm512_set1_ps(src[16 * m + q - m]));
-                    d[q] = _mm512_castsi512_ps(_mm512_alignr_epi32(next, _mm512_castps_si512(d[q - m]), 1));
-                }
-            } else {
                 for (int q = 0; q < a; q++) {
-                    __m512i idx = _mm512_add_epi32(base, _mm512_set1_epi32((int32_t)(r * w + q)));
-                    d[q] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), rok[r] & cok[q], idx, xc, 4);
+                    __m512 e;
+                    if (full && q >= m) {
+                        int64_t at = ix + 16 * m + q - m;
+                        __m512i next = _mm512_castps_si512(_mm512_set1_ps(at < w ? src[16 * m + q - m] : 0.0f));
+                        e = _mm512_castsi512_ps(_mm512_alignr_epi32(next, _mm512_castps_si512(d[q - m]), 1));
+                    } else {
+                        e = _mm512_permutex2var_ps(v0, idx[k][q], v1);
+                        if (m == 4)
+                            e = _mm512_mask_blend_ps(hi_half[k][q], e, _mm512_permutex2var_ps(v2, idx[k][q], v3));
+                    }
+                    d[q] = _mm512_mask_mov_ps(d[q], rmask[k], e);
                 }
             }
             if (m == 4)
@@ -337,16 +410,32 @@ INL void wino_out_m(const int m, const float *src, int64_t xi_stride, int64_t m_
     const int a = m + 2;
     const __mmask16 live = lane_mask(t->n);
     const __m512 lo = _mm512_set1_ps(post->lo), hi = _mm512_set1_ps(post->hi);
-    __m512i oy = _mm512_maskz_loadu_epi32(live, t->oy), ox = _mm512_maskz_loadu_epi32(live, t->ox);
-    __m512i base = _mm512_add_epi32(_mm512_mullo_epi32(oy, _mm512_set1_epi32((int32_t)wo)), ox);
-    __mmask16 rok[M_MAX], cok[M_MAX];
-    for (int r = 0; r < m; r++) {
-        rok[r] = live & _mm512_cmplt_epi32_mask(_mm512_add_epi32(oy, _mm512_set1_epi32(r)), _mm512_set1_epi32((int32_t)ho));
-        cok[r] = _mm512_cmplt_epi32_mask(_mm512_add_epi32(ox, _mm512_set1_epi32(r)), _mm512_set1_epi32((int32_t)wo));
+    cc_runs runs;
+    const int by_runs = cc_tile_runs(t, m, &runs);
+    /* Run k's outputs of one tile row are positions [m l0, m (l0 + len)) of the
+     * m interleaved vectors; they go to row oy + r from column ox(l0). */
+    __mmask16 vmask[CC_RUNS_MAX][M_MAX];
+    int64_t orow[CC_RUNS_MAX], ocol[CC_RUNS_MAX];
+    for (int k = 0; by_runs && k < runs.n; k++) {
+        const int l0 = runs.l0[k], n = runs.len[k];
+        orow[k] = t->oy[l0];
+        ocol[k] = t->ox[l0] - m * l0; /* column of position 0 */
+        int64_t p_lo = m * l0, p_hi = m * (l0 + n);
+        if (p_hi > wo - ocol[k])
+            p_hi = wo - ocol[k];
+        for (int v = 0; v < m; v++)
+            vmask[k][v] = range_mask(16 * v - p_lo, p_hi - p_lo) ;
     }
-    int row_run = t->n == 16 && rok[m - 1] == 0xFFFF && cok[m - 1] == 0xFFFF;
-    for (int l = 1; row_run && l < 16; l++)
-        row_run = t->oy[l] == t->oy[0] && t->ox[l] == t->ox[0] + m * l;
+    __mmask16 rok[M_MAX], cok[M_MAX];
+    __m512i base = _mm512_setzero_si512();
+    if (!by_runs) {
+        __m512i oy = _mm512_maskz_loadu_epi32(live, t->oy), ox = _mm512_maskz_loadu_epi32(live, t->ox);
+        base = _mm512_add_epi32(_mm512_mullo_epi32(oy, _mm512_set1_epi32((int32_t)wo)), ox);
+        for (int r = 0; r < m; r++) {
+            rok[r] = live & _mm512_cmplt_epi32_mask(_mm512_add_epi32(oy, _mm512_set1_epi32(r)), _mm512_set1_epi32((int32_t)ho));
+            cok[r] = _mm512_cmplt_epi32_mask(_mm512_add_epi32(ox, _mm512_set1_epi32(r)), _mm512_set1_epi32((int32_t)wo));
+        }
+    }
     for (int64_t j = 0; j < nm; j++) {
         __m512 u[M_MAX][A_MAX]; /* u[r][q]: column transform, output row r */
         for (int q = 0; q < a; q++) {
@@ -363,24 +452,44 @@ INL void wino_out_m(const int m, const float *src, int64_t xi_stride, int64_t m_
         const __m512 bv = _mm512_set1_ps(bias ? bias[j] : 0.0f);
         float *yj = y + j * plane_stride;
         const float *rj = res ? res + j * plane_stride : NULL;
+        /* The next channel's rows lie a plane away, beyond what the hardware
+         * prefetchers guess: ask for them (to write, and the residual to read). */
+        for (int k = 0; by_runs && j + 1 < nm && k < runs.n; k++)
+            for (int r = 0; r < m && orow[k] + r < ho; r++) {
+                int64_t e0 = ocol[k] + m * runs.l0[k], e1 = e0 + m * runs.len[k];
+                e1 = e1 < wo ? e1 : wo;
+                for (int64_t e = e0; e < e1; e += 16) {
+                    cc_prefetch_w(yj + plane_stride + (orow[k] + r) * wo + e);
+                    if (rj)
+                        cc_prefetch(rj + plane_stride + (orow[k] + r) * wo + e);
+                }
+            }
         for (int r = 0; r < m; r++) {
             __m512 o[M_MAX];
             if (m == 4)
                 at4(u[r], o);
             else
                 at2(u[r], o);
-            if (row_run) {
+            if (by_runs) {
                 __m512 out[M_MAX];
                 if (m == 4)
                     interleave4(o, out);
                 else
                     interleave2(o, out);
-                int64_t at = (int64_t)(t->oy[0] + r) * wo + t->ox[0];
-                for (int v = 0; v < m; v++) {
-                    __m512 z = _mm512_add_ps(out[v], bv);
-                    if (rj)
-                        z = _mm512_add_ps(z, _mm512_loadu_ps(rj + at + 16 * v));
-                    _mm512_storeu_ps(yj + at + 16 * v, act_v(z, post->act, lo, hi));
+                for (int k = 0; k < runs.n; k++) {
+                    const int64_t oyr = orow[k] + r;
+                    if (oyr >= ho)
+                        continue;
+                    /* may point before the row: only the masked lanes are touched */
+                    const int64_t at = oyr * wo + ocol[k];
+                    for (int v = 0; v < m; v++) {
+                        if (!vmask[k][v])
+                            continue;
+                        __m512 z = _mm512_add_ps(out[v], bv);
+                        if (rj)
+                            z = _mm512_add_ps(z, _mm512_maskz_loadu_ps(vmask[k][v], rj + at + 16 * v));
+                        _mm512_mask_storeu_ps(yj + at + 16 * v, vmask[k][v], act_v(z, post->act, lo, hi));
+                    }
                 }
                 continue;
             }
@@ -432,4 +541,4 @@ static TGT void dw_rows(const cc_geom *g, const float *x, const float *wk, float
     }
 }
 
-const cc_ops s4d_cc_ops_avx512 = {S4D_CPUCONV_ISA_AVX512, NR, VL, ukr, pack_row, wino_in, wino_out, dw_rows};
+const cc_ops s4d_cc_ops_avx512 = {S4D_CPUCONV_ISA_AVX512, NR, VL, ukr, pack_b, wino_in, wino_out, dw_rows};

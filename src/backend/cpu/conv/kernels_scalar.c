@@ -44,11 +44,22 @@ static void ukr(int64_t kc, const float *a, const float *b, int64_t ldb, float *
         }
 }
 
-static void pack_row(const float *row, int64_t w, int64_t ix0, int64_t sw, int len, float *dst)
+static void pack_b(const cc_pack *pk)
 {
-    for (int j = 0; j < len; j++) {
-        int64_t ix = ix0 + j * sw;
-        dst[j] = row && ix >= 0 && ix < w ? row[ix] : 0.0f;
+    const int64_t khw = pk->kh * pk->kw;
+    for (int64_t kk = 0; kk < pk->kcb; kk++) {
+        const int64_t k = pk->k0 + kk, ci = k / khw, ky = (k % khw) / pk->kw, kx = k % pk->kw;
+        const float *xc = pk->x + ci * pk->plane;
+        for (int64_t s = 0; s < pk->nseg; s++) {
+            const cc_seg *sg = &pk->segs[s];
+            const int64_t iy = (int64_t)sg->oy * pk->sh - pk->pt + ky * pk->dh;
+            const int64_t ix0 = (int64_t)sg->ox * pk->sw - pk->pl + kx * pk->dw;
+            float *dst = pk->dst + (sg->at / NR) * pk->kcb * NR + kk * NR + sg->at % NR;
+            for (int j = 0; j < sg->len; j++) {
+                int64_t ix = ix0 + j * pk->sw;
+                dst[j] = iy >= 0 && iy < pk->h && ix >= 0 && ix < pk->w ? xc[iy * pk->w + ix] : 0.0f;
+            }
+        }
     }
 }
 
@@ -167,4 +178,4 @@ static void dw_rows(const cc_geom *g, const float *x, const float *wk, float bia
         }
 }
 
-const cc_ops s4d_cc_ops_scalar = {S4D_CPUCONV_ISA_SCALAR, NR, VL, ukr, pack_row, wino_in, wino_out, dw_rows};
+const cc_ops s4d_cc_ops_scalar = {S4D_CPUCONV_ISA_SCALAR, NR, VL, ukr, pack_b, wino_in, wino_out, dw_rows};
