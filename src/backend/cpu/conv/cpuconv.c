@@ -37,7 +37,7 @@ struct s4d_cpuconv_plan {
     size_t slot_bytes, ws_bytes, packed_bytes;
     double gflop;
     /* implicit GEMM */
-    int direct_b;    /* 1x1, stride 1, no padding: B is the input itself */
+    int flat;        /* 1x1, stride 1, no padding: the plane packs as one row */
     int64_t kc, nb, nblk, mchunk, nmch;
     /* Winograd */
     int64_t th, tw, tiles, tb, ntb;
@@ -154,20 +154,19 @@ static double lane_use(int64_t n)
  */
 #define COST_MEM_BYTE 12.0
 #define COST_CACHE_BYTE 1.0
-#define COST_NB 192 /* pixels per block of the implicit GEMM (4 AVX-512 panels) */
-#define COST_TB 96  /* tiles per Winograd block */
+#define COST_NB 288 /* pixels per block of the implicit GEMM (6 AVX-512 panels) */
+#define COST_TP 48  /* tiles per Winograd panel (AVX-512) */
 
 static double weight_cost(double bytes, int64_t blocks)
 {
     return bytes * (COST_MEM_BYTE + COST_CACHE_BYTE * (double)(blocks - 1));
 }
 
-static double cost_gemm(int64_t group, int64_t mg, int64_t kdim, int64_t pix, int direct_b)
+static double cost_gemm(int64_t group, int64_t mg, int64_t kdim, int64_t pix)
 {
     const double mgp = (double)(cdiv(mg, CC_MR) * CC_MR);
     double c = (double)group * mgp * (double)kdim * (double)pix / lane_use(pix);
-    if (!direct_b)
-        c += 3.0 * (double)group * (double)kdim * (double)pix;
+    c += 3.0 * (double)group * (double)kdim * (double)pix;
     return c + weight_cost(4.0 * (double)group * mgp * (double)kdim, cdiv(pix, COST_NB));
 }
 
@@ -177,7 +176,9 @@ static double cost_wino(int wm, int64_t c, int64_t m, int64_t ho, int64_t wo)
     const int64_t tiles = cdiv(ho, wm) * cdiv(wo, wm);
     double gemm = a2 * mp * (double)c * (double)tiles / lane_use(tiles);
     double trans = (double)tiles * a2 * (2.0 * (double)c + 1.5 * (double)m);
-    return gemm + trans + weight_cost(4.0 * a2 * mp * (double)c, cdiv(tiles, COST_TB));
+    const double ubytes = 4.0 * a2 * mp * (double)c;
+    const int64_t panels = (int64_t)(ubytes / (2 << 20)) < 1 ? 1 : (int64_t)(ubytes / (2 << 20)) > 4 ? 4 : (int64_t)(ubytes / (2 << 20));
+    return gemm + trans + weight_cost(ubytes, cdiv(tiles, panels * COST_TP));
 }
 
 static int wino_fits(const s4d_cpuconv_plan *pl)
@@ -193,27 +194,28 @@ static int dw_fits(const s4d_cpuconv_plan *pl)
     return p->group > 1 && p->group == p->c && p->m == p->c;
 }
 
-/* Reduction block: all of K up to 320, else equal blocks of at most 256. */
-static int64_t pick_kc(int64_t k)
+/* Reduction block: all of K up to `whole`, else equal blocks of at most `most`
+ * (values from the sweeps of bench/results/cpu-conv-*). */
+static int64_t pick_kc(int64_t k, int64_t whole, int64_t most)
 {
-    return k <= 320 ? k : cdiv(k, cdiv(k, 256));
+    return k <= whole ? k : cdiv(k, cdiv(k, most));
 }
 
 static void plan_gemm(s4d_cpuconv_plan *pl)
 {
     const s4d_cpuconv_params *p = &pl->p;
     const int64_t nr = pl->ops->nr, pix = pl->ho * pl->wo;
-    pl->direct_b = p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 && p->pad_top == 0 &&
-                   p->pad_left == 0 && p->pad_bottom == 0 && p->pad_right == 0;
-    pl->kc = pick_kc(pl->kdim);
+    pl->flat = p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 && p->pad_top == 0 &&
+               p->pad_left == 0 && p->pad_bottom == 0 && p->pad_right == 0;
+    pl->kc = pick_kc(pl->kdim, 448, 384);
     /* Items take all of M (each weight byte is read once per pixel block)
      * unless the slots need more items. */
     pl->mchunk = pl->mgp;
-    pl->nb = imin(4 * nr, cdiv(pix, nr) * nr);
+    pl->nb = imin(6 * nr, cdiv(pix, nr) * nr);
     /*
      * Enough items for the slots to share (one is enough for one slot), made
      * by splitting M where re-packing the pixels costs less than re-reading
-     * the weights (always for direct 1x1), else by narrowing the pixel block.
+     * the weights, else by narrowing the pixel block.
      */
     const int64_t want = pl->nslots > 1 ? 4 * (int64_t)pl->nslots : 1;
     for (;;) {
@@ -223,7 +225,7 @@ static void plan_gemm(s4d_cpuconv_plan *pl)
         if (pl->items >= want)
             break;
         const int can_m = pl->mchunk > 32, can_n = pl->nb > nr;
-        const int prefer_m = pl->direct_b || pl->mgp >= pix;
+        const int prefer_m = pl->mgp >= pix;
         if (can_m && (prefer_m || !can_n))
             pl->mchunk = imax(32, (pl->mchunk / 2 + CC_MR - 1) / CC_MR * CC_MR);
         else if (can_n)
@@ -231,8 +233,8 @@ static void plan_gemm(s4d_cpuconv_plan *pl)
         else
             break;
     }
-    size_t bfloats = pl->direct_b ? 0 : (size_t)(pl->kc * cdiv(pl->nb, nr) * nr);
-    size_t segs = pl->direct_b ? 0 : (size_t)pl->nb * 4 * sizeof(int32_t);
+    size_t bfloats = (size_t)(pl->kc * cdiv(pl->nb, nr) * nr);
+    size_t segs = (size_t)pl->nb * sizeof(cc_seg);
     pl->slot_bytes = (bfloats * sizeof(float) + segs + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN;
     pl->packed_bytes = PACK_HEADER + sizeof(float) * (size_t)(p->group * pl->mgp * pl->kdim);
 }
@@ -244,8 +246,11 @@ static void plan_wino(s4d_cpuconv_plan *pl)
     pl->th = cdiv(pl->ho, pl->wm);
     pl->tw = cdiv(pl->wo, pl->wm);
     pl->tiles = pl->th * pl->tw;
-    pl->kc = pick_kc(p->c);
-    pl->tb = imin(2 * nr, cdiv(pl->tiles, nr) * nr);
+    pl->kc = pick_kc(p->c, 512, 512);
+    /* More tile panels per item when the transformed weights are too big
+     * for L2 and each block re-reads them; fewer keep V and M smaller. */
+    const int64_t ubytes = 4 * a * a * pl->mgp * p->c;
+    pl->tb = imin(imax(1, imin(4, ubytes / (2 << 20))) * nr, cdiv(pl->tiles, nr) * nr);
     pl->mchunk = pl->mgp;
     /* Splitting the tiles re-reads the transformed weights, splitting M redoes
      * the input transform: tiles first, down to one panel. */
@@ -375,9 +380,7 @@ s4d_status s4d_cpuconv_plan_create(const s4d_cpuconv_params *params, s4d_cpuconv
         if (dw_fits(pl)) {
             algo = S4D_CPUCONV_ALGO_DEPTHWISE;
         } else {
-            int direct_b = p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 && p->pad_top == 0 &&
-                           p->pad_left == 0 && p->pad_bottom == 0 && p->pad_right == 0;
-            double best_cost = cost_gemm(p->group, pl->mg, pl->kdim, pix, direct_b);
+            double best_cost = cost_gemm(p->group, pl->mg, pl->kdim, pix);
             algo = S4D_CPUCONV_ALGO_GEMM;
             if (wino_fits(pl)) {
                 double c2 = cost_wino(2, p->c, p->m, pl->ho, pl->wo), c4 = cost_wino(4, p->c, p->m, pl->ho, pl->wo);
@@ -555,35 +558,23 @@ static void gemm_item(const run_ctx *r, int64_t item, char *slot)
     const int64_t m0 = mc * pl->mchunk, m1 = imin(pl->mg, m0 + pl->mchunk);
     const int64_t n0 = blk * pl->nb, nbb = imin(pl->nb, pix - n0), np = cdiv(nbb, nr);
     float *bbuf = (float *)slot;
-    cc_seg *segs = NULL;
+    cc_seg *segs = (cc_seg *)(slot + sizeof(float) * (size_t)(pl->kc * cdiv(pl->nb, nr) * nr));
     int64_t nseg = 0;
-    if (!pl->direct_b) {
-        segs = (cc_seg *)(slot + sizeof(float) * (size_t)(pl->kc * cdiv(pl->nb, nr) * nr));
-        for (int64_t j = 0; j < nbb;) {
-            int64_t q = n0 + j, oy = q / pl->wo, ox = q % pl->wo;
-            int64_t len = imin(imin(pl->wo - ox, nbb - j), nr - j % nr);
-            segs[nseg++] = (cc_seg){(int32_t)oy, (int32_t)ox, (int32_t)len, (int32_t)j};
-            j += len;
-        }
+    /* A flat plane is one row: each panel is then one contiguous copy. */
+    const int64_t wo = pl->flat ? pix : pl->wo, h = pl->flat ? 1 : p->h, w = pl->flat ? plane : p->w;
+    for (int64_t j = 0; j < nbb;) {
+        int64_t q = n0 + j, oy = q / wo, ox = q % wo;
+        int64_t len = imin(imin(wo - ox, nbb - j), nr - j % nr);
+        segs[nseg++] = (cc_seg){(int32_t)oy, (int32_t)ox, (int32_t)len, (int32_t)j};
+        j += len;
     }
     cc_epi epi = {NULL, NULL, pix, (int)p->act, p->act_min, p->act_max};
     for (int64_t k0 = 0; k0 < kdim; k0 += pl->kc) {
         const int64_t kcb = imin(pl->kc, kdim - k0);
         const int last = k0 + kcb == kdim;
-        const float *b0;
-        int64_t ldb, pstride;
-        if (pl->direct_b) {
-            b0 = xg + k0 * plane + n0;
-            ldb = plane;
-            pstride = nr;
-        } else {
-            const cc_pack pk = {xg, plane, p->h, p->w, pl->cg, p->kh, p->kw, p->stride_h, p->stride_w,
-                                p->pad_top, p->pad_left, p->dil_h, p->dil_w, k0, kcb, segs, nseg, bbuf};
-            ops->pack_b(&pk);
-            b0 = bbuf;
-            ldb = nr;
-            pstride = kcb * nr;
-        }
+        const cc_pack pk = {xg, plane, h, w, pl->cg, p->kh, p->kw, p->stride_h, p->stride_w,
+                            p->pad_top, p->pad_left, p->dil_h, p->dil_w, k0, kcb, segs, nseg, bbuf};
+        ops->pack_b(&pk);
         /* Weight micro-panel in L1 across the block's pixel panels (in L2);
          * the output is written 8 rows x the block's width at a time. */
         for (int64_t mrow = m0; mrow < m1; mrow += CC_MR) {
@@ -595,8 +586,8 @@ static void gemm_item(const run_ctx *r, int64_t item, char *slot)
                     epi.bias = r->bias ? r->bias + (g * pl->mg + mrow) : NULL;
                     epi.res = r->res ? r->res + at : NULL;
                 }
-                ops->ukr(kcb, ag + mrow * kdim + k0 * CC_MR, b0 + pp * pstride, ldb, r->y + at, pix, mr, nc, k0 > 0,
-                         last ? &epi : NULL);
+                ops->ukr(kcb, ag + mrow * kdim + k0 * CC_MR, bbuf + pp * kcb * nr, nr, r->y + at, pix, mr, nc,
+                         k0 > 0, last ? &epi : NULL);
             }
         }
     }

@@ -164,25 +164,69 @@ INL __m512 load_strided(const float *row, int64_t w, int64_t ix, int64_t sw, __m
     return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), ok, idx, row, 4);
 }
 
+/* One segment: dst[j] = row[ix0 + j * sw] (0 outside [0, w)), j < len. */
+INL void pack_run(const float *row, int64_t w, int64_t ix0, int64_t sw, int len, float *dst)
+{
+    const int64_t last = ix0 + (int64_t)(len - 1) * sw;
+    if (ix0 >= 0 && last < w) {
+        /* inside the row: no bounds masks, only the tail of the run */
+        if (sw == 1) {
+            int j = 0;
+            for (; j + 16 <= len; j += 16)
+                _mm512_storeu_ps(dst + j, _mm512_loadu_ps(row + ix0 + j));
+            if (j < len) {
+                __mmask16 t = lane_mask(len - j);
+                _mm512_mask_storeu_ps(dst + j, t, _mm512_maskz_loadu_ps(t, row + ix0 + j));
+            }
+            return;
+        }
+        if (sw == 2) {
+            const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+            for (int j = 0; j < len; j += 16) {
+                const int n = len - j < 16 ? len - j : 16;
+                const float *src = row + ix0 + 2 * j;
+                /* elements 0 .. 2n - 2 of src are needed, all inside the row */
+                __m512 lo = _mm512_maskz_loadu_ps(lane_mask(2 * n - 1), src);
+                __m512 hi = _mm512_maskz_loadu_ps(lane_mask(2 * n - 17), src + 16);
+                _mm512_mask_storeu_ps(dst + j, lane_mask(n), _mm512_permutex2var_ps(lo, even, hi));
+            }
+            return;
+        }
+    }
+    for (int j = 0; j < len; j += 16) {
+        __mmask16 want = lane_mask(len - j);
+        _mm512_mask_storeu_ps(dst + j, want, load_strided(row, w, ix0 + j * sw, sw, want));
+    }
+}
+
 static TGT void pack_b(const cc_pack *pk)
 {
-    const int64_t khw = pk->kh * pk->kw, ahead = cc_prefetch_distance(pk);
+    const int64_t kh = pk->kh, kw = pk->kw, khw = kh * kw, ahead = cc_prefetch_distance(pk);
+    int64_t ci = pk->k0 / khw, ky = (pk->k0 % khw) / kw, kx = pk->k0 % kw;
+    int64_t doff[CC_NR_MAX * 8];
+    const int64_t nseg = pk->nseg <= CC_NR_MAX * 8 ? pk->nseg : CC_NR_MAX * 8;
+    for (int64_t s = 0; s < nseg; s++)
+        doff[s] = (pk->segs[s].at / NR) * pk->kcb * NR + pk->segs[s].at % NR;
     for (int64_t kk = 0; kk < pk->kcb; kk++) {
-        const int64_t k = pk->k0 + kk, ci = k / khw, ky = (k % khw) / pk->kw, kx = k % pk->kw;
         const float *xc = pk->x + ci * pk->plane;
-        if (k % khw == 0)
+        if (ky == 0 && kx == 0)
             cc_prefetch_channel(pk, ci + ahead);
         for (int64_t s = 0; s < pk->nseg; s++) {
             const cc_seg *sg = &pk->segs[s];
             const int64_t iy = (int64_t)sg->oy * pk->sh - pk->pt + ky * pk->dh;
-            const int64_t ix0 = (int64_t)sg->ox * pk->sw - pk->pl + kx * pk->dw;
-            float *dst = pk->dst + (sg->at / NR) * pk->kcb * NR + kk * NR + sg->at % NR;
-            const int valid = iy >= 0 && iy < pk->h;
-            const float *row = xc + (valid ? iy : 0) * pk->w;
-            for (int j = 0; j < sg->len; j += 16) {
-                __mmask16 want = lane_mask(sg->len - j);
-                __m512 v = valid ? load_strided(row, pk->w, ix0 + j * pk->sw, pk->sw, want) : _mm512_setzero_ps();
-                _mm512_mask_storeu_ps(dst + j, want, v);
+            float *dst = pk->dst + kk * NR + (s < nseg ? doff[s] : (sg->at / NR) * pk->kcb * NR + sg->at % NR);
+            if (iy < 0 || iy >= pk->h) {
+                for (int j = 0; j < sg->len; j += 16)
+                    _mm512_mask_storeu_ps(dst + j, lane_mask(sg->len - j), _mm512_setzero_ps());
+                continue;
+            }
+            pack_run(xc + iy * pk->w, pk->w, (int64_t)sg->ox * pk->sw - pk->pl + kx * pk->dw, pk->sw, sg->len, dst);
+        }
+        if (++kx == kw) {
+            kx = 0;
+            if (++ky == kh) {
+                ky = 0;
+                ci++;
             }
         }
     }
