@@ -4,15 +4,19 @@
  * takes today (bias fill, im2col, OpenBLAS sgemm, a residual/ReLU pass), on
  * 1 and 2 threads. A benchmark, not a test.
  *
- *   s4d_conv_bench [--threads=1,2] [--runs=7] [--warmup=2] [--all-algos] [--cpu-time] [--only=NAME]
+ *   s4d_conv_bench [--threads=1,2] [--runs=7] [--warmup=2] [--all-algos] [--cpu-time] [--isa=SET]
+ *                  [--only=NAME]
  *
  * Prints one markdown table per thread count: median (and min) ms per call for
  * each distinct shape, how often the network runs it, and the network's sum.
  * OpenBLAS keeps whatever OPENBLAS_CORETYPE the environment sets; the header
  * says which. --all-algos adds a column per algorithm the shape allows.
- * --cpu-time times the calling thread's CPU time instead of the wall clock:
- * on a shared machine it leaves out the time other processes take the core
- * (not their effect on the caches); it means nothing above 1 thread.
+ * --cpu-time times CPU time instead of the wall clock: on a shared machine it
+ * leaves out the time other processes take the cores (not their effect on the
+ * caches). On one thread it is the calling thread's; on more, the process's
+ * summed over its threads (so it shows the cost of splitting the work, not
+ * the speed-up; OpenBLAS's idle threads may spin and count too).
+ * --isa=scalar|avx2|avx512 forces the library's instruction set.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <cblas.h>
@@ -108,12 +112,15 @@ static void resnet50_fpn(void)
     }
 }
 
-static int cpu_time; /* --cpu-time: the calling thread's CPU time (1 thread only) */
+static int cpu_time;      /* --cpu-time: CPU time instead of the wall clock */
+static int cur_threads = 1;
+static s4d_cpuconv_isa isa_flag = S4D_CPUCONV_ISA_AUTO;
 
 static double now_ms(void)
 {
     struct timespec t;
-    clock_gettime(cpu_time ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &t);
+    /* one thread: that thread's time; more: the process's, summed over threads */
+    clock_gettime(!cpu_time ? CLOCK_MONOTONIC : cur_threads > 1 ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_THREAD_CPUTIME_ID, &t);
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
 }
 
@@ -217,6 +224,7 @@ static int lib_make(const shape *q, s4d_cpuconv_algo algo, int threads, const fl
     p.has_residual = q->res;
     p.act = q->relu ? S4D_CPUCONV_ACT_RELU : S4D_CPUCONV_ACT_NONE;
     p.algo = algo;
+    p.isa = isa_flag;
     p.num_threads = threads;
     s4d_errbuf err;
     if (s4d_cpuconv_plan_create(&p, &lc->plan, &err) != S4D_OK)
@@ -288,6 +296,12 @@ int main(int argc, char **argv)
             runs = atoi(argv[i] + 7);
         } else if (strncmp(argv[i], "--warmup=", 9) == 0) {
             warmup = atoi(argv[i] + 9);
+        } else if (strncmp(argv[i], "--isa=", 6) == 0) {
+            const char *v = argv[i] + 6;
+            isa_flag = strcmp(v, "scalar") == 0 ? S4D_CPUCONV_ISA_SCALAR
+                       : strcmp(v, "avx2") == 0 ? S4D_CPUCONV_ISA_AVX2
+                       : strcmp(v, "avx512") == 0 ? S4D_CPUCONV_ISA_AVX512
+                                                  : S4D_CPUCONV_ISA_AUTO;
         } else if (strcmp(argv[i], "--cpu-time") == 0) {
             cpu_time = 1;
         } else if (strcmp(argv[i], "--all-algos") == 0) {
@@ -295,7 +309,7 @@ int main(int argc, char **argv)
         } else if (strncmp(argv[i], "--only=", 7) == 0) {
             only = argv[i] + 7;
         } else {
-            fprintf(stderr, "usage: %s [--threads=1,2] [--runs=7] [--warmup=2] [--all-algos] [--cpu-time] [--only=NAME]\n",
+            fprintf(stderr, "usage: %s [--threads=1,2] [--runs=7] [--warmup=2] [--all-algos] [--cpu-time] [--isa=SET] [--only=NAME]\n",
                     argv[0]);
             return 2;
         }
@@ -309,9 +323,11 @@ int main(int argc, char **argv)
     printf("# ResNet50+FPN convolutions, 1x3x256x704\n\n");
     printf("- OpenBLAS: %s, OPENBLAS_CORETYPE=%s (core in use: %s)\n", openblas_get_config(), core ? core : "(unset)",
            openblas_get_corename());
-    printf("- convolution library: %s kernels\n", s4d_cpuconv_isa_name(s4d_cpuconv_isa_best()));
-    printf("- median of %d runs after %d warm-up runs; ms per call (%s); load average at start: %s\n\n", runs, warmup,
-           cpu_time ? "CPU time of the calling thread" : "wall clock", load);
+    printf("- convolution library: %s kernels (this CPU's best: %s)\n",
+           s4d_cpuconv_isa_name(isa_flag == S4D_CPUCONV_ISA_AUTO ? s4d_cpuconv_isa_best() : isa_flag),
+           s4d_cpuconv_isa_name(s4d_cpuconv_isa_best()));
+    printf("- median (min) of %d runs after %d warm-up runs; ms per call (%s); load average at start: %s\n\n", runs,
+           warmup, cpu_time ? "CPU time: the thread's on 1 thread, the process's on more" : "wall clock", load);
 
     size_t max_x = 0, max_y = 0, max_w = 0, max_col = 0;
     for (int i = 0; i < nshapes; i++) {
@@ -331,6 +347,7 @@ int main(int argc, char **argv)
 
     for (int ti = 0; ti < nthreads; ti++) {
         const int t = threads[ti];
+        cur_threads = t;
         s4d_threadpool *pool = NULL;
         if (s4d_threadpool_create(t, &pool) != S4D_OK) {
             fprintf(stderr, "s4d_conv_bench: cannot create a pool of %d threads\n", t);

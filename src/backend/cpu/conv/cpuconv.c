@@ -34,11 +34,14 @@ struct s4d_cpuconv_plan {
     int64_t ho, wo, cg, mg, mgp, kdim;
     int nslots;
     int64_t items;
-    size_t slot_bytes, ws_bytes, packed_bytes;
+    size_t slot_bytes, extra_bytes, ws_bytes, packed_bytes;
     double gflop;
     /* implicit GEMM */
     int flat;        /* 1x1, stride 1, no padding: the plane packs as one row */
     int64_t kc, nb, nblk, mchunk, nmch;
+    int shared_b;      /* pack every block once, in a first pass, for all M chunks */
+    int64_t nkb;       /* reduction blocks */
+    size_t shared_off; /* workspace offset of the shared panels */
     /* Winograd */
     int64_t th, tw, tiles, tb, ntb;
     /* depthwise */
@@ -208,34 +211,56 @@ static void plan_gemm(s4d_cpuconv_plan *pl)
     pl->flat = p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 && p->pad_top == 0 &&
                p->pad_left == 0 && p->pad_bottom == 0 && p->pad_right == 0;
     pl->kc = pick_kc(pl->kdim, 448, 384);
-    /* Items take all of M (each weight byte is read once per pixel block)
-     * unless the slots need more items. */
-    pl->mchunk = pl->mgp;
-    pl->nb = imin(6 * nr, cdiv(pix, nr) * nr);
     /*
-     * Enough items for the slots to share (one is enough for one slot), made
-     * by splitting M where re-packing the pixels costs less than re-reading
-     * the weights, else by narrowing the pixel block.
+     * The pixel block and M chunk of an item. One item per pixel block of 6
+     * panels with all of M suits one slot; more slots want about 3 items each,
+     * and the split is the one that adds the least work: a narrower block
+     * re-reads the weights once more per block (and reuses each weight panel
+     * over fewer pixel panels), an M chunk re-packs the block once more.
      */
-    const int64_t want = pl->nslots > 1 ? 4 * (int64_t)pl->nslots : 1;
-    for (;;) {
-        pl->nblk = cdiv(pix, pl->nb);
-        pl->nmch = cdiv(pl->mgp, pl->mchunk);
-        pl->items = p->n * p->group * pl->nblk * pl->nmch;
-        if (pl->items >= want)
-            break;
-        const int can_m = pl->mchunk > 32, can_n = pl->nb > nr;
-        const int prefer_m = pl->mgp >= pix;
-        if (can_m && (prefer_m || !can_n))
-            pl->mchunk = imax(32, (pl->mchunk / 2 + CC_MR - 1) / CC_MR * CC_MR);
-        else if (can_n)
-            pl->nb -= nr;
-        else
-            break;
+    const int64_t want = pl->nslots > 1 ? 3 * (int64_t)pl->nslots : 1, ng = p->n * p->group;
+    const double macs = (double)ng * (double)pl->mgp * (double)pl->kdim * (double)pix;
+    double best = -1.0;
+    for (int64_t np = 6; np >= 1; np--) {
+        const int64_t nb = imin(np * nr, cdiv(pix, nr) * nr), nblk = cdiv(pix, nb);
+        if (np < 6 && nb == imin((np + 1) * nr, cdiv(pix, nr) * nr))
+            continue; /* same block as the wider try */
+        for (int64_t mch = pl->mgp;; mch = imax(32, (mch / 2 + CC_MR - 1) / CC_MR * CC_MR)) {
+            /* mch: all of M, then halves down to 32 rows */
+            const int64_t nmch = cdiv(pl->mgp, mch), items = ng * nblk * nmch;
+            const int last_try = np == 1 && (mch <= 32 || (mch / 2 + CC_MR - 1) / CC_MR * CC_MR >= mch);
+            if (items >= want || last_try) {
+                double extra = (double)ng * ((double)(nmch - 1) * (double)pl->kdim * (double)pix * 3.0 +
+                                             (double)nblk * (double)pl->mgp * (double)pl->kdim * 4.0) +
+                               macs * 0.04 * (6.0 / (double)cdiv(nb, nr) - 1.0);
+                if (items < want)
+                    extra += 1e30; /* nothing reaches want: the most items */
+                if (best < 0.0 || extra < best) {
+                    best = extra;
+                    pl->nb = nb;
+                    pl->mchunk = mch;
+                }
+                break;
+            }
+            if (mch <= 32 || (mch / 2 + CC_MR - 1) / CC_MR * CC_MR >= mch)
+                break;
+        }
     }
-    size_t bfloats = (size_t)(pl->kc * cdiv(pl->nb, nr) * nr);
+    pl->nblk = cdiv(pix, pl->nb);
+    pl->nmch = cdiv(pl->mgp, pl->mchunk);
+    pl->items = ng * pl->nblk * pl->nmch;
+    pl->nkb = cdiv(pl->kdim, pl->kc);
+    const size_t nbp = (size_t)(cdiv(pl->nb, nr) * nr);
+    /* Items that share a pixel block (M was split) would each pack it; when
+     * all blocks are small enough they are packed once, before the products. */
+    const size_t all_b = sizeof(float) * (size_t)ng * (size_t)pl->nblk * (size_t)pl->kdim * nbp;
+    pl->shared_b = pl->nmch > 1 && all_b <= ((size_t)8 << 20);
+    size_t bfloats = pl->shared_b ? 0 : (size_t)pl->kc * nbp;
     size_t segs = (size_t)pl->nb * sizeof(cc_seg);
     pl->slot_bytes = (bfloats * sizeof(float) + segs + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN;
+    pl->shared_off = (size_t)pl->nslots * pl->slot_bytes;
+    if (pl->shared_b)
+        pl->extra_bytes = all_b;
     pl->packed_bytes = PACK_HEADER + sizeof(float) * (size_t)(p->group * pl->mgp * pl->kdim);
 }
 
@@ -247,27 +272,41 @@ static void plan_wino(s4d_cpuconv_plan *pl)
     pl->tw = cdiv(pl->wo, pl->wm);
     pl->tiles = pl->th * pl->tw;
     pl->kc = pick_kc(p->c, 512, 512);
-    /* More tile panels per item when the transformed weights are too big
-     * for L2 and each block re-reads them; fewer keep V and M smaller. */
+    /*
+     * More tile panels per item when the transformed weights are too big for
+     * L2 and each tile block re-reads them; fewer keep V and M smaller. More
+     * slots want about 2 items each (items are long), made by the split that
+     * adds the least: a tile block re-reads the weights, an M chunk redoes
+     * the input transform of its tiles.
+     */
     const int64_t ubytes = 4 * a * a * pl->mgp * p->c;
-    pl->tb = imin(imax(1, imin(4, ubytes / (2 << 20))) * nr, cdiv(pl->tiles, nr) * nr);
-    pl->mchunk = pl->mgp;
-    /* Splitting the tiles re-reads the transformed weights, splitting M redoes
-     * the input transform: tiles first, down to one panel. */
-    const int64_t want = pl->nslots > 1 ? 3 * (int64_t)pl->nslots : 1;
-    for (;;) {
-        pl->ntb = cdiv(pl->tiles, pl->tb);
-        pl->nmch = cdiv(pl->mgp, pl->mchunk);
-        pl->items = p->n * pl->ntb * pl->nmch;
-        if (pl->items >= want)
-            break;
-        if (pl->tb > nr)
-            pl->tb -= nr;
-        else if (pl->mchunk > 64)
-            pl->mchunk = imax(64, (pl->mchunk / 2 + CC_MR - 1) / CC_MR * CC_MR);
-        else
-            break;
+    const int64_t tp0 = imax(1, imin(4, ubytes / (2 << 20)));
+    const int64_t want = pl->nslots > 1 ? 2 * (int64_t)pl->nslots : 1;
+    double best = -1.0;
+    for (int64_t tp = tp0; tp >= 1; tp--) {
+        const int64_t tb = imin(tp * nr, cdiv(pl->tiles, nr) * nr), ntb = cdiv(pl->tiles, tb);
+        for (int64_t mch = pl->mgp;; mch = imax(64, (mch / 2 + CC_MR - 1) / CC_MR * CC_MR)) {
+            const int64_t nmch = cdiv(pl->mgp, mch), items = p->n * ntb * nmch;
+            const int last_try = tp == 1 && (mch <= 64 || (mch / 2 + CC_MR - 1) / CC_MR * CC_MR >= mch);
+            if (items >= want || last_try) {
+                double extra = (double)p->n * ((double)ntb * (double)ubytes +
+                                               (double)(nmch - 1) * (double)(p->c * pl->tiles * a * a) * 2.0);
+                if (items < want)
+                    extra += 1e30;
+                if (best < 0.0 || extra < best) {
+                    best = extra;
+                    pl->tb = tb;
+                    pl->mchunk = mch;
+                }
+                break;
+            }
+            if (mch <= 64 || (mch / 2 + CC_MR - 1) / CC_MR * CC_MR >= mch)
+                break;
+        }
     }
+    pl->ntb = cdiv(pl->tiles, pl->tb);
+    pl->nmch = cdiv(pl->mgp, pl->mchunk);
+    pl->items = p->n * pl->ntb * pl->nmch;
     const int64_t np = cdiv(pl->tb, nr);
     size_t vfloats = (size_t)(a * a * (np * nr * p->c + XI_PAD)), mfloats = (size_t)(a * a * (pl->mchunk * np * nr + XI_PAD));
     pl->slot_bytes = ((vfloats + mfloats) * sizeof(float) + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN;
@@ -423,7 +462,8 @@ s4d_status s4d_cpuconv_plan_create(const s4d_cpuconv_params *params, s4d_cpuconv
     case S4D_CPUCONV_ALGO_AUTO:
         return fail(err, S4D_ERR_INTERNAL, "cpuconv plan: no algorithm chosen");
     }
-    pl->ws_bytes = pl->slot_bytes ? (size_t)pl->nslots * pl->slot_bytes + WS_ALIGN : 0;
+    pl->ws_bytes = pl->slot_bytes || pl->extra_bytes ? (size_t)pl->nslots * pl->slot_bytes + pl->extra_bytes + WS_ALIGN
+                                                     : 0;
     s4d_cpuconv_plan *heap = malloc(sizeof *heap);
     if (!heap)
         return fail(err, S4D_ERR_NO_MEMORY, "cpuconv plan: out of memory");
@@ -449,6 +489,35 @@ void s4d_cpuconv_plan_info(const s4d_cpuconv_plan *plan, s4d_cpuconv_info *info)
     info->workspace_bytes = plan->ws_bytes;
     info->packed_bytes = plan->packed_bytes;
     info->est_gflop = plan->gflop;
+}
+
+int s4d_cpuconv_plan_describe(const s4d_cpuconv_plan *plan, char *buf, size_t size)
+{
+    if (!plan)
+        return snprintf(buf, size, "(no plan)");
+    const s4d_cpuconv_params *p = &plan->p;
+    switch (plan->algo) {
+    case S4D_CPUCONV_ALGO_GEMM:
+        return snprintf(buf, size, "gemm %s: K %lld in blocks of %lld, %lld pixel blocks of %lld x %lld M chunks of %lld%s, "
+                        "%lld items, %d slots",
+                        s4d_cpuconv_isa_name(plan->ops->isa), (long long)plan->kdim, (long long)plan->kc,
+                        (long long)plan->nblk, (long long)plan->nb, (long long)plan->nmch, (long long)plan->mchunk,
+                        plan->shared_b ? " (panels packed once, shared)" : "", (long long)plan->items, plan->nslots);
+    case S4D_CPUCONV_ALGO_WINOGRAD2:
+    case S4D_CPUCONV_ALGO_WINOGRAD4:
+        return snprintf(buf, size, "winograd F(%dx%d,3x3) %s: %lld tiles in %lld blocks of %lld x %lld M chunks of %lld, "
+                        "C in blocks of %lld, %lld items, %d slots",
+                        plan->wm, plan->wm, s4d_cpuconv_isa_name(plan->ops->isa), (long long)plan->tiles,
+                        (long long)plan->ntb, (long long)plan->tb, (long long)plan->nmch, (long long)plan->mchunk,
+                        (long long)plan->kc, (long long)plan->items, plan->nslots);
+    case S4D_CPUCONV_ALGO_DEPTHWISE:
+        return snprintf(buf, size, "depthwise %lldx%lld %s: %lld planes x %lld row chunks, %d slots", (long long)p->kh,
+                        (long long)p->kw, s4d_cpuconv_isa_name(plan->ops->isa), (long long)(p->n * p->c),
+                        (long long)plan->nrch, plan->nslots);
+    case S4D_CPUCONV_ALGO_AUTO:
+        break;
+    }
+    return snprintf(buf, size, "(no algorithm)");
 }
 
 /* ---- weight packing ---- */
@@ -537,44 +606,89 @@ typedef struct run_ctx {
     const float *w, *x, *bias, *res;
     float *y;
     char *ws;
+    int pack_pass;     /* the first pass of a shared-panel run */
+    int64_t items;
     atomic_llong next;
 } run_ctx;
 
-static void gemm_item(const run_ctx *r, int64_t item, char *slot)
+/* The segments of pixel block blk (a flat plane is one row: each panel is
+ * then one contiguous copy) and the packing geometry that goes with them. */
+static int64_t gemm_segs(const s4d_cpuconv_plan *pl, int64_t blk, cc_seg *segs, int64_t *h, int64_t *w)
 {
-    const s4d_cpuconv_plan *pl = r->pl;
     const s4d_cpuconv_params *p = &pl->p;
-    const cc_ops *ops = pl->ops;
-    const int64_t nr = ops->nr, pix = pl->ho * pl->wo, plane = p->h * p->w, kdim = pl->kdim;
-    int64_t it = item;
-    const int64_t mc = it % pl->nmch;
-    it /= pl->nmch;
-    const int64_t blk = it % pl->nblk;
-    it /= pl->nblk;
-    const int64_t g = it % p->group, n = it / p->group;
-    const float *xg = r->x + (n * p->c + g * pl->cg) * plane;
-    const int64_t ych = n * p->m + g * pl->mg; /* first output channel of the group */
-    const float *ag = r->w + g * pl->mgp * kdim;
-    const int64_t m0 = mc * pl->mchunk, m1 = imin(pl->mg, m0 + pl->mchunk);
-    const int64_t n0 = blk * pl->nb, nbb = imin(pl->nb, pix - n0), np = cdiv(nbb, nr);
-    float *bbuf = (float *)slot;
-    cc_seg *segs = (cc_seg *)(slot + sizeof(float) * (size_t)(pl->kc * cdiv(pl->nb, nr) * nr));
+    const int64_t nr = pl->ops->nr, pix = pl->ho * pl->wo;
+    const int64_t n0 = blk * pl->nb, nbb = imin(pl->nb, pix - n0), wo = pl->flat ? pix : pl->wo;
+    *h = pl->flat ? 1 : p->h;
+    *w = pl->flat ? p->h * p->w : p->w;
     int64_t nseg = 0;
-    /* A flat plane is one row: each panel is then one contiguous copy. */
-    const int64_t wo = pl->flat ? pix : pl->wo, h = pl->flat ? 1 : p->h, w = pl->flat ? plane : p->w;
     for (int64_t j = 0; j < nbb;) {
         int64_t q = n0 + j, oy = q / wo, ox = q % wo;
         int64_t len = imin(imin(wo - ox, nbb - j), nr - j % nr);
         segs[nseg++] = (cc_seg){(int32_t)oy, (int32_t)ox, (int32_t)len, (int32_t)j};
         j += len;
     }
+    return nseg;
+}
+
+static void gemm_pack(const run_ctx *r, int64_t ng_i, int64_t blk, int64_t k0, int64_t kcb, const cc_seg *segs,
+                      int64_t nseg, int64_t h, int64_t w, float *dst)
+{
+    const s4d_cpuconv_plan *pl = r->pl;
+    const s4d_cpuconv_params *p = &pl->p;
+    const int64_t plane = p->h * p->w, n = ng_i / p->group, g = ng_i % p->group;
+    const cc_pack pk = {r->x + (n * p->c + g * pl->cg) * plane, plane, h, w, pl->cg, p->kh, p->kw,
+                        p->stride_h, p->stride_w, p->pad_top, p->pad_left, p->dil_h, p->dil_w, k0, kcb, segs, nseg,
+                        dst};
+    (void)blk;
+    pl->ops->pack_b(&pk);
+}
+
+/* Shared panels of (image x group ng_i, block blk), reduction rows from k0. */
+static float *gemm_shared(const run_ctx *r, int64_t ng_i, int64_t blk, int64_t k0)
+{
+    const s4d_cpuconv_plan *pl = r->pl;
+    const int64_t nbp = cdiv(pl->nb, pl->ops->nr) * pl->ops->nr;
+    return (float *)(r->ws + pl->shared_off) + ((ng_i * pl->nblk + blk) * pl->kdim + k0) * nbp;
+}
+
+/* First pass of a shared-panel run: item = (image x group, block, K block). */
+static void gemm_pack_item(const run_ctx *r, int64_t item, char *slot)
+{
+    const s4d_cpuconv_plan *pl = r->pl;
+    const int64_t kb = item % pl->nkb, blk = (item / pl->nkb) % pl->nblk, ng_i = item / pl->nkb / pl->nblk;
+    const int64_t k0 = kb * pl->kc, kcb = imin(pl->kc, pl->kdim - k0);
+    int64_t h, w;
+    cc_seg *segs = (cc_seg *)slot;
+    const int64_t nseg = gemm_segs(pl, blk, segs, &h, &w);
+    gemm_pack(r, ng_i, blk, k0, kcb, segs, nseg, h, w, gemm_shared(r, ng_i, blk, k0));
+}
+
+static void gemm_item(const run_ctx *r, int64_t item, char *slot)
+{
+    const s4d_cpuconv_plan *pl = r->pl;
+    const s4d_cpuconv_params *p = &pl->p;
+    const cc_ops *ops = pl->ops;
+    const int64_t nr = ops->nr, pix = pl->ho * pl->wo, kdim = pl->kdim;
+    const int64_t mc = item % pl->nmch, blk = (item / pl->nmch) % pl->nblk, ng_i = item / pl->nmch / pl->nblk;
+    const int64_t g = ng_i % p->group, n = ng_i / p->group;
+    const int64_t ych = n * p->m + g * pl->mg; /* first output channel of the group */
+    const float *ag = r->w + g * pl->mgp * kdim;
+    const int64_t m0 = mc * pl->mchunk, m1 = imin(pl->mg, m0 + pl->mchunk);
+    const int64_t n0 = blk * pl->nb, nbb = imin(pl->nb, pix - n0), np = cdiv(nbb, nr);
+    float *bbuf = (float *)slot;
+    cc_seg *segs = (cc_seg *)(slot + sizeof(float) * (size_t)(pl->shared_b ? 0 : pl->kc * cdiv(pl->nb, nr) * nr));
+    int64_t h = 0, w = 0, nseg = pl->shared_b ? 0 : gemm_segs(pl, blk, segs, &h, &w);
     cc_epi epi = {NULL, NULL, pix, (int)p->act, p->act_min, p->act_max};
     for (int64_t k0 = 0; k0 < kdim; k0 += pl->kc) {
         const int64_t kcb = imin(pl->kc, kdim - k0);
         const int last = k0 + kcb == kdim;
-        const cc_pack pk = {xg, plane, h, w, pl->cg, p->kh, p->kw, p->stride_h, p->stride_w,
-                            p->pad_top, p->pad_left, p->dil_h, p->dil_w, k0, kcb, segs, nseg, bbuf};
-        ops->pack_b(&pk);
+        const float *b;
+        if (pl->shared_b) {
+            b = gemm_shared(r, ng_i, blk, k0);
+        } else {
+            gemm_pack(r, ng_i, blk, k0, kcb, segs, nseg, h, w, bbuf);
+            b = bbuf;
+        }
         /* Weight micro-panel in L1 across the block's pixel panels (in L2);
          * the output is written 8 rows x the block's width at a time. */
         for (int64_t mrow = m0; mrow < m1; mrow += CC_MR) {
@@ -586,8 +700,8 @@ static void gemm_item(const run_ctx *r, int64_t item, char *slot)
                     epi.bias = r->bias ? r->bias + (g * pl->mg + mrow) : NULL;
                     epi.res = r->res ? r->res + at : NULL;
                 }
-                ops->ukr(kcb, ag + mrow * kdim + k0 * CC_MR, bbuf + pp * kcb * nr, nr, r->y + at, pix, mr, nc,
-                         k0 > 0, last ? &epi : NULL);
+                ops->ukr(kcb, ag + mrow * kdim + k0 * CC_MR, b + pp * kcb * nr, nr, r->y + at, pix, mr, nc, k0 > 0,
+                         last ? &epi : NULL);
             }
         }
     }
@@ -675,11 +789,14 @@ static void run_slots(void *arg, int64_t begin, int64_t end)
         char *slot = r->ws ? r->ws + (size_t)s * pl->slot_bytes : NULL;
         for (;;) {
             int64_t item = atomic_fetch_add(&r->next, 1);
-            if (item >= pl->items)
+            if (item >= r->items)
                 break;
             switch (pl->algo) {
             case S4D_CPUCONV_ALGO_GEMM:
-                gemm_item(r, item, slot);
+                if (r->pack_pass)
+                    gemm_pack_item(r, item, slot);
+                else
+                    gemm_item(r, item, slot);
                 break;
             case S4D_CPUCONV_ALGO_WINOGRAD2:
             case S4D_CPUCONV_ALGO_WINOGRAD4:
@@ -732,6 +849,19 @@ s4d_status s4d_cpuconv_run(const s4d_cpuconv_plan *plan, const void *packed, con
         uintptr_t at = ((uintptr_t)workspace + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN;
         r.ws = (char *)at;
     }
+    r.pack_pass = 0;
+    if (plan->shared_b) {
+        r.pack_pass = 1;
+        r.items = p->n * p->group * plan->nblk * plan->nkb;
+        atomic_init(&r.next, 0);
+        int64_t slots = imin(plan->nslots, r.items);
+        if (parallel_for && slots > 1)
+            parallel_for(pool, slots, run_slots, &r);
+        else
+            run_slots(&r, 0, 1);
+        r.pack_pass = 0;
+    }
+    r.items = plan->items;
     atomic_init(&r.next, 0);
     int64_t slots = imin(plan->nslots, plan->items);
     if (parallel_for && slots > 1)

@@ -125,6 +125,10 @@ void s4d_cpuconv_plan_destroy(s4d_cpuconv_plan *plan);
 /* Copies the plan's decisions into *info. */
 void s4d_cpuconv_plan_info(const s4d_cpuconv_plan *plan, s4d_cpuconv_info *info);
 
+/* One line on the plan's algorithm and blocking into buf (snprintf rules:
+ * returns the length it needed). For logs and --dumpLayerInfo. */
+int s4d_cpuconv_plan_describe(const s4d_cpuconv_plan *plan, char *buf, size_t size);
+
 /*
  * Writes the packed form of w ([M][C/group][KH][KW] float32, not kept) into
  * packed (info.packed_bytes bytes, any alignment, owned by the caller). The
