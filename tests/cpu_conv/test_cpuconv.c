@@ -2,7 +2,7 @@
  * The convolution library (src/backend/cpu/conv) against a float64 direct
  * loop, on random inputs, for one group of cases and one instruction set:
  *
- *   test_cpuconv <gemm|winograd2|winograd4|depthwise|epilogue|threads> <scalar|avx2|avx512>
+ *   test_cpuconv <gemm|winograd2|winograd4|depthwise|epilogue|threads|maxpool> <scalar|avx2|avx512>
  *   test_cpuconv errors
  *
  * Exit 0: pass; 1: fail; 77: the CPU lacks the instruction set (CTest skip).
@@ -324,6 +324,84 @@ static void check_threads(s4d_cpuconv_isa isa)
     s4d_threadpool_destroy(pool);
 }
 
+/* Max pooling against a direct loop: exact, NaN and empty windows included. */
+static void check_maxpool(s4d_cpuconv_isa isa)
+{
+    /* n c h w kh kw sh sw pt pl dh dw ho wo */
+    static const int64_t cases[][14] = {
+        {1, 64, 128, 352, 3, 3, 2, 2, 1, 1, 1, 1, 64, 176}, /* the ResNet stem */
+        {2, 3, 17, 23, 3, 3, 1, 1, 1, 1, 1, 1, 17, 23},
+        {1, 5, 19, 40, 2, 2, 2, 2, 0, 0, 1, 1, 9, 20},
+        {1, 4, 20, 37, 3, 2, 3, 3, 1, 0, 1, 1, 7, 12},
+        {1, 2, 15, 33, 3, 3, 1, 1, 0, 0, 2, 2, 11, 29},
+        {1, 2, 9, 18, 2, 2, 1, 1, 2, 2, 1, 1, 10, 19}, /* windows wholly in the padding: -inf */
+        {1, 3, 11, 50, 5, 5, 2, 2, 2, 2, 1, 1, 6, 25},  /* ceil_mode-like: last windows clipped */
+    };
+    for (size_t i = 0; i < COUNT(cases); i++) {
+        const int64_t *k = cases[i];
+        s4d_cpuconv_pool_params p;
+        memset(&p, 0, sizeof p);
+        p.struct_size = sizeof p;
+        p.n = k[0], p.c = k[1], p.h = k[2], p.w = k[3], p.kh = k[4], p.kw = k[5], p.stride_h = k[6], p.stride_w = k[7];
+        p.pad_top = k[8], p.pad_left = k[9], p.dil_h = k[10], p.dil_w = k[11], p.ho = k[12], p.wo = k[13];
+        p.isa = isa;
+        const int64_t nx = p.n * p.c * p.h * p.w, ny = p.n * p.c * p.ho * p.wo;
+        float *x = rand_buf(nx), *y = malloc(sizeof(float) * (size_t)ny), *ref = malloc(sizeof(float) * (size_t)ny);
+        x[nx / 3] = NAN;
+        for (int64_t pl = 0; pl < p.n * p.c; pl++)
+            for (int64_t oy = 0; oy < p.ho; oy++)
+                for (int64_t ox = 0; ox < p.wo; ox++) {
+                    double best = -INFINITY;
+                    int nan = 0;
+                    for (int64_t ky = 0; ky < p.kh; ky++)
+                        for (int64_t kx = 0; kx < p.kw; kx++) {
+                            int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dil_h;
+                            int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dil_w;
+                            if (iy < 0 || iy >= p.h || ix < 0 || ix >= p.w)
+                                continue;
+                            float v = x[(pl * p.h + iy) * p.w + ix];
+                            nan |= v != v;
+                            best = v > best ? v : best;
+                        }
+                    ref[(pl * p.ho + oy) * p.wo + ox] = nan ? NAN : (float)best;
+                }
+        s4d_threadpool *pool = NULL;
+        s4d_threadpool_create(2, &pool);
+        s4d_errbuf err = {{0}};
+        memset(y, 0xFF, sizeof(float) * (size_t)ny);
+        s4d_status st = s4d_cpuconv_maxpool(&p, x, y, pool_for, pool, &err);
+        CHECK(st == S4D_OK, "maxpool case %zu: %s", i, err.msg);
+        int64_t bad = 0, nans = 0, infs = 0;
+        for (int64_t j = 0; j < ny; j++) {
+            int same = isnan(ref[j]) ? isnan(y[j]) : y[j] == ref[j];
+            bad += !same;
+            nans += isnan(ref[j]) != 0;
+            infs += isinf(ref[j]) != 0;
+        }
+        CHECK(bad == 0, "maxpool case %zu (%s): %lld of %lld outputs differ", i, s4d_cpuconv_isa_name(isa),
+              (long long)bad, (long long)ny);
+        printf("maxpool case %zu %-7s %lld outputs (%lld NaN, %lld -inf): %s\n", i, s4d_cpuconv_isa_name(isa),
+               (long long)ny, (long long)nans, (long long)infs, bad ? "DIFFER" : "exact");
+        s4d_threadpool_destroy(pool);
+        free(x);
+        free(y);
+        free(ref);
+    }
+    s4d_cpuconv_pool_params q;
+    memset(&q, 0, sizeof q);
+    q.struct_size = sizeof q;
+    q.n = q.c = q.h = q.w = q.kh = q.kw = q.ho = q.wo = 1;
+    float v = 1.0f, out = 0.0f;
+    s4d_errbuf err = {{0}};
+    q.pad_left = -1;
+    CHECK(s4d_cpuconv_maxpool(&q, &v, &out, NULL, NULL, &err) == S4D_ERR_INVALID_ARG && err.msg[0],
+          "maxpool: negative pad accepted");
+    q.pad_left = 0;
+    CHECK(s4d_cpuconv_maxpool(&q, NULL, &out, NULL, NULL, &err) == S4D_ERR_INVALID_ARG, "maxpool: NULL x accepted");
+    q.struct_size = 4;
+    CHECK(s4d_cpuconv_maxpool(&q, &v, &out, NULL, NULL, &err) == S4D_ERR_INVALID_ARG, "maxpool: struct_size accepted");
+}
+
 static int expect_status(s4d_status got, s4d_status want, const s4d_errbuf *err, const char *what)
 {
     CHECK(got == want, "%s: status %d, expected %d (%s)", what, (int)got, (int)want, err->msg);
@@ -443,7 +521,7 @@ int main(int argc, char **argv)
         return failures ? 1 : 0;
     }
     if (argc != 3) {
-        fprintf(stderr, "usage: %s <gemm|winograd2|winograd4|depthwise|epilogue|threads> <scalar|avx2|avx512>\n"
+        fprintf(stderr, "usage: %s <gemm|winograd2|winograd4|depthwise|epilogue|threads|maxpool> <scalar|avx2|avx512>\n"
                         "       %s errors\n", argv[0], argv[0]);
         return 2;
     }
@@ -483,6 +561,8 @@ int main(int argc, char **argv)
         check_nan(isa);
     } else if (strcmp(grp, "threads") == 0) {
         check_threads(isa);
+    } else if (strcmp(grp, "maxpool") == 0) {
+        check_maxpool(isa);
     } else {
         fprintf(stderr, "unknown case group '%s'\n", grp);
         return 2;

@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "backend/cpu/conv/cpuconv_impl.h"
@@ -868,5 +869,74 @@ s4d_status s4d_cpuconv_run(const s4d_cpuconv_plan *plan, const void *packed, con
         parallel_for(pool, slots, run_slots, &r);
     else
         run_slots(&r, 0, 1);
+    return S4D_OK;
+}
+
+/* ---- max pooling ---- */
+
+typedef struct pool_ctx {
+    const cc_ops *ops;
+    cc_geom g;
+    const float *x;
+    float *y;
+    int64_t rows_per_item, nrch;
+} pool_ctx;
+
+static void pool_items(void *arg, int64_t begin, int64_t end)
+{
+    const pool_ctx *c = arg;
+    for (int64_t it = begin; it < end; it++) {
+        const int64_t rc = it % c->nrch, plane = it / c->nrch;
+        const int64_t oy0 = rc * c->rows_per_item, oy1 = imin(c->g.ho, oy0 + c->rows_per_item);
+        c->ops->maxpool_rows(&c->g, c->x + plane * c->g.h * c->g.w, c->y + plane * c->g.ho * c->g.wo, oy0, oy1);
+    }
+}
+
+s4d_status s4d_cpuconv_maxpool(const s4d_cpuconv_pool_params *params, const float *x, float *y,
+                               s4d_cpuconv_parallel_for parallel_for, void *pool, s4d_errbuf *err)
+{
+    if (!params || !x || !y)
+        return fail(err, S4D_ERR_INVALID_ARG, "cpuconv maxpool: %s is NULL", !params ? "params" : !x ? "x" : "y");
+    if (params->struct_size < sizeof(s4d_cpuconv_pool_params))
+        return fail(err, S4D_ERR_INVALID_ARG, "cpuconv maxpool: struct_size %u is below %zu", params->struct_size,
+                    sizeof(s4d_cpuconv_pool_params));
+    s4d_cpuconv_pool_params p = *params;
+    p.stride_h = p.stride_h ? p.stride_h : 1;
+    p.stride_w = p.stride_w ? p.stride_w : 1;
+    p.dil_h = p.dil_h ? p.dil_h : 1;
+    p.dil_w = p.dil_w ? p.dil_w : 1;
+    if (p.n <= 0 || p.c <= 0 || p.h <= 0 || p.w <= 0 || p.kh <= 0 || p.kw <= 0 || p.stride_h <= 0 ||
+        p.stride_w <= 0 || p.dil_h <= 0 || p.dil_w <= 0 || p.ho <= 0 || p.wo <= 0 || p.pad_top < 0 || p.pad_left < 0)
+        return fail(err, S4D_ERR_INVALID_ARG,
+                    "cpuconv maxpool: sizes must be positive and pads non-negative (n %lld, c %lld, %lldx%lld, "
+                    "kernel %lldx%lld, output %lldx%lld)",
+                    (long long)p.n, (long long)p.c, (long long)p.h, (long long)p.w, (long long)p.kh, (long long)p.kw,
+                    (long long)p.ho, (long long)p.wo);
+    const int64_t big = INT32_MAX / 2;
+    if (p.h * p.w > big || p.ho * p.wo > big || p.stride_w > big || p.dil_w > 4096 || p.kw > 4096 ||
+        p.pad_left > big || p.pad_top > big)
+        return fail(err, S4D_ERR_UNSUPPORTED, "cpuconv maxpool: a size exceeds the 2^30 elements per plane supported");
+    if (p.isa < S4D_CPUCONV_ISA_AUTO || p.isa > S4D_CPUCONV_ISA_AVX512)
+        return fail(err, S4D_ERR_INVALID_ARG, "cpuconv maxpool: unknown instruction set %d", (int)p.isa);
+    s4d_cpuconv_isa best = s4d_cpuconv_isa_best(), isa = p.isa == S4D_CPUCONV_ISA_AUTO ? best : p.isa;
+    if (isa > best)
+        return fail(err, S4D_ERR_UNSUPPORTED, "cpuconv maxpool: this CPU lacks the %s instructions asked for",
+                    s4d_cpuconv_isa_name(isa));
+    pool_ctx c = {ops_for(isa),
+                  {p.h, p.w, p.ho, p.wo, p.kh, p.kw, p.stride_h, p.stride_w, p.pad_top, p.pad_left, p.dil_h, p.dil_w},
+                  x, y, 0, 0};
+    /* Items of at least a few thousand outputs, planes split into row chunks
+     * when there are few of them. */
+    const int64_t planes = p.n * p.c;
+    c.rows_per_item = imax(1, imin(p.ho, cdiv(4096, p.wo)));
+    c.nrch = cdiv(p.ho, c.rows_per_item);
+    if (planes >= 64) {
+        c.rows_per_item = p.ho;
+        c.nrch = 1;
+    }
+    if (parallel_for)
+        parallel_for(pool, planes * c.nrch, pool_items, &c);
+    else
+        pool_items(&c, 0, planes * c.nrch);
     return S4D_OK;
 }

@@ -28,6 +28,9 @@
  *   DEPTHWISE  group == C == M: a kernel of its own, vectorised over output
  *              columns; any kernel size, stride, dilation, padding.
  *
+ * Also here, because the stem of a ResNet runs it between two convolutions:
+ * s4d_cpuconv_maxpool, 2-D max pooling on the same vector row machinery.
+ *
  * Instruction sets: AVX-512F, AVX2+FMA or portable C, chosen at run time from
  * the CPU's features (each kernel is compiled for its set with a function
  * target attribute, so the library needs no -march flag). All three give the
@@ -159,6 +162,28 @@ s4d_status s4d_cpuconv_run(const s4d_cpuconv_plan *plan, const void *packed, con
                            const float *bias, const float *residual, float *y, void *workspace,
                            size_t workspace_bytes, s4d_cpuconv_parallel_for parallel_for, void *pool,
                            s4d_errbuf *err);
+
+/* Max pooling over NCHW float32 (plain data; struct_size as above). The
+ * output size is the caller's (it knows ceil_mode and auto_pad); windows are
+ * clipped to the input, padding takes no part, an empty window gives -inf and
+ * a NaN in a window gives NaN (the engine's MaxPool semantics). */
+typedef struct s4d_cpuconv_pool_params {
+    uint32_t struct_size;
+    int64_t n, c, h, w;
+    int64_t kh, kw;
+    int64_t stride_h, stride_w; /* 0 means 1 */
+    int64_t pad_top, pad_left;
+    int64_t dil_h, dil_w;       /* 0 means 1 */
+    int64_t ho, wo;
+    s4d_cpuconv_isa isa;        /* AUTO or forced */
+} s4d_cpuconv_pool_params;
+
+/* y[N][C][HO][WO] = max pooling of x. parallel_for may be NULL. Allocates
+ * nothing. Returns S4D_OK, S4D_ERR_INVALID_ARG (NULL pointers, non-positive
+ * sizes, negative pads, struct_size) or S4D_ERR_UNSUPPORTED (a forced set the
+ * CPU lacks, planes past 2^30 elements). */
+s4d_status s4d_cpuconv_maxpool(const s4d_cpuconv_pool_params *params, const float *x, float *y,
+                               s4d_cpuconv_parallel_for parallel_for, void *pool, s4d_errbuf *err);
 
 /* The best instruction set this CPU supports (never AUTO), and a name for one. */
 s4d_cpuconv_isa s4d_cpuconv_isa_best(void);

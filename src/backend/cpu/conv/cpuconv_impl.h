@@ -174,6 +174,9 @@ typedef struct cc_ops {
     /* Depthwise: output rows [oy0, oy1) of one channel. */
     void (*dw_rows)(const cc_geom *g, const float *x, const float *wk, float bias, const float *res, float *y,
                     int64_t oy0, int64_t oy1, const cc_post *post);
+    /* Max pooling, output rows [oy0, oy1) of one plane (g's kernel and
+     * geometry; padding takes no part; an empty window gives -inf; NaN wins). */
+    void (*maxpool_rows)(const cc_geom *g, const float *x, float *y, int64_t oy0, int64_t oy1);
 } cc_ops;
 
 extern const cc_ops s4d_cc_ops_scalar;

@@ -70,6 +70,8 @@ INL void ukr4(const int nv, int64_t kc, const float *a, const float *b, int64_t 
             b2 = _mm256_maskload_ps(b + 16, lm);
         }
         CC_FMA_ROW(0) CC_FMA_ROW(1) CC_FMA_ROW(2) CC_FMA_ROW(3)
+        if ((k & 1) == 0) /* weights stream from L3 or memory: 16 steps ahead */
+            _mm_prefetch((const char *)(a + 16 * CC_MR), _MM_HINT_T0);
         a += CC_MR;
         b += ldb;
     }
@@ -361,6 +363,9 @@ static TGT void dw_rows(const cc_geom *g, const float *x, const float *wk, float
                 if (iy < 0 || iy >= g->h)
                     continue;
                 const float *row = x + iy * g->w;
+                if (ox == 0) /* the hardware prefetchers miss these row streams */
+                    for (int64_t e = 0; e < g->w; e += 16)
+                        cc_prefetch(row + e);
                 for (int64_t kx = 0; kx < g->kw; kx++) {
                     __m256 v = load_strided(row, g->w, ox * g->sw - g->pl + kx * g->dw, g->sw, n);
                     acc = _mm256_fmadd_ps(_mm256_set1_ps(wk[ky * g->kw + kx]), v, acc);
@@ -374,4 +379,37 @@ static TGT void dw_rows(const cc_geom *g, const float *x, const float *wk, float
     }
 }
 
-const cc_ops s4d_cc_ops_avx2 = {S4D_CPUCONV_ISA_AVX2, NR, VL, ukr, pack_b, wino_in, wino_out, dw_rows};
+static TGT void maxpool_rows(const cc_geom *g, const float *x, float *y, int64_t oy0, int64_t oy1)
+{
+    const __m256 ninf = _mm256_set1_ps(-__builtin_inff()), qnan = _mm256_set1_ps(__builtin_nanf(""));
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int64_t oy = oy0; oy < oy1; oy++) {
+        for (int64_t ox = 0; ox < g->wo; ox += 8) {
+            __m256 acc = ninf, nan = _mm256_setzero_ps();
+            for (int64_t ky = 0; ky < g->kh; ky++) {
+                int64_t iy = oy * g->sh - g->pt + ky * g->dh;
+                if (iy < 0 || iy >= g->h)
+                    continue;
+                const float *row = x + iy * g->w;
+                if (ox == 0) /* the hardware prefetchers miss these row streams */
+                    for (int64_t e = 0; e < g->w; e += 16)
+                        cc_prefetch(row + e);
+                for (int64_t kx = 0; kx < g->kw; kx++) {
+                    int64_t ix = ox * g->sw - g->pl + kx * g->dw;
+                    __m256i idx = _mm256_add_epi32(_mm256_set1_epi32((int32_t)ix),
+                                                   _mm256_mullo_epi32(lanes, _mm256_set1_epi32((int32_t)g->sw)));
+                    __m256 ok = _mm256_castsi256_ps(_mm256_and_si256(_mm256_cmpgt_epi32(idx, _mm256_set1_epi32(-1)),
+                                                                     _mm256_cmpgt_epi32(_mm256_set1_epi32((int32_t)g->w), idx)));
+                    __m256 v = g->sw == 1 ? _mm256_blendv_ps(ninf, _mm256_maskload_ps(row + ix, _mm256_castps_si256(ok)), ok)
+                                          : _mm256_mask_i32gather_ps(ninf, row, idx, ok, 4);
+                    nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+                    acc = _mm256_max_ps(acc, v);
+                }
+            }
+            acc = _mm256_blendv_ps(acc, qnan, nan);
+            _mm256_maskstore_ps(y + oy * g->wo + ox, lanes_below(g->wo - ox), acc);
+        }
+    }
+}
+
+const cc_ops s4d_cc_ops_avx2 = {S4D_CPUCONV_ISA_AVX2, NR, VL, ukr, pack_b, wino_in, wino_out, dw_rows, maxpool_rows};

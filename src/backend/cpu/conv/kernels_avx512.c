@@ -84,6 +84,8 @@ INL void ukr_nv(const int nv, int64_t kc, const float *a, const float *b, int64_
         }
         CC_FMA_ROW(0) CC_FMA_ROW(1) CC_FMA_ROW(2) CC_FMA_ROW(3)
         CC_FMA_ROW(4) CC_FMA_ROW(5) CC_FMA_ROW(6) CC_FMA_ROW(7)
+        if ((k & 1) == 0) /* weights stream from L3 or memory: 16 steps ahead */
+            _mm_prefetch((const char *)(a + 16 * CC_MR), _MM_HINT_T0);
         a += CC_MR;
         b += ldb;
     }
@@ -361,6 +363,9 @@ INL void wino_in_m(const int m, const float *x, int64_t plane_stride, int64_t nc
                     for (int64_t e = e0; e < e1 && e < w; e += 16)
                         cc_prefetch(nx + e);
                 }
+        if (c + 1 < nc) /* the next channel's a x a destinations, one line each */
+            for (int e = 0; e < a * a; e++)
+                cc_prefetch_w(dst + e * xi_stride + (c + 1) * c_stride);
         __m512 u[A_MAX][A_MAX]; /* u[r][q]: row transform of input row r */
         for (int r = 0; r < a; r++) {
             __m512 d[A_MAX];
@@ -481,6 +486,9 @@ INL void wino_out_m(const int m, const float *src, int64_t xi_stride, int64_t m_
         }
     }
     for (int64_t j = 0; j < nm; j++) {
+        if (j + 1 < nm) /* the next channel's a x a products, one line each */
+            for (int e = 0; e < a * a; e++)
+                cc_prefetch(src + e * xi_stride + (j + 1) * m_stride);
         __m512 u[M_MAX][A_MAX]; /* u[r][q]: column transform, output row r */
         for (int q = 0; q < a; q++) {
             __m512 s[A_MAX], o[M_MAX];
@@ -572,6 +580,9 @@ static TGT void dw_rows(const cc_geom *g, const float *x, const float *wk, float
                 if (iy < 0 || iy >= g->h)
                     continue;
                 const float *row = x + iy * g->w;
+                if (ox == 0) /* the hardware prefetchers miss these row streams */
+                    for (int64_t e = 0; e < g->w; e += 16)
+                        cc_prefetch(row + e);
                 for (int64_t kx = 0; kx < g->kw; kx++) {
                     __m512 v = load_strided(row, g->w, ox * g->sw - g->pl + kx * g->dw, g->sw, want);
                     acc = _mm512_fmadd_ps(_mm512_set1_ps(wk[ky * g->kw + kx]), v, acc);
@@ -585,4 +596,52 @@ static TGT void dw_rows(const cc_geom *g, const float *x, const float *wk, float
     }
 }
 
-const cc_ops s4d_cc_ops_avx512 = {S4D_CPUCONV_ISA_AVX512, NR, VL, ukr, pack_b, wino_in, wino_out, dw_rows};
+/* As load_strided, with `fill` where the row has no element. */
+INL __m512 load_strided_fill(const float *row, int64_t w, int64_t ix, int64_t sw, __m512 fill)
+{
+    if (sw == 1)
+        return _mm512_mask_loadu_ps(fill, range_mask(ix, w), row + ix);
+    if (sw == 2) {
+        const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+        __m512 lo = _mm512_mask_loadu_ps(fill, range_mask(ix, w), row + ix);
+        __m512 hi = _mm512_mask_loadu_ps(fill, range_mask(ix + 16, w), row + ix + 16);
+        return _mm512_permutex2var_ps(lo, even, hi);
+    }
+    const __m512i lanes = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    __m512i idx = _mm512_add_epi32(_mm512_set1_epi32((int32_t)ix), _mm512_mullo_epi32(lanes, _mm512_set1_epi32((int32_t)sw)));
+    __mmask16 ok = _mm512_cmpge_epi32_mask(idx, _mm512_setzero_si512()) &
+                   _mm512_cmplt_epi32_mask(idx, _mm512_set1_epi32((int32_t)w));
+    return _mm512_mask_i32gather_ps(fill, ok, idx, row, 4);
+}
+
+static TGT void maxpool_rows(const cc_geom *g, const float *x, float *y, int64_t oy0, int64_t oy1)
+{
+    const __m512 ninf = _mm512_set1_ps(-__builtin_inff()), qnan = _mm512_set1_ps(__builtin_nanf(""));
+    for (int64_t oy = oy0; oy < oy1; oy++) {
+        for (int64_t ox = 0; ox < g->wo; ox += 16) {
+            __m512 acc = ninf;
+            __mmask16 nan = 0;
+            for (int64_t ky = 0; ky < g->kh; ky++) {
+                int64_t iy = oy * g->sh - g->pt + ky * g->dh;
+                if (iy < 0 || iy >= g->h)
+                    continue;
+                const float *row = x + iy * g->w;
+                if (ox == 0) /* the hardware prefetchers miss these row streams */
+                    for (int64_t e = 0; e < g->w; e += 16)
+                        cc_prefetch(row + e);
+                for (int64_t kx = 0; kx < g->kw; kx++) {
+                    __m512 v = load_strided_fill(row, g->w, ox * g->sw - g->pl + kx * g->dw, g->sw, ninf);
+                    nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+                    acc = _mm512_max_ps(acc, v);
+                }
+            }
+            acc = _mm512_mask_mov_ps(acc, nan, qnan);
+            if (g->wo - ox >= 16)
+                _mm512_storeu_ps(y + oy * g->wo + ox, acc);
+            else
+                _mm512_mask_storeu_ps(y + oy * g->wo + ox, lane_mask((int)(g->wo - ox)), acc);
+        }
+    }
+}
+
+const cc_ops s4d_cc_ops_avx512 = {S4D_CPUCONV_ISA_AVX512, NR, VL, ukr, pack_b, wino_in, wino_out, dw_rows, maxpool_rows};

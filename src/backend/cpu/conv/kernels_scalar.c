@@ -5,6 +5,7 @@
  * matters for rounding (the Winograd transforms), so that a test can hold all
  * sets to one tolerance.
  */
+#include <math.h>
 #include <string.h>
 
 #include "backend/cpu/conv/cpuconv_impl.h"
@@ -178,4 +179,26 @@ static void dw_rows(const cc_geom *g, const float *x, const float *wk, float bia
         }
 }
 
-const cc_ops s4d_cc_ops_scalar = {S4D_CPUCONV_ISA_SCALAR, NR, VL, ukr, pack_b, wino_in, wino_out, dw_rows};
+static void maxpool_rows(const cc_geom *g, const float *x, float *y, int64_t oy0, int64_t oy1)
+{
+    for (int64_t oy = oy0; oy < oy1; oy++)
+        for (int64_t ox = 0; ox < g->wo; ox++) {
+            float best = -INFINITY;
+            for (int64_t ky = 0; ky < g->kh; ky++) {
+                int64_t iy = oy * g->sh - g->pt + ky * g->dh;
+                if (iy < 0 || iy >= g->h)
+                    continue;
+                for (int64_t kx = 0; kx < g->kw; kx++) {
+                    int64_t ix = ox * g->sw - g->pl + kx * g->dw;
+                    if (ix < 0 || ix >= g->w)
+                        continue;
+                    float v = x[iy * g->w + ix];
+                    if (v > best || (v != v && best == best))
+                        best = v;
+                }
+            }
+            y[oy * g->wo + ox] = best;
+        }
+}
+
+const cc_ops s4d_cc_ops_scalar = {S4D_CPUCONV_ISA_SCALAR, NR, VL, ukr, pack_b, wino_in, wino_out, dw_rows, maxpool_rows};
