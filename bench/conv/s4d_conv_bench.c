@@ -1,11 +1,11 @@
 /*
- * Times every convolution of ResNet50 + FPN at a 1x3x256x704 input with the
- * convolution library (src/backend/cpu/conv) and with the path the Conv op
+ * Times every convolution of ResNet50 + FPN at a 1x3x256x704 input (or, with
+ * --net=mbv2, of MobileNetV2 at 1x3x224x224) with the convolution library (src/backend/cpu/conv) and with the path the Conv op
  * takes today (bias fill, im2col, OpenBLAS sgemm, a residual/ReLU pass), on
  * 1 and 2 threads. A benchmark, not a test.
  *
- *   s4d_conv_bench [--threads=1,2] [--runs=7] [--warmup=2] [--all-algos] [--cpu-time] [--isa=SET]
- *                  [--only=NAME]
+ *   s4d_conv_bench [--net=r50fpn|mbv2] [--threads=1,2] [--runs=7] [--warmup=2] [--all-algos]
+ *                  [--cpu-time] [--isa=SET] [--only=NAME]
  *
  * Prints one markdown table per thread count: median (and min) ms per call for
  * each distinct shape, how often the network runs it, and the network's sum.
@@ -33,20 +33,20 @@
 
 typedef struct shape {
     char name[48];
-    int64_t c, h, w, m, k, s, p;
-    int res, relu, count;
+    int64_t c, h, w, m, k, s, p, group;
+    int res, act, count; /* act: 0 none, 1 ReLU, 2 ReLU6 */
 } shape;
 
 static shape shapes[64];
 static int nshapes;
 
-static void add(const char *name, int64_t c, int64_t h, int64_t w, int64_t m, int64_t k, int64_t s, int res,
-                int relu)
+static void add_g(const char *name, int64_t c, int64_t h, int64_t w, int64_t m, int64_t k, int64_t s, int64_t group,
+                  int res, int act)
 {
     for (int i = 0; i < nshapes; i++) {
         shape *q = &shapes[i];
-        if (q->c == c && q->h == h && q->w == w && q->m == m && q->k == k && q->s == s && q->res == res &&
-            q->relu == relu) {
+        if (q->c == c && q->h == h && q->w == w && q->m == m && q->k == k && q->s == s && q->group == group &&
+            q->res == res && q->act == act) {
             q->count++;
             return;
         }
@@ -60,9 +60,44 @@ static void add(const char *name, int64_t c, int64_t h, int64_t w, int64_t m, in
     q->k = k;
     q->s = s;
     q->p = k / 2;
+    q->group = group;
     q->res = res;
-    q->relu = relu;
+    q->act = act;
     q->count = 1;
+}
+
+static void add(const char *name, int64_t c, int64_t h, int64_t w, int64_t m, int64_t k, int64_t s, int res, int relu)
+{
+    add_g(name, c, h, w, m, k, s, 1, res, relu);
+}
+
+/* MobileNetV2 at 1x3x224x224 (torchvision's layout): ReLU6 after the stem,
+ * the expansions and the depthwise convolutions; a residual on the
+ * projections of stride-1 blocks whose width does not change. */
+static void mobilenet_v2(void)
+{
+    static const int cfg[7][4] = {{1, 16, 1, 1}, {6, 24, 2, 2}, {6, 32, 3, 2}, {6, 64, 4, 2},
+                                  {6, 96, 3, 1}, {6, 160, 3, 2}, {6, 320, 1, 1}};
+    int64_t h = 224, in = 32;
+    add_g("stem 3x3/2", 3, h, h, 32, 3, 2, 1, 0, 2);
+    h = 112;
+    for (int b = 0; b < 7; b++)
+        for (int r = 0; r < cfg[b][2]; r++) {
+            const int64_t t = cfg[b][0], out = cfg[b][1], s = r == 0 ? cfg[b][3] : 1, hid = in * t;
+            const int64_t ho = (h - 1) / s + 1;
+            char nm[48];
+            if (t != 1) {
+                snprintf(nm, sizeof nm, "expand 1x1 %lld", (long long)hid);
+                add_g(nm, in, h, h, hid, 1, 1, 1, 0, 2);
+            }
+            snprintf(nm, sizeof nm, "depthwise 3x3%s %lld", s == 2 ? "/2" : "", (long long)hid);
+            add_g(nm, hid, h, h, hid, 3, s, hid, 0, 2);
+            snprintf(nm, sizeof nm, "project 1x1 %lld%s", (long long)out, s == 1 && in == out ? " +res" : "");
+            add_g(nm, hid, ho, ho, out, 1, 1, 1, s == 1 && in == out, 0);
+            in = out;
+            h = ho;
+        }
+    add_g("head 1x1 1280", 320, 7, 7, 1280, 1, 1, 1, 0, 2);
 }
 
 /* The convolutions after BatchNorm folding and the Conv[+Add][+Relu] fusion:
@@ -146,7 +181,7 @@ static float *rand_buf(size_t n)
 typedef struct post_job {
     float *y;
     const float *z;
-    int relu;
+    int act;
 } post_job;
 
 static void post_range(void *arg, int64_t begin, int64_t end)
@@ -156,12 +191,16 @@ static void post_range(void *arg, int64_t begin, int64_t end)
         float v = j->y[i];
         if (j->z)
             v += j->z[i];
-        if (j->relu && !(v > 0.0f))
+        if (j->act && !(v > 0.0f))
             v = v != v ? v : 0.0f;
+        if (j->act == 2 && v > 6.0f)
+            v = 6.0f;
         j->y[i] = v;
     }
 }
 
+/* Bias fill, then per group im2col (skipped for 1x1 stride 1) and one sgemm,
+ * then a pass for the residual and the activation: what the Conv op does. */
 static void baseline(const shape *q, s4d_threadpool *pool, const float *x, const float *w, const float *b,
                      const float *r, float *y, float *col)
 {
@@ -178,19 +217,22 @@ static void baseline(const shape *q, s4d_threadpool *pool, const float *x, const
         g.dil[j] = 1;
         g.pad_b[j] = g.pad_e[j] = j ? q->p : 0;
     }
-    const int64_t ncol = ho * wo, kk = q->c * q->k * q->k;
+    const int64_t cg = q->c / q->group, mg = q->m / q->group;
+    const int64_t ncol = ho * wo, kk = cg * q->k * q->k;
     const int direct = q->k == 1 && q->s == 1;
     for (int64_t o = 0; o < q->m; o++)
         for (int64_t i = 0; i < ncol; i++)
             y[o * ncol + i] = b[o];
-    const float *cm = x;
-    if (!direct) {
-        s4d_cpu_im2col(pool, &g, q->c, x, col);
-        cm = col;
+    for (int64_t gi = 0; gi < q->group; gi++) {
+        const float *xg = x + gi * cg * q->h * q->w, *cm = xg;
+        if (!direct) {
+            s4d_cpu_im2col(pool, &g, cg, xg, col);
+            cm = col;
+        }
+        s4d_cpu_sgemm(0, 0, mg, ncol, kk, 1.0f, w + gi * mg * kk, kk, cm, ncol, 1.0f, y + gi * mg * ncol, ncol);
     }
-    s4d_cpu_sgemm(0, 0, q->m, ncol, kk, 1.0f, w, kk, cm, ncol, 1.0f, y, ncol);
-    if (q->res || q->relu) {
-        post_job j = {y, q->res ? r : NULL, q->relu};
+    if (q->res || q->act) {
+        post_job j = {y, q->res ? r : NULL, q->act};
         s4d_parallel_for(pool, q->m * ncol, 16384, post_range, &j);
     }
 }
@@ -220,9 +262,12 @@ static int lib_make(const shape *q, s4d_cpuconv_algo algo, int threads, const fl
     p.kh = p.kw = q->k;
     p.stride_h = p.stride_w = q->s;
     p.pad_top = p.pad_left = p.pad_bottom = p.pad_right = q->p;
+    p.group = q->group;
     p.has_bias = 1;
     p.has_residual = q->res;
-    p.act = q->relu ? S4D_CPUCONV_ACT_RELU : S4D_CPUCONV_ACT_NONE;
+    p.act = q->act == 1 ? S4D_CPUCONV_ACT_RELU : q->act == 2 ? S4D_CPUCONV_ACT_CLIP : S4D_CPUCONV_ACT_NONE;
+    p.act_min = 0.0f;
+    p.act_max = 6.0f;
     p.algo = algo;
     p.isa = isa_flag;
     p.num_threads = threads;
@@ -283,7 +328,7 @@ static void loadavg(char *buf, size_t n)
 int main(int argc, char **argv)
 {
     int threads[4] = {1, 2}, nthreads = 2, all_algos = 0;
-    const char *only = NULL;
+    const char *only = NULL, *net = "r50fpn";
     for (int i = 1; i < argc; i++) {
         if (strncmp(argv[i], "--threads=", 10) == 0) {
             nthreads = 0;
@@ -306,21 +351,30 @@ int main(int argc, char **argv)
             cpu_time = 1;
         } else if (strcmp(argv[i], "--all-algos") == 0) {
             all_algos = 1;
+        } else if (strncmp(argv[i], "--net=", 6) == 0) {
+            net = argv[i] + 6;
         } else if (strncmp(argv[i], "--only=", 7) == 0) {
             only = argv[i] + 7;
         } else {
-            fprintf(stderr, "usage: %s [--threads=1,2] [--runs=7] [--warmup=2] [--all-algos] [--cpu-time] [--isa=SET] [--only=NAME]\n",
+            fprintf(stderr, "usage: %s [--threads=1,2] [--runs=7] [--warmup=2] [--all-algos] [--cpu-time] [--isa=SET] [--only=NAME] [--net=r50fpn|mbv2]\n",
                     argv[0]);
             return 2;
         }
     }
     if (runs < 1 || runs > 256)
         runs = 7;
-    resnet50_fpn();
+    if (strcmp(net, "mbv2") == 0) {
+        mobilenet_v2();
+    } else if (strcmp(net, "r50fpn") == 0) {
+        resnet50_fpn();
+    } else {
+        fprintf(stderr, "s4d_conv_bench: unknown network '%s' (r50fpn, mbv2)\n", net);
+        return 2;
+    }
     const char *core = getenv("OPENBLAS_CORETYPE");
     char load[128];
     loadavg(load, sizeof load);
-    printf("# ResNet50+FPN convolutions, 1x3x256x704\n\n");
+    printf("# %s convolutions\n\n", strcmp(net, "mbv2") == 0 ? "MobileNetV2, 1x3x224x224," : "ResNet50+FPN, 1x3x256x704,");
     printf("- OpenBLAS: %s, OPENBLAS_CORETYPE=%s (core in use: %s)\n", openblas_get_config(), core ? core : "(unset)",
            openblas_get_corename());
     printf("- convolution library: %s kernels (this CPU's best: %s)\n",
@@ -333,8 +387,9 @@ int main(int argc, char **argv)
     for (int i = 0; i < nshapes; i++) {
         const shape *q = &shapes[i];
         int64_t ho = (q->h + 2 * q->p - q->k) / q->s + 1, wo = (q->w + 2 * q->p - q->k) / q->s + 1;
-        size_t nx = (size_t)(q->c * q->h * q->w), ny = (size_t)(q->m * ho * wo), nw = (size_t)(q->m * q->c * q->k * q->k);
-        size_t ncol = (size_t)(q->c * q->k * q->k * ho * wo);
+        size_t nx = (size_t)(q->c * q->h * q->w), ny = (size_t)(q->m * ho * wo);
+        size_t nw = (size_t)(q->m * (q->c / q->group) * q->k * q->k);
+        size_t ncol = (size_t)((q->c / q->group) * q->k * q->k * ho * wo);
         max_x = nx > max_x ? nx : max_x;
         max_y = ny > max_y ? ny : max_y;
         max_w = nw > max_w ? nw : max_w;
@@ -373,7 +428,7 @@ int main(int argc, char **argv)
             }
             TIME_IT(sl, s4d_cpuconv_run(lc.plan, lc.packed, x, b, r, y, lc.ws, lc.ws_bytes, pool_for, pool, NULL));
             int64_t ho = (q->h + 2 * q->p - q->k) / q->s + 1, wo = (q->w + 2 * q->p - q->k) / q->s + 1;
-            double gflop = 2e-9 * (double)(q->m * q->c * q->k * q->k * ho * wo);
+            double gflop = 2e-9 * (double)(q->m * (q->c / q->group) * q->k * q->k * ho * wo);
             printf("| %s | %lld>%lld | %lldx%lld | %d | %.2f | %.2f (%.2f) | %.2f (%.2f) | %s | %.2f |", q->name,
                    (long long)q->c, (long long)q->m, (long long)q->h, (long long)q->w, q->count, gflop, sb.med, sb.min,
                    sl.med, sl.min, s4d_cpuconv_algo_name(lc.info.algo), sb.med / sl.med);

@@ -150,6 +150,15 @@ static TGT void ukr(int64_t kc, const float *a, const float *b, int64_t ldb, flo
 /* 16 elements row[ix + l * sw] (0 outside [0, w)), for the lanes in `want`. */
 INL __m512 load_strided(const float *row, int64_t w, int64_t ix, int64_t sw, __mmask16 want)
 {
+    if (ix >= 0 && ix + 15 * sw < w && (sw == 1 || sw == 2)) {
+        /* inside the row: no bounds masks (the odd elements past the last
+         * even one are not read) */
+        if (sw == 1)
+            return _mm512_loadu_ps(row + ix);
+        const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+        return _mm512_permutex2var_ps(_mm512_loadu_ps(row + ix), even,
+                                      _mm512_maskz_loadu_ps((__mmask16)0x7FFF, row + ix + 16));
+    }
     if (sw == 1)
         return _mm512_maskz_loadu_ps(want & range_mask(ix, w), row + ix);
     if (sw == 2) {
@@ -599,6 +608,13 @@ static TGT void dw_rows(const cc_geom *g, const float *x, const float *wk, float
 /* As load_strided, with `fill` where the row has no element. */
 INL __m512 load_strided_fill(const float *row, int64_t w, int64_t ix, int64_t sw, __m512 fill)
 {
+    if (ix >= 0 && ix + 15 * sw < w && (sw == 1 || sw == 2)) {
+        if (sw == 1)
+            return _mm512_loadu_ps(row + ix);
+        const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+        return _mm512_permutex2var_ps(_mm512_loadu_ps(row + ix), even,
+                                      _mm512_maskz_loadu_ps((__mmask16)0x7FFF, row + ix + 16));
+    }
     if (sw == 1)
         return _mm512_mask_loadu_ps(fill, range_mask(ix, w), row + ix);
     if (sw == 2) {
