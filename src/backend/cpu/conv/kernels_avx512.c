@@ -576,28 +576,83 @@ static TGT void wino_out(int m, const float *src, int64_t xi_stride, int64_t m_s
         wino_out_m(2, src, xi_stride, m_stride, nm, t, ho, wo, bias, res, y, plane_stride, post);
 }
 
+/* 3x3, stride sw (1 or 2), dilation 1: 16 outputs from input columns ix on
+ * (rows NULL where outside the image; columns outside masked to zero). */
+INL __m512 dw3_vec(const int sw, const float *const *rows, int64_t ix, int64_t w, const __m512 *wv)
+{
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    __m512 acc = _mm512_setzero_ps();
+    if (sw == 1) {
+        const __mmask16 m0 = range_mask(ix, w), m1 = range_mask(ix + 1, w), m2 = range_mask(ix + 2, w);
+        for (int ky = 0; ky < 3; ky++) {
+            if (!rows[ky])
+                continue;
+            const float *src = rows[ky] + ix;
+            acc = _mm512_fmadd_ps(wv[3 * ky + 0], _mm512_maskz_loadu_ps(m0, src), acc);
+            acc = _mm512_fmadd_ps(wv[3 * ky + 1], _mm512_maskz_loadu_ps(m1, src + 1), acc);
+            acc = _mm512_fmadd_ps(wv[3 * ky + 2], _mm512_maskz_loadu_ps(m2, src + 2), acc);
+        }
+        return acc;
+    }
+    /* columns ix .. ix + 32: evens for kx = 0, odds for 1, evens shifted for 2 */
+    const __mmask16 ma = range_mask(ix, w), mb = range_mask(ix + 16, w), mc = range_mask(ix + 32, w) & 1;
+    for (int ky = 0; ky < 3; ky++) {
+        if (!rows[ky])
+            continue;
+        const float *src = rows[ky] + ix;
+        __m512 a = _mm512_maskz_loadu_ps(ma, src), b = _mm512_maskz_loadu_ps(mb, src + 16);
+        __m512 c = _mm512_maskz_loadu_ps(mc, src + 32);
+        __m512 e = _mm512_permutex2var_ps(a, even, b), o = _mm512_permutex2var_ps(a, odd, b);
+        __m512 e1 = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(c), _mm512_castps_si512(e), 1));
+        acc = _mm512_fmadd_ps(wv[3 * ky + 0], e, acc);
+        acc = _mm512_fmadd_ps(wv[3 * ky + 1], o, acc);
+        acc = _mm512_fmadd_ps(wv[3 * ky + 2], e1, acc);
+    }
+    return acc;
+}
+
 static TGT void dw_rows(const cc_geom *g, const float *x, const float *wk, float bias, const float *res, float *y,
                         int64_t oy0, int64_t oy1, const cc_post *post)
 {
-    const __m512 lo = _mm512_set1_ps(post->lo), hi = _mm512_set1_ps(post->hi);
+    const __m512 lo = _mm512_set1_ps(post->lo), hi = _mm512_set1_ps(post->hi), bv = _mm512_set1_ps(bias);
+    const int fast3 = g->kh == 3 && g->kw == 3 && g->dh == 1 && g->dw == 1 && g->sh == g->sw &&
+                      (g->sw == 1 || g->sw == 2);
+    __m512 wv[9];
+    for (int i = 0; i < 9 && fast3; i++)
+        wv[i] = _mm512_set1_ps(wk[i]);
     for (int64_t oy = oy0; oy < oy1; oy++) {
+        const int64_t iy0 = oy * g->sh - g->pt;
+        const float *rows[3] = {NULL, NULL, NULL};
+        for (int64_t ky = 0; ky < g->kh; ky++) {
+            int64_t iy = iy0 + ky * g->dh;
+            if (iy < 0 || iy >= g->h)
+                continue;
+            if (ky < 3)
+                rows[ky] = x + iy * g->w;
+            for (int64_t e = 0; e < g->w; e += 16) /* the hardware prefetchers miss these row streams */
+                cc_prefetch(x + iy * g->w + e);
+        }
         for (int64_t ox = 0; ox < g->wo; ox += 16) {
             __mmask16 want = lane_mask((int)(g->wo - ox > 16 ? 16 : g->wo - ox));
-            __m512 acc = _mm512_setzero_ps();
-            for (int64_t ky = 0; ky < g->kh; ky++) {
-                int64_t iy = oy * g->sh - g->pt + ky * g->dh;
-                if (iy < 0 || iy >= g->h)
-                    continue;
-                const float *row = x + iy * g->w;
-                if (ox == 0) /* the hardware prefetchers miss these row streams */
-                    for (int64_t e = 0; e < g->w; e += 16)
-                        cc_prefetch(row + e);
-                for (int64_t kx = 0; kx < g->kw; kx++) {
-                    __m512 v = load_strided(row, g->w, ox * g->sw - g->pl + kx * g->dw, g->sw, want);
-                    acc = _mm512_fmadd_ps(_mm512_set1_ps(wk[ky * g->kw + kx]), v, acc);
+            __m512 acc;
+            if (fast3) {
+                const int64_t ix = ox * g->sw - g->pl;
+                acc = g->sw == 1 ? dw3_vec(1, rows, ix, g->w, wv) : dw3_vec(2, rows, ix, g->w, wv);
+            } else {
+                acc = _mm512_setzero_ps();
+                for (int64_t ky = 0; ky < g->kh; ky++) {
+                    int64_t iy = iy0 + ky * g->dh;
+                    if (iy < 0 || iy >= g->h)
+                        continue;
+                    const float *row = x + iy * g->w;
+                    for (int64_t kx = 0; kx < g->kw; kx++) {
+                        __m512 v = load_strided(row, g->w, ox * g->sw - g->pl + kx * g->dw, g->sw, want);
+                        acc = _mm512_fmadd_ps(_mm512_set1_ps(wk[ky * g->kw + kx]), v, acc);
+                    }
                 }
             }
-            acc = _mm512_add_ps(acc, _mm512_set1_ps(bias));
+            acc = _mm512_add_ps(acc, bv);
             if (res)
                 acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(want, res + oy * g->wo + ox));
             _mm512_mask_storeu_ps(y + oy * g->wo + ox, want, act_v(acc, post->act, lo, hi));
