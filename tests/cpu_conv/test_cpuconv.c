@@ -2,7 +2,7 @@
  * The convolution library (src/backend/cpu/conv) against a float64 direct
  * loop, on random inputs, for one group of cases and one instruction set:
  *
- *   test_cpuconv <gemm|winograd2|winograd4|depthwise|epilogue|threads|maxpool> <scalar|avx2|avx512>
+ *   test_cpuconv <gemm|winograd2|winograd4|depthwise|epilogue|threads|maxpool|random> <scalar|avx2|avx512>
  *   test_cpuconv errors
  *
  * Exit 0: pass; 1: fail; 77: the CPU lacks the instruction set (CTest skip).
@@ -174,7 +174,16 @@ static float *run_case(const ccase *k, s4d_cpuconv_algo algo, s4d_cpuconv_isa is
     return y;
 }
 
+static void check_case_t(const ccase *k, s4d_cpuconv_algo algo, s4d_cpuconv_isa isa, double tol, int threads,
+                         s4d_threadpool *pool, int quiet);
+
 static void check_case(const ccase *k, s4d_cpuconv_algo algo, s4d_cpuconv_isa isa, double tol)
+{
+    check_case_t(k, algo, isa, tol, 1, NULL, 0);
+}
+
+static void check_case_t(const ccase *k, s4d_cpuconv_algo algo, s4d_cpuconv_isa isa, double tol, int threads,
+                         s4d_threadpool *pool, int quiet)
 {
     const int64_t sh = k->sh ? k->sh : 1, sw = k->sw ? k->sw : 1, dh = k->dh ? k->dh : 1, dw = k->dw ? k->dw : 1;
     const int64_t ho = (k->h + k->pt + k->pb - dh * (k->kh - 1) - 1) / sh + 1;
@@ -185,7 +194,7 @@ static void check_case(const ccase *k, s4d_cpuconv_algo algo, s4d_cpuconv_isa is
     double *ref = malloc(sizeof(double) * (size_t)ny), *scale = malloc(sizeof(double) * (size_t)ny);
     reference(k, ho, wo, x, w, b, r, ref, scale);
     s4d_cpuconv_info info;
-    float *y = run_case(k, algo, isa, 1, NULL, x, w, b, r, &info);
+    float *y = run_case(k, algo, isa, threads, pool, x, w, b, r, &info);
     if (y) {
         CHECK(info.ho == ho && info.wo == wo, "%s: output %lldx%lld, expected %lldx%lld", k->name, (long long)info.ho,
               (long long)info.wo, (long long)ho, (long long)wo);
@@ -198,11 +207,12 @@ static void check_case(const ccase *k, s4d_cpuconv_algo algo, s4d_cpuconv_isa is
                 at = i;
             }
         }
-        printf("%-28s %-10s %-7s max error %.3g (x scale)\n", k->name, s4d_cpuconv_algo_name(info.algo),
-               s4d_cpuconv_isa_name(isa), worst);
-        CHECK(worst <= tol, "%s (%s, %s): error %.3g > %.3g at %lld: got %.9g, expected %.9g", k->name,
-              s4d_cpuconv_algo_name(info.algo), s4d_cpuconv_isa_name(isa), worst, tol, (long long)at, (double)y[at],
-              ref[at]);
+        if (!quiet)
+            printf("%-28s %-10s %-7s max error %.3g (x scale)\n", k->name, s4d_cpuconv_algo_name(info.algo),
+                   s4d_cpuconv_isa_name(isa), worst);
+        CHECK(worst <= tol, "%s (%s, %s, %d threads): error %.3g > %.3g at %lld: got %.9g, expected %.9g", k->name,
+              s4d_cpuconv_algo_name(info.algo), s4d_cpuconv_isa_name(isa), threads, worst, tol, (long long)at,
+              (double)y[at], ref[at]);
         free(y);
     }
     free(x);
@@ -321,6 +331,78 @@ static void check_threads(s4d_cpuconv_isa isa)
         free(b);
         free(r);
     }
+    s4d_threadpool_destroy(pool);
+}
+
+static int64_t irand(int64_t lo, int64_t hi) /* inclusive */
+{
+    float u = frand() * 0.5f + 0.5f; /* [0, 1] */
+    int64_t v = lo + (int64_t)(u * (float)(hi - lo + 1));
+    return v > hi ? hi : v;
+}
+
+/* Random small shapes through every algorithm that takes them, on 1 to 3
+ * threads: blockings and edge cases no hand-picked list covers. */
+static void check_random(s4d_cpuconv_isa isa)
+{
+    s4d_threadpool *pool = NULL;
+    CHECK(s4d_threadpool_create(3, &pool) == S4D_OK, "thread pool");
+    int runs = 0;
+    double worst_seen[5] = {0};
+    (void)worst_seen;
+    for (int i = 0; i < 60; i++) {
+        ccase k;
+        memset(&k, 0, sizeof k);
+        char name[64];
+        snprintf(name, sizeof name, "random %d", i);
+        k.name = name;
+        k.n = irand(1, 2);
+        k.kh = irand(1, 5);
+        k.kw = i % 3 == 0 ? k.kh : irand(1, 5);
+        k.sh = irand(1, 3);
+        k.sw = i % 4 == 0 ? k.sh : irand(1, 3);
+        k.dh = irand(1, 2);
+        k.dw = irand(1, 2);
+        k.pt = irand(0, k.kh - 1);
+        k.pl = irand(0, k.kw - 1);
+        k.pb = irand(0, k.kh - 1);
+        k.pr = irand(0, k.kw - 1);
+        const int64_t gsel = irand(0, 3);
+        k.group = gsel == 0 ? irand(2, 4) : 1;
+        k.c = k.group * irand(1, 24);
+        k.m = k.group * irand(1, 24);
+        if (gsel == 1) { /* depthwise */
+            k.group = k.c = k.m = irand(2, 20);
+        }
+        k.h = irand(k.dh * (k.kh - 1) + 1, 40);
+        k.w = irand(k.dw * (k.kw - 1) + 1, 60);
+        k.bias = irand(0, 1);
+        k.res = irand(0, 1);
+        k.act = (s4d_cpuconv_act)irand(0, 2);
+        if (i % 5 == 0) { /* a Winograd shape */
+            k.kh = k.kw = 3;
+            k.sh = k.sw = k.dh = k.dw = 1;
+            k.group = 1;
+            k.pt = irand(0, 2), k.pl = irand(0, 2), k.pb = irand(0, 2), k.pr = irand(0, 2);
+            k.h = irand(3, 40);
+            k.w = irand(3, 70);
+        }
+        const int threads = (int)irand(1, 3);
+        s4d_cpuconv_algo algos[4] = {S4D_CPUCONV_ALGO_GEMM, S4D_CPUCONV_ALGO_WINOGRAD2, S4D_CPUCONV_ALGO_WINOGRAD4,
+                                     S4D_CPUCONV_ALGO_DEPTHWISE};
+        const double tols[4] = {2e-6, 2e-6, 2e-5, 2e-6};
+        for (int a = 0; a < 4; a++) {
+            const int wino = k.kh == 3 && k.kw == 3 && k.sh == 1 && k.sw == 1 && k.dh == 1 && k.dw == 1 && k.group == 1;
+            const int dw = k.group > 1 && k.group == k.c && k.m == k.c;
+            if ((a == 1 || a == 2) && !wino)
+                continue;
+            if (a == 3 && !dw)
+                continue;
+            check_case_t(&k, algos[a], isa, tols[a], threads, threads > 1 ? pool : NULL, 1);
+            runs++;
+        }
+    }
+    printf("random: %d runs of 60 shapes on %s, %s\n", runs, s4d_cpuconv_isa_name(isa), failures ? "FAILED" : "all within tolerance");
     s4d_threadpool_destroy(pool);
 }
 
@@ -521,7 +603,7 @@ int main(int argc, char **argv)
         return failures ? 1 : 0;
     }
     if (argc != 3) {
-        fprintf(stderr, "usage: %s <gemm|winograd2|winograd4|depthwise|epilogue|threads|maxpool> <scalar|avx2|avx512>\n"
+        fprintf(stderr, "usage: %s <gemm|winograd2|winograd4|depthwise|epilogue|threads|maxpool|random> <scalar|avx2|avx512>\n"
                         "       %s errors\n", argv[0], argv[0]);
         return 2;
     }
@@ -563,6 +645,8 @@ int main(int argc, char **argv)
         check_threads(isa);
     } else if (strcmp(grp, "maxpool") == 0) {
         check_maxpool(isa);
+    } else if (strcmp(grp, "random") == 0) {
+        check_random(isa);
     } else {
         fprintf(stderr, "unknown case group '%s'\n", grp);
         return 2;

@@ -222,14 +222,17 @@ static void plan_gemm(s4d_cpuconv_plan *pl)
     const int64_t want = pl->nslots > 1 ? 3 * (int64_t)pl->nslots : 1, ng = p->n * p->group;
     const double macs = (double)ng * (double)pl->mgp * (double)pl->kdim * (double)pix;
     double best = -1.0;
+    pl->nb = imin(6 * nr, cdiv(pix, nr) * nr);
+    pl->mchunk = pl->mgp;
     for (int64_t np = 6; np >= 1; np--) {
         const int64_t nb = imin(np * nr, cdiv(pix, nr) * nr), nblk = cdiv(pix, nb);
-        if (np < 6 && nb == imin((np + 1) * nr, cdiv(pix, nr) * nr))
-            continue; /* same block as the wider try */
+        const int narrowest = nb == nr || np == 1;
+        if (!narrowest && nb == imin((np - 1) * nr, cdiv(pix, nr) * nr))
+            continue; /* the next, narrower try is the same block */
         for (int64_t mch = pl->mgp;; mch = imax(32, (mch / 2 + CC_MR - 1) / CC_MR * CC_MR)) {
             /* mch: all of M, then halves down to 32 rows */
             const int64_t nmch = cdiv(pl->mgp, mch), items = ng * nblk * nmch;
-            const int last_try = np == 1 && (mch <= 32 || (mch / 2 + CC_MR - 1) / CC_MR * CC_MR >= mch);
+            const int last_try = narrowest && (mch <= 32 || (mch / 2 + CC_MR - 1) / CC_MR * CC_MR >= mch);
             if (items >= want || last_try) {
                 double extra = (double)ng * ((double)(nmch - 1) * (double)pl->kdim * (double)pix * 3.0 +
                                              (double)nblk * (double)pl->mgp * (double)pl->kdim * 4.0) +
@@ -284,6 +287,8 @@ static void plan_wino(s4d_cpuconv_plan *pl)
     const int64_t tp0 = imax(1, imin(4, ubytes / (2 << 20)));
     const int64_t want = pl->nslots > 1 ? 2 * (int64_t)pl->nslots : 1;
     double best = -1.0;
+    pl->tb = imin(tp0 * nr, cdiv(pl->tiles, nr) * nr);
+    pl->mchunk = pl->mgp;
     for (int64_t tp = tp0; tp >= 1; tp--) {
         const int64_t tb = imin(tp * nr, cdiv(pl->tiles, nr) * nr), ntb = cdiv(pl->tiles, tb);
         for (int64_t mch = pl->mgp;; mch = imax(64, (mch / 2 + CC_MR - 1) / CC_MR * CC_MR)) {
