@@ -1,8 +1,9 @@
 /*
  * Times every convolution of ResNet50 + FPN at a 1x3x256x704 input (or, with
- * --net=mbv2, of MobileNetV2 at 1x3x224x224) with the convolution library (src/backend/cpu/conv) and with the path the Conv op
- * takes today (bias fill, im2col, OpenBLAS sgemm, a residual/ReLU pass), on
- * 1 and 2 threads. A benchmark, not a test.
+ * --net=mbv2, of MobileNetV2 at 1x3x224x224) with the convolution library
+ * (src/backend/cpu/conv) and with the path the Conv op takes today (bias
+ * fill, im2col, OpenBLAS sgemm, a residual/ReLU pass), on 1 and 2 threads.
+ * A benchmark, not a test.
  *
  *   s4d_conv_bench [--net=r50fpn|mbv2] [--threads=1,2] [--runs=7] [--warmup=2] [--all-algos]
  *                  [--cpu-time] [--isa=SET] [--only=NAME]
@@ -155,7 +156,10 @@ static double now_ms(void)
 {
     struct timespec t;
     /* one thread: that thread's time; more: the process's, summed over threads */
-    clock_gettime(!cpu_time ? CLOCK_MONOTONIC : cur_threads > 1 ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_THREAD_CPUTIME_ID, &t);
+    clock_gettime(!cpu_time          ? CLOCK_MONOTONIC
+                  : cur_threads > 1 ? CLOCK_PROCESS_CPUTIME_ID
+                                    : CLOCK_THREAD_CPUTIME_ID,
+                  &t);
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
 }
 
@@ -356,7 +360,9 @@ int main(int argc, char **argv)
         } else if (strncmp(argv[i], "--only=", 7) == 0) {
             only = argv[i] + 7;
         } else {
-            fprintf(stderr, "usage: %s [--threads=1,2] [--runs=7] [--warmup=2] [--all-algos] [--cpu-time] [--isa=SET] [--only=NAME] [--net=r50fpn|mbv2]\n",
+            fprintf(stderr,
+                    "usage: %s [--net=r50fpn|mbv2] [--threads=1,2] [--runs=7] [--warmup=2] [--all-algos] [--cpu-time]\n"
+                    "       [--isa=scalar|avx2|avx512] [--only=NAME]\n",
                     argv[0]);
             return 2;
         }
@@ -374,7 +380,8 @@ int main(int argc, char **argv)
     const char *core = getenv("OPENBLAS_CORETYPE");
     char load[128];
     loadavg(load, sizeof load);
-    printf("# %s convolutions\n\n", strcmp(net, "mbv2") == 0 ? "MobileNetV2, 1x3x224x224," : "ResNet50+FPN, 1x3x256x704,");
+    printf("# %s convolutions\n\n",
+           strcmp(net, "mbv2") == 0 ? "MobileNetV2, 1x3x224x224," : "ResNet50+FPN, 1x3x256x704,");
     printf("- OpenBLAS: %s, OPENBLAS_CORETYPE=%s (core in use: %s)\n", openblas_get_config(), core ? core : "(unset)",
            openblas_get_corename());
     printf("- convolution library: %s kernels (this CPU's best: %s)\n",

@@ -322,8 +322,9 @@ static void check_threads(s4d_cpuconv_isa isa)
         if (y1 && y3)
             CHECK(memcmp(y1, y3, sizeof(float) * (size_t)ny) == 0, "%s (%s): 3 threads differ from 1", k->name,
                   s4d_cpuconv_isa_name(isa));
+        const int same = y1 && y3 && !memcmp(y1, y3, sizeof(float) * (size_t)ny);
         printf("%-28s %-10s %-7s 1 vs 3 threads: %s\n", k->name, s4d_cpuconv_algo_name(i3.algo),
-               s4d_cpuconv_isa_name(isa), y1 && y3 && !memcmp(y1, y3, sizeof(float) * (size_t)ny) ? "same bits" : "DIFFER");
+               s4d_cpuconv_isa_name(isa), same ? "same bits" : "DIFFER");
         free(y1);
         free(y3);
         free(x);
@@ -402,7 +403,8 @@ static void check_random(s4d_cpuconv_isa isa)
             runs++;
         }
     }
-    printf("random: %d runs of 60 shapes on %s, %s\n", runs, s4d_cpuconv_isa_name(isa), failures ? "FAILED" : "all within tolerance");
+    printf("random: %d runs of 60 shapes on %s, %s\n", runs, s4d_cpuconv_isa_name(isa),
+           failures ? "FAILED" : "all within tolerance");
     s4d_threadpool_destroy(pool);
 }
 
@@ -603,7 +605,8 @@ int main(int argc, char **argv)
         return failures ? 1 : 0;
     }
     if (argc != 3) {
-        fprintf(stderr, "usage: %s <gemm|winograd2|winograd4|depthwise|epilogue|threads|maxpool|random> <scalar|avx2|avx512>\n"
+        fprintf(stderr,
+                "usage: %s <gemm|winograd2|winograd4|depthwise|epilogue|threads|maxpool|random> <scalar|avx2|avx512>\n"
                         "       %s errors\n", argv[0], argv[0]);
         return 2;
     }

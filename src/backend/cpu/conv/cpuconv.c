@@ -181,7 +181,7 @@ static double cost_wino(int wm, int64_t c, int64_t m, int64_t ho, int64_t wo)
     double gemm = a2 * mp * (double)c * (double)tiles / lane_use(tiles);
     double trans = (double)tiles * a2 * (2.0 * (double)c + 1.5 * (double)m);
     const double ubytes = 4.0 * a2 * mp * (double)c;
-    const int64_t panels = (int64_t)(ubytes / (2 << 20)) < 1 ? 1 : (int64_t)(ubytes / (2 << 20)) > 4 ? 4 : (int64_t)(ubytes / (2 << 20));
+    const int64_t panels = imax(1, imin(4, (int64_t)(ubytes / (2 << 20))));
     return gemm + trans + weight_cost(ubytes, cdiv(tiles, panels * COST_TP));
 }
 
@@ -314,7 +314,8 @@ static void plan_wino(s4d_cpuconv_plan *pl)
     pl->nmch = cdiv(pl->mgp, pl->mchunk);
     pl->items = p->n * pl->ntb * pl->nmch;
     const int64_t np = cdiv(pl->tb, nr);
-    size_t vfloats = (size_t)(a * a * (np * nr * p->c + XI_PAD)), mfloats = (size_t)(a * a * (pl->mchunk * np * nr + XI_PAD));
+    size_t vfloats = (size_t)(a * a * (np * nr * p->c + XI_PAD));
+    size_t mfloats = (size_t)(a * a * (pl->mchunk * np * nr + XI_PAD));
     pl->slot_bytes = ((vfloats + mfloats) * sizeof(float) + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN;
     pl->packed_bytes = PACK_HEADER + sizeof(float) * (size_t)(a * a * pl->mgp * p->c);
 }
@@ -504,14 +505,16 @@ int s4d_cpuconv_plan_describe(const s4d_cpuconv_plan *plan, char *buf, size_t si
     const s4d_cpuconv_params *p = &plan->p;
     switch (plan->algo) {
     case S4D_CPUCONV_ALGO_GEMM:
-        return snprintf(buf, size, "gemm %s: K %lld in blocks of %lld, %lld pixel blocks of %lld x %lld M chunks of %lld%s, "
+        return snprintf(buf, size,
+                        "gemm %s: K %lld in blocks of %lld, %lld pixel blocks of %lld x %lld M chunks of %lld%s, "
                         "%lld items, %d slots",
                         s4d_cpuconv_isa_name(plan->ops->isa), (long long)plan->kdim, (long long)plan->kc,
                         (long long)plan->nblk, (long long)plan->nb, (long long)plan->nmch, (long long)plan->mchunk,
                         plan->shared_b ? " (panels packed once, shared)" : "", (long long)plan->items, plan->nslots);
     case S4D_CPUCONV_ALGO_WINOGRAD2:
     case S4D_CPUCONV_ALGO_WINOGRAD4:
-        return snprintf(buf, size, "winograd F(%dx%d,3x3) %s: %lld tiles in %lld blocks of %lld x %lld M chunks of %lld, "
+        return snprintf(buf, size,
+                        "winograd F(%dx%d,3x3) %s: %lld tiles in %lld blocks of %lld x %lld M chunks of %lld, "
                         "C in blocks of %lld, %lld items, %d slots",
                         plan->wm, plan->wm, s4d_cpuconv_isa_name(plan->ops->isa), (long long)plan->tiles,
                         (long long)plan->ntb, (long long)plan->tb, (long long)plan->nmch, (long long)plan->mchunk,

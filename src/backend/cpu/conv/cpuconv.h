@@ -10,7 +10,9 @@
  *         packed-weight sizes;
  *   pack  (build time)          - s4d_cpuconv_pack_weights rearranges (and for
  *         Winograd transforms) the weights once; the bytes are independent of
- *         the instruction set, so they can be stored in the engine file;
+ *         the instruction set and the thread count, so they can be stored in
+ *         the engine file (store the plan's algorithm with them and pass it
+ *         as params.algo when planning again at load time);
  *   run   (every inference)     - s4d_cpuconv_run computes
  *         y = act(conv(x, w) + bias + residual), allocating nothing.
  *
@@ -19,7 +21,7 @@
  *              fly into cache-sized panels (never the whole matrix) and
  *              multiplied with the packed weights by a register-blocked
  *              micro-kernel; any kernel size, stride, dilation, padding, group.
- *              1x1 stride-1 convolutions read the input rows directly.
+ *              A 1x1 stride-1 plane packs as one long row (plain copies).
  *   WINOGRAD2  F(2x2,3x3) and WINOGRAD4 F(4x4,3x3): 3x3, stride 1, dilation
  *              1, group 1; the 16 or 36 element-wise products are batched
  *              GEMMs on the same micro-kernel. F(4x4) does 4x fewer
@@ -41,7 +43,8 @@
  * cut into a fixed number of slots (params.num_threads), each with its own
  * piece of the workspace; inside a run, slots take work items from a shared
  * counter, and every output element is computed by one item in a fixed order,
- * so the result does not depend on scheduling.
+ * so the result does not depend on scheduling. The blocking (and so the
+ * workspace size) follows num_threads; the algorithm and packed bytes do not.
  */
 #ifndef S4D_CPU_CONV_CPUCONV_H
 #define S4D_CPU_CONV_CPUCONV_H

@@ -114,7 +114,8 @@ static inline void cc_prefetch_channel(const cc_pack *pk, int64_t ci)
     const float *xc = pk->x + ci * pk->plane;
     for (int64_t s = 0; s < pk->nseg; s++) {
         const cc_seg *sg = &pk->segs[s];
-        int64_t ix0 = (int64_t)sg->ox * pk->sw - pk->pl, ix1 = ix0 + (int64_t)(sg->len - 1) * pk->sw + (pk->kw - 1) * pk->dw + 1;
+        int64_t ix0 = (int64_t)sg->ox * pk->sw - pk->pl;
+        int64_t ix1 = ix0 + (int64_t)(sg->len - 1) * pk->sw + (pk->kw - 1) * pk->dw + 1;
         ix0 = ix0 < 0 ? 0 : ix0;
         ix1 = ix1 > pk->w ? pk->w : ix1;
         for (int64_t ky = 0; ky < pk->kh; ky++) {

@@ -37,10 +37,12 @@ INL void ukr4(const int nv, int64_t kc, const float *a, const float *b, int64_t 
     __m256 acc[4][3];
     const __m256i lm = lanes_below(nc - 8 * (nv - 1));
     for (int i = 0; i < 4; i++)
-        for (int j = 0; j < nv; j++)
-            acc[i][j] = accumulate && i < mr
-                            ? (j == nv - 1 ? _mm256_maskload_ps(c + i * ldc + 8 * j, lm) : _mm256_loadu_ps(c + i * ldc + 8 * j))
-                            : _mm256_setzero_ps();
+        for (int j = 0; j < nv; j++) {
+            const float *ci = c + i * ldc + 8 * j;
+            acc[i][j] = !accumulate || i >= mr ? _mm256_setzero_ps()
+                        : j == nv - 1          ? _mm256_maskload_ps(ci, lm)
+                                               : _mm256_loadu_ps(ci);
+        }
     /* Named accumulators: GCC keeps an indexed array in memory inside the loop. */
 #define CC_LOAD_ROW(i) __m256 c##i##0 = acc[i][0], c##i##1 = acc[i][1], c##i##2 = acc[i][2];
 #define CC_FMA_ROW(i)                                                                                           \
@@ -129,7 +131,8 @@ static TGT void ukr(int64_t kc, const float *a, const float *b, int64_t ldb, flo
 INL __m256 load_strided(const float *row, int64_t w, int64_t ix, int64_t sw, int64_t n)
 {
     const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    __m256i idx = _mm256_add_epi32(_mm256_set1_epi32((int32_t)ix), _mm256_mullo_epi32(lanes, _mm256_set1_epi32((int32_t)sw)));
+    __m256i idx = _mm256_add_epi32(_mm256_set1_epi32((int32_t)ix),
+                                   _mm256_mullo_epi32(lanes, _mm256_set1_epi32((int32_t)sw)));
     __m256i ok = _mm256_and_si256(_mm256_and_si256(lanes_below(n), _mm256_cmpgt_epi32(idx, _mm256_set1_epi32(-1))),
                                   _mm256_cmpgt_epi32(_mm256_set1_epi32((int32_t)w), idx));
     if (sw == 1)
@@ -153,7 +156,8 @@ static TGT void pack_b(const cc_pack *pk)
             const int valid = iy >= 0 && iy < pk->h;
             const float *row = xc + (valid ? iy : 0) * pk->w;
             for (int j = 0; j < sg->len; j += 8) {
-                __m256 v = valid ? load_strided(row, pk->w, ix0 + j * pk->sw, pk->sw, sg->len - j) : _mm256_setzero_ps();
+                __m256 v = valid ? load_strided(row, pk->w, ix0 + j * pk->sw, pk->sw, sg->len - j)
+                                 : _mm256_setzero_ps();
                 _mm256_maskstore_ps(dst + j, lanes_below(sg->len - j), v);
             }
         }
@@ -398,9 +402,10 @@ static TGT void maxpool_rows(const cc_geom *g, const float *x, float *y, int64_t
                     int64_t ix = ox * g->sw - g->pl + kx * g->dw;
                     __m256i idx = _mm256_add_epi32(_mm256_set1_epi32((int32_t)ix),
                                                    _mm256_mullo_epi32(lanes, _mm256_set1_epi32((int32_t)g->sw)));
-                    __m256 ok = _mm256_castsi256_ps(_mm256_and_si256(_mm256_cmpgt_epi32(idx, _mm256_set1_epi32(-1)),
-                                                                     _mm256_cmpgt_epi32(_mm256_set1_epi32((int32_t)g->w), idx)));
-                    __m256 v = g->sw == 1 ? _mm256_blendv_ps(ninf, _mm256_maskload_ps(row + ix, _mm256_castps_si256(ok)), ok)
+                    __m256i oki = _mm256_and_si256(_mm256_cmpgt_epi32(idx, _mm256_set1_epi32(-1)),
+                                                   _mm256_cmpgt_epi32(_mm256_set1_epi32((int32_t)g->w), idx));
+                    __m256 ok = _mm256_castsi256_ps(oki);
+                    __m256 v = g->sw == 1 ? _mm256_blendv_ps(ninf, _mm256_maskload_ps(row + ix, oki), ok)
                                           : _mm256_mask_i32gather_ps(ninf, row, idx, ok, 4);
                     nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
                     acc = _mm256_max_ps(acc, v);
@@ -412,4 +417,5 @@ static TGT void maxpool_rows(const cc_geom *g, const float *x, float *y, int64_t
     }
 }
 
-const cc_ops s4d_cc_ops_avx2 = {S4D_CPUCONV_ISA_AVX2, NR, VL, ukr, pack_b, wino_in, wino_out, dw_rows, maxpool_rows};
+const cc_ops s4d_cc_ops_avx2 = {S4D_CPUCONV_ISA_AVX2, NR,       VL,      ukr,         pack_b,
+                                wino_in,              wino_out, dw_rows, maxpool_rows};

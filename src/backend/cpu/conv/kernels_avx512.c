@@ -169,7 +169,8 @@ INL __m512 load_strided(const float *row, int64_t w, int64_t ix, int64_t sw, __m
         return _mm512_maskz_permutex2var_ps(want, lo, even, hi);
     }
     const __m512i lanes = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-    __m512i idx = _mm512_add_epi32(_mm512_set1_epi32((int32_t)ix), _mm512_mullo_epi32(lanes, _mm512_set1_epi32((int32_t)sw)));
+    __m512i idx = _mm512_add_epi32(_mm512_set1_epi32((int32_t)ix),
+                                   _mm512_mullo_epi32(lanes, _mm512_set1_epi32((int32_t)sw)));
     __mmask16 ok = want & _mm512_cmpge_epi32_mask(idx, _mm512_setzero_si512()) &
                    _mm512_cmplt_epi32_mask(idx, _mm512_set1_epi32((int32_t)w));
     return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), ok, idx, row, 4);
@@ -490,8 +491,9 @@ INL void wino_out_m(const int m, const float *src, int64_t xi_stride, int64_t m_
         __m512i oy = _mm512_maskz_loadu_epi32(live, t->oy), ox = _mm512_maskz_loadu_epi32(live, t->ox);
         base = _mm512_add_epi32(_mm512_mullo_epi32(oy, _mm512_set1_epi32((int32_t)wo)), ox);
         for (int r = 0; r < m; r++) {
-            rok[r] = live & _mm512_cmplt_epi32_mask(_mm512_add_epi32(oy, _mm512_set1_epi32(r)), _mm512_set1_epi32((int32_t)ho));
-            cok[r] = _mm512_cmplt_epi32_mask(_mm512_add_epi32(ox, _mm512_set1_epi32(r)), _mm512_set1_epi32((int32_t)wo));
+            const __m512i rv = _mm512_set1_epi32(r);
+            rok[r] = live & _mm512_cmplt_epi32_mask(_mm512_add_epi32(oy, rv), _mm512_set1_epi32((int32_t)ho));
+            cok[r] = _mm512_cmplt_epi32_mask(_mm512_add_epi32(ox, rv), _mm512_set1_epi32((int32_t)wo));
         }
     }
     for (int64_t j = 0; j < nm; j++) {
@@ -679,7 +681,8 @@ INL __m512 load_strided_fill(const float *row, int64_t w, int64_t ix, int64_t sw
         return _mm512_permutex2var_ps(lo, even, hi);
     }
     const __m512i lanes = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-    __m512i idx = _mm512_add_epi32(_mm512_set1_epi32((int32_t)ix), _mm512_mullo_epi32(lanes, _mm512_set1_epi32((int32_t)sw)));
+    __m512i idx = _mm512_add_epi32(_mm512_set1_epi32((int32_t)ix),
+                                   _mm512_mullo_epi32(lanes, _mm512_set1_epi32((int32_t)sw)));
     __mmask16 ok = _mm512_cmpge_epi32_mask(idx, _mm512_setzero_si512()) &
                    _mm512_cmplt_epi32_mask(idx, _mm512_set1_epi32((int32_t)w));
     return _mm512_mask_i32gather_ps(fill, ok, idx, row, 4);
@@ -715,4 +718,5 @@ static TGT void maxpool_rows(const cc_geom *g, const float *x, float *y, int64_t
     }
 }
 
-const cc_ops s4d_cc_ops_avx512 = {S4D_CPUCONV_ISA_AVX512, NR, VL, ukr, pack_b, wino_in, wino_out, dw_rows, maxpool_rows};
+const cc_ops s4d_cc_ops_avx512 = {S4D_CPUCONV_ISA_AVX512, NR,       VL,      ukr,         pack_b,
+                                  wino_in,                wino_out, dw_rows, maxpool_rows};
