@@ -27,10 +27,10 @@
 #include <time.h>
 
 #include "backend/cpu/conv/cpuconv.h"
-#include "backend/cpu/ops/conv_common.h"
-#include "backend/cpu/ops/dense_util.h"
-#include "core/op.h"
-#include "core/threadpool.h"
+#include "ops/conv_common.h"
+#include "ops/dense_util.h"
+#include "ops/op.h"
+#include "util/threadpool.h"
 
 typedef struct shape {
     char name[48];
@@ -230,10 +230,10 @@ static void baseline(const shape *q, s4d_threadpool *pool, const float *x, const
     for (int64_t gi = 0; gi < q->group; gi++) {
         const float *xg = x + gi * cg * q->h * q->w, *cm = xg;
         if (!direct) {
-            s4d_cpu_im2col(pool, &g, cg, xg, col);
+            s4d_host_im2col(pool, &g, cg, xg, col);
             cm = col;
         }
-        s4d_cpu_sgemm(0, 0, mg, ncol, kk, 1.0f, w + gi * mg * kk, kk, cm, ncol, 1.0f, y + gi * mg * ncol, ncol);
+        s4d_host_sgemm(0, 0, mg, ncol, kk, 1.0f, w + gi * mg * kk, kk, cm, ncol, 1.0f, y + gi * mg * ncol, ncol);
     }
     if (q->res || q->act) {
         post_job j = {y, q->res ? r : NULL, q->act};
@@ -415,7 +415,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "s4d_conv_bench: cannot create a pool of %d threads\n", t);
             return 1;
         }
-        s4d_cpu_blas_set_threads(t);
+        s4d_host_blas_set_threads(t);
         printf("## %d thread%s\n\n", t, t > 1 ? "s" : "");
         printf("| conv | C>M | HxW in | count | GFLOP | im2col+sgemm ms | library ms | algorithm | speed-up |%s\n",
                all_algos ? " gemm ms | winograd2 ms | winograd4 ms |" : "");

@@ -22,8 +22,8 @@
 #include <string.h>
 
 #include "backend/cpu/conv/cpuconv.h"
-#include "core/op.h"
-#include "core/threadpool.h"
+#include "ops/op.h"
+#include "util/threadpool.h"
 
 static int failures;
 
