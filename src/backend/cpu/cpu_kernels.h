@@ -1,0 +1,28 @@
+/*
+ * src/backend/cpu/cpu_kernels.h - the CPU backend's own kernels (internal).
+ *
+ * Most CPU layers run their schema's host reference (src/ops) through one
+ * generic kernel. The ops below have kernels of their own, found first by
+ * s4d_cpu_find_own_kernel; each falls back to the host reference for what it
+ * does not cover, so that placing a node on the CPU never depends on them.
+ */
+#ifndef S4D_BACKEND_CPU_CPU_KERNELS_H
+#define S4D_BACKEND_CPU_CPU_KERNELS_H
+
+#include "backend/backend.h"
+
+/* Conv and s4d::FusedConv over the convolution library (conv_kernel.c). */
+extern const s4d_kernel s4d_cpu_kernel_conv;
+extern const s4d_kernel s4d_cpu_kernel_fused_conv;
+/* MaxPool over the convolution library's pooling (maxpool_kernel.c). */
+extern const s4d_kernel s4d_cpu_kernel_maxpool;
+
+/* The CPU kernel of its own for (domain, op_type) at the highest
+   since_version <= opset, or NULL (kernel_table.c). */
+const s4d_kernel *s4d_cpu_find_own_kernel(const char *domain, const char *op_type, int opset);
+
+/* The largest thread count the convolution kernels plan for: the machine's
+   online cores, or S4D_CPU_PLAN_THREADS when set (tests). */
+int s4d_cpu_plan_threads(void);
+
+#endif /* S4D_BACKEND_CPU_CPU_KERNELS_H */
