@@ -7,7 +7,7 @@
     X(div) X(elu) X(equal) X(erf) X(exp) X(expand) X(flatten) X(floor) X(gather)                   \
     X(gather_elements) X(gather_nd) X(gelu) X(greater) X(greater_equal) X(hard_sigmoid)            \
     X(hard_swish) X(identity) X(isinf) X(isnan) X(leaky_relu) X(less) X(less_equal) X(log)         \
-    X(log_softmax) X(max) X(mean) X(min) X(mish) X(mod) X(mul) X(neg) X(not) X(or) X(pow)          \
+    X(log_softmax) X(max) X(mean) X(min) X(mish) X(mod) X(mul) X(neg) X(not) X(or) X(pad) X(pow)          \
     X(prelu) X(range) X(reciprocal) X(reduce_l1) X(reduce_l2) X(reduce_log_sum)                    \
     X(reduce_log_sum_exp) X(reduce_max) X(reduce_mean) X(reduce_min) X(reduce_prod)                \
     X(reduce_sum) X(reduce_sum_square) X(relu) X(reshape) X(round) X(scatter_elements)             \
