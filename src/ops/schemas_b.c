@@ -12,10 +12,13 @@ extern const s4d_op_schema s4d_op_gemm;
 extern const s4d_op_schema s4d_op_global_avgpool;
 extern const s4d_op_schema s4d_op_global_maxpool;
 extern const s4d_op_schema s4d_op_grid_sample;
+extern const s4d_op_schema s4d_op_gru;
 extern const s4d_op_schema s4d_op_layernorm;
+extern const s4d_op_schema s4d_op_lstm;
 extern const s4d_op_schema s4d_op_matmul;
 extern const s4d_op_schema s4d_op_maxpool;
 extern const s4d_op_schema s4d_op_resize;
+extern const s4d_op_schema s4d_op_rnn;
 extern const s4d_op_schema s4d_op_topk_1;
 extern const s4d_op_schema s4d_op_topk_10;
 
@@ -31,10 +34,13 @@ const s4d_op_schema *const s4d_op_schemas_b[] = {
     &s4d_op_global_avgpool,
     &s4d_op_global_maxpool,
     &s4d_op_grid_sample,
+    &s4d_op_gru,
     &s4d_op_layernorm,
+    &s4d_op_lstm,
     &s4d_op_matmul,
     &s4d_op_maxpool,
     &s4d_op_resize,
+    &s4d_op_rnn,
     &s4d_op_topk_1,
     &s4d_op_topk_10,
 };
