@@ -21,6 +21,21 @@ extern const s4d_op_schema s4d_op_resize;
 extern const s4d_op_schema s4d_op_rnn;
 extern const s4d_op_schema s4d_op_topk_1;
 extern const s4d_op_schema s4d_op_topk_10;
+/* Early opset versions translated to later schemas (legacy.c). */
+extern const s4d_op_schema s4d_op_legacy_add;
+extern const s4d_op_schema s4d_op_legacy_sub;
+extern const s4d_op_schema s4d_op_legacy_mul;
+extern const s4d_op_schema s4d_op_legacy_div;
+extern const s4d_op_schema s4d_op_legacy_pow;
+extern const s4d_op_schema s4d_op_legacy_max;
+extern const s4d_op_schema s4d_op_legacy_min;
+extern const s4d_op_schema s4d_op_legacy_sum;
+extern const s4d_op_schema s4d_op_legacy_mean;
+extern const s4d_op_schema s4d_op_legacy_gemm;
+extern const s4d_op_schema s4d_op_legacy_prelu;
+extern const s4d_op_schema s4d_op_legacy_batchnorm;
+extern const s4d_op_schema s4d_op_legacy_upsample;
+extern const s4d_op_schema s4d_op_legacy_scatter;
 
 const s4d_op_schema *const s4d_op_schemas_b[] = {
     &s4d_op_avgpool,
@@ -43,5 +58,19 @@ const s4d_op_schema *const s4d_op_schemas_b[] = {
     &s4d_op_rnn,
     &s4d_op_topk_1,
     &s4d_op_topk_10,
+    &s4d_op_legacy_add,
+    &s4d_op_legacy_sub,
+    &s4d_op_legacy_mul,
+    &s4d_op_legacy_div,
+    &s4d_op_legacy_pow,
+    &s4d_op_legacy_max,
+    &s4d_op_legacy_min,
+    &s4d_op_legacy_sum,
+    &s4d_op_legacy_mean,
+    &s4d_op_legacy_gemm,
+    &s4d_op_legacy_prelu,
+    &s4d_op_legacy_batchnorm,
+    &s4d_op_legacy_upsample,
+    &s4d_op_legacy_scatter,
 };
 const size_t s4d_op_schemas_b_count = sizeof(s4d_op_schemas_b) / sizeof(s4d_op_schemas_b[0]);
