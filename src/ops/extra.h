@@ -89,4 +89,64 @@ typedef struct s4d_lrn_params {
     int64_t n, c, inner;
 } s4d_lrn_params;
 
+/* ---- layout ---- */
+
+/* DepthToSpace (dcr: the DCR order, else CRD) and SpaceToDepth. */
+typedef struct s4d_block_params {
+    int64_t block;
+    int32_t dcr;
+    int64_t n, c, h, w; /* the input */
+} s4d_block_params;
+
+/* Trilu: keep the upper (or lower) triangle from diagonal k; k_at_run: read input 1 when run. */
+typedef struct s4d_trilu_params {
+    int32_t upper, k_at_run;
+    int64_t k;
+} s4d_trilu_params;
+
+/* EyeLike: ones on diagonal k of a 2-D output of dtype. */
+typedef struct s4d_eyelike_params {
+    int32_t dtype;
+    int64_t k;
+} s4d_eyelike_params;
+
+/* ReverseSequence. */
+typedef struct s4d_revseq_params {
+    int32_t batch_axis, time_axis;
+} s4d_revseq_params;
+
+/* OneHot: depth and the axis of the new dimension (normalised). */
+typedef struct s4d_onehot_params {
+    int64_t depth;
+    int32_t axis;
+} s4d_onehot_params;
+
+/* ---- arithmetic ---- */
+
+/* CumSum: axis (axis_at_run: read input 1 when run), exclusive, reverse. */
+typedef struct s4d_cumsum_params {
+    int32_t axis, axis_at_run, exclusive, reverse;
+} s4d_cumsum_params;
+
+/* Shrink. */
+typedef struct s4d_shrink_params {
+    float bias, lambd;
+} s4d_shrink_params;
+
+/* Hardmax: rows of `inner` elements along which the first maximum becomes 1 (strided by `stride`). */
+typedef struct s4d_hardmax_params {
+    int64_t outer, len, stride;
+} s4d_hardmax_params;
+
+/* BitShift: left or right. */
+typedef struct s4d_bitshift_params {
+    int32_t left;
+} s4d_bitshift_params;
+
+/* Dropout at inference: ratio and training_mode as known at build (-1: read when run). */
+typedef struct s4d_dropout_params {
+    int32_t training; /* 0, 1, or -1 */
+    float ratio;      /* < 0: read when run */
+} s4d_dropout_params;
+
 #endif /* S4D_OPS_EXTRA_H */

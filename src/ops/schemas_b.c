@@ -5,6 +5,7 @@ extern const s4d_op_schema s4d_op_avgpool;
 extern const s4d_op_schema s4d_op_batchnorm;
 extern const s4d_op_schema s4d_op_conv;
 extern const s4d_op_schema s4d_op_conv_transpose;
+extern const s4d_op_schema s4d_op_det;
 extern const s4d_op_schema s4d_op_einsum;
 extern const s4d_op_schema s4d_op_fused_conv;
 extern const s4d_op_schema s4d_op_fused_matmul;
@@ -12,10 +13,13 @@ extern const s4d_op_schema s4d_op_gemm;
 extern const s4d_op_schema s4d_op_global_avgpool;
 extern const s4d_op_schema s4d_op_global_maxpool;
 extern const s4d_op_schema s4d_op_grid_sample;
+extern const s4d_op_schema s4d_op_instance_norm;
 extern const s4d_op_schema s4d_op_gru;
 extern const s4d_op_schema s4d_op_layernorm;
+extern const s4d_op_schema s4d_op_lrn;
 extern const s4d_op_schema s4d_op_lstm;
 extern const s4d_op_schema s4d_op_matmul;
+extern const s4d_op_schema s4d_op_mvn;
 extern const s4d_op_schema s4d_op_maxpool;
 extern const s4d_op_schema s4d_op_resize;
 extern const s4d_op_schema s4d_op_rnn;
@@ -42,6 +46,7 @@ const s4d_op_schema *const s4d_op_schemas_b[] = {
     &s4d_op_batchnorm,
     &s4d_op_conv,
     &s4d_op_conv_transpose,
+    &s4d_op_det,
     &s4d_op_einsum,
     &s4d_op_fused_conv,
     &s4d_op_fused_matmul,
@@ -49,10 +54,13 @@ const s4d_op_schema *const s4d_op_schemas_b[] = {
     &s4d_op_global_avgpool,
     &s4d_op_global_maxpool,
     &s4d_op_grid_sample,
+    &s4d_op_instance_norm,
     &s4d_op_gru,
     &s4d_op_layernorm,
+    &s4d_op_lrn,
     &s4d_op_lstm,
     &s4d_op_matmul,
+    &s4d_op_mvn,
     &s4d_op_maxpool,
     &s4d_op_resize,
     &s4d_op_rnn,
