@@ -17,6 +17,16 @@ extern const s4d_kernel s4d_cpu_kernel_fused_conv;
 /* MaxPool over the convolution library's pooling (maxpool_kernel.c). */
 extern const s4d_kernel s4d_cpu_kernel_maxpool;
 
+/* Float32 activations, vectorised (eltwise_kernel.c). */
+extern const s4d_kernel s4d_cpu_kernel_relu;
+extern const s4d_kernel s4d_cpu_kernel_leaky_relu;
+extern const s4d_kernel s4d_cpu_kernel_sigmoid;
+extern const s4d_kernel s4d_cpu_kernel_hard_sigmoid;
+extern const s4d_kernel s4d_cpu_kernel_hard_swish;
+extern const s4d_kernel s4d_cpu_kernel_clip;
+/* Tests: 0 the best set this CPU has, 1 scalar, 2 AVX2 (or less), 3 AVX-512 (or less). */
+void s4d_cpu_eltwise_force_isa(int isa);
+
 /* The CPU kernel of its own for (domain, op_type) at the highest
    since_version <= opset, or NULL (kernel_table.c). */
 const s4d_kernel *s4d_cpu_find_own_kernel(const char *domain, const char *op_type, int opset);

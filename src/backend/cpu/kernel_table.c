@@ -8,6 +8,12 @@ static const s4d_kernel *const own_kernels[] = {
     &s4d_cpu_kernel_conv,
     &s4d_cpu_kernel_fused_conv,
     &s4d_cpu_kernel_maxpool,
+    &s4d_cpu_kernel_relu,
+    &s4d_cpu_kernel_leaky_relu,
+    &s4d_cpu_kernel_sigmoid,
+    &s4d_cpu_kernel_hard_sigmoid,
+    &s4d_cpu_kernel_hard_swish,
+    &s4d_cpu_kernel_clip,
 };
 
 static int same_domain(const char *a, const char *b)
