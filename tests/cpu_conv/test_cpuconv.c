@@ -261,6 +261,10 @@ static const ccase dw_cases[] = {
     {"5x5 s2", 1, 8, 23, 30, 8, 5, 5, 2, 2, 2, 2, 2, 2, 1, 1, 8, 1, 0, S4D_CPUCONV_ACT_RELU},
     {"7x7 dil 2", 1, 4, 25, 33, 4, 7, 7, 1, 1, 6, 6, 6, 6, 2, 2, 4, 0, 0, S4D_CPUCONV_ACT_NONE},
     {"3x1 s3 asym pad", 1, 5, 17, 50, 5, 3, 1, 3, 3, 0, 2, 1, 0, 1, 1, 5, 1, 0, S4D_CPUCONV_ACT_NONE},
+    {"5x5 s1 small plane + res", 2, 6, 7, 7, 6, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 6, 1, 1, S4D_CPUCONV_ACT_RELU},
+    {"5x5 s2 odd plane", 1, 5, 14, 13, 5, 5, 5, 2, 2, 2, 2, 2, 2, 1, 1, 5, 1, 0, S4D_CPUCONV_ACT_CLIP},
+    {"3x3 s2 dil 2 uneven stride", 1, 3, 21, 18, 3, 3, 3, 2, 3, 2, 1, 1, 2, 2, 2, 3, 1, 1, S4D_CPUCONV_ACT_NONE},
+    {"1x1 s1", 1, 4, 9, 20, 4, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 4, 0, 0, S4D_CPUCONV_ACT_NONE},
 };
 
 static const ccase epi_cases[] = {

@@ -47,6 +47,11 @@ struct s4d_cpuconv_plan {
     int64_t th, tw, tiles, tb, ntb;
     /* depthwise */
     int64_t rows_per_item, nrch;
+    int dw_staged;     /* sub-plane staging (cc_dws) instead of row kernels */
+    int dw_nres;       /* stride residues the taps use */
+    int dw_res_y[CC_DW_MAX_TAPS], dw_res_x[CC_DW_MAX_TAPS];
+    int64_t dw_off[CC_DW_MAX_TAPS]; /* per tap, into the staged sub-planes */
+    int64_t dw_ws, dw_hs, dw_len, dw_sub; /* pitch, rows, outputs, floats per sub-plane */
 };
 
 static s4d_status fail(s4d_errbuf *err, s4d_status st, const char *fmt, ...)
@@ -320,16 +325,58 @@ static void plan_wino(s4d_cpuconv_plan *pl)
     pl->packed_bytes = PACK_HEADER + sizeof(float) * (size_t)(a * a * pl->mgp * p->c);
 }
 
+/*
+ * Depthwise: 3x3 kernels of stride 1 or 2 (the common case) run output rows
+ * with the weights in registers; every other kernel runs on staged
+ * sub-planes (cc_dws), one plane per item, which trades a copy of the plane
+ * for border-free loads: the row kernels' masked and strided loads cost
+ * several times the multiply-adds of a 5x5 kernel.
+ */
 static void plan_dw(s4d_cpuconv_plan *pl)
 {
     const s4d_cpuconv_params *p = &pl->p;
     const int64_t planes = p->n * p->c, want = 4 * (int64_t)pl->nslots;
+    const int fast3 = p->kh == 3 && p->kw == 3 && p->dil_h == 1 && p->dil_w == 1 && p->stride_h == p->stride_w &&
+                      (p->stride_w == 1 || p->stride_w == 2);
+    pl->packed_bytes = PACK_HEADER + sizeof(float) * (size_t)(p->c * p->kh * p->kw);
+    /* (the AVX2 and scalar row kernels have no 3x3 path of their own; narrow
+     * planes waste most lanes of a row vector and pay its masks per tap) */
+    pl->dw_staged = !(fast3 && pl->ops->isa == S4D_CPUCONV_ISA_AVX512 && p->stride_w == 2) &&
+                    p->kh * p->kw <= CC_DW_MAX_TAPS && p->stride_h <= 8 && p->stride_w <= 8 &&
+                    pl->ops->dw_staged != NULL;
+    if (pl->dw_staged) {
+        const int64_t oky = (p->kh - 1) * p->dil_h / p->stride_h, okx = (p->kw - 1) * p->dil_w / p->stride_w;
+        pl->dw_ws = pl->wo + okx;
+        pl->dw_hs = pl->ho + oky;
+        pl->dw_len = cdiv(pl->ho * pl->dw_ws, 16) * 16;
+        pl->dw_sub = cdiv(pl->dw_len + oky * pl->dw_ws + okx + 16, 16) * 16;
+        pl->dw_nres = 0;
+        for (int64_t ky = 0; ky < p->kh; ky++)
+            for (int64_t kx = 0; kx < p->kw; kx++) {
+                const int64_t ay = ky * p->dil_h, ax = kx * p->dil_w;
+                const int ry = (int)(ay % p->stride_h), rx = (int)(ax % p->stride_w);
+                int r = 0;
+                while (r < pl->dw_nres && (pl->dw_res_y[r] != ry || pl->dw_res_x[r] != rx))
+                    r++;
+                if (r == pl->dw_nres) {
+                    pl->dw_res_y[r] = ry;
+                    pl->dw_res_x[r] = rx;
+                    pl->dw_nres++;
+                }
+                pl->dw_off[ky * p->kw + kx] = r * pl->dw_sub + ay / p->stride_h * pl->dw_ws + ax / p->stride_w;
+            }
+        pl->nrch = 1;
+        pl->rows_per_item = pl->ho;
+        pl->items = planes;
+        pl->slot_bytes = (size_t)cdiv((int64_t)sizeof(float) * (pl->dw_nres * pl->dw_sub + pl->dw_len), WS_ALIGN) *
+                         WS_ALIGN;
+        return;
+    }
     pl->nrch = planes >= want ? 1 : imin(pl->ho, cdiv(want, planes));
     pl->rows_per_item = cdiv(pl->ho, pl->nrch);
     pl->nrch = cdiv(pl->ho, pl->rows_per_item);
     pl->items = planes * pl->nrch;
     pl->slot_bytes = 0;
-    pl->packed_bytes = PACK_HEADER + sizeof(float) * (size_t)(p->c * p->kh * p->kw);
 }
 
 static s4d_status check_params(const s4d_cpuconv_params *in, s4d_cpuconv_params *p, s4d_errbuf *err)
@@ -776,9 +823,54 @@ static void wino_item(const run_ctx *r, int64_t item, char *slot)
     }
 }
 
-static void dw_item(const run_ctx *r, int64_t item)
+/* Writes the zero-padded sub-planes of one input plane (see cc_dws). */
+static void dw_stage(const s4d_cpuconv_plan *pl, const float *x, float *sub)
+{
+    const s4d_cpuconv_params *p = &pl->p;
+    const int64_t ws = pl->dw_ws, hs = pl->dw_hs, sh = p->stride_h, sw = p->stride_w;
+    for (int r = 0; r < pl->dw_nres; r++) {
+        float *s = sub + r * pl->dw_sub;
+        for (int64_t i = 0; i < hs; i++) {
+            float *row = s + i * ws;
+            const int64_t iy = i * sh + pl->dw_res_y[r] - p->pad_top;
+            if (iy < 0 || iy >= p->h) {
+                memset(row, 0, sizeof(float) * (size_t)ws);
+                continue;
+            }
+            const float *src = x + iy * p->w;
+            /* columns j with 0 <= j * sw + rx - pad_left < w */
+            const int64_t c0 = pl->dw_res_x[r] - p->pad_left;
+            int64_t j0 = c0 >= 0 ? 0 : cdiv(-c0, sw), j1 = c0 >= p->w ? 0 : cdiv(p->w - c0, sw);
+            j0 = imin(j0, ws);
+            j1 = imin(imax(j1, j0), ws);
+            for (int64_t j = 0; j < j0; j++)
+                row[j] = 0.0f;
+            if (sw == 1)
+                memcpy(row + j0, src + j0 + c0, sizeof(float) * (size_t)(j1 - j0));
+            else
+                for (int64_t j = j0; j < j1; j++)
+                    row[j] = src[j * sw + c0];
+            for (int64_t j = j1; j < ws; j++)
+                row[j] = 0.0f;
+        }
+        memset(s + hs * ws, 0, sizeof(float) * (size_t)(pl->dw_sub - hs * ws));
+    }
+}
+
+static void dw_item(const run_ctx *r, int64_t item, char *slot)
 {
     const s4d_cpuconv_plan *pl = r->pl;
+    if (pl->dw_staged) {
+        const s4d_cpuconv_params *p = &pl->p;
+        const int64_t ci = item % p->c, pix = pl->ho * pl->wo;
+        float *sub = (float *)slot, *out = sub + pl->dw_nres * pl->dw_sub;
+        dw_stage(pl, r->x + item * p->h * p->w, sub);
+        const cc_dws d = {sub, out, pl->dw_len, pl->dw_ws, pl->ho, pl->wo, (int)(p->kh * p->kw), pl->dw_off};
+        const cc_post post = {(int)p->act, p->act_min, p->act_max};
+        pl->ops->dw_staged(&d, r->w + ci * p->kh * p->kw, r->bias ? r->bias[ci] : 0.0f,
+                           r->res ? r->res + item * pix : NULL, r->y + item * pix, &post);
+        return;
+    }
     const s4d_cpuconv_params *p = &pl->p;
     const int64_t rc = item % pl->nrch, plane_id = item / pl->nrch, ci = plane_id % p->c;
     const int64_t pix = pl->ho * pl->wo;
@@ -812,7 +904,7 @@ static void run_slots(void *arg, int64_t begin, int64_t end)
                 wino_item(r, item, slot);
                 break;
             case S4D_CPUCONV_ALGO_DEPTHWISE:
-                dw_item(r, item);
+                dw_item(r, item, slot);
                 break;
             case S4D_CPUCONV_ALGO_AUTO:
                 break;

@@ -143,6 +143,25 @@ typedef struct cc_post {
     float lo, hi;
 } cc_post;
 
+/*
+ * Depthwise convolution on staged sub-planes (any kernel, stride, dilation):
+ * the input plane, zero-padded, is split by stride residue into sub-planes
+ * of pitch ws (one per residue a tap uses), so that every tap reads the
+ * flattened output positions q = oy * ws + ox at sub[off[t] + q]: one
+ * unmasked contiguous load per tap and vector, whatever the border. The
+ * ws - wo columns past each output row are computed and dropped.
+ */
+#define CC_DW_MAX_TAPS 64
+#define CC_DW_UNROLL 64 /* outputs per step of the vector loops, then steps of 16 */
+typedef struct cc_dws {
+    const float *sub;   /* the staged sub-planes */
+    float *out;         /* flattened outputs, len floats */
+    int64_t len;        /* ho * ws rounded up to 16 */
+    int64_t ws, ho, wo;
+    int ntaps;
+    const int64_t *off; /* per tap (ky * kw + kx): float offset into sub */
+} cc_dws;
+
 typedef struct cc_ops {
     s4d_cpuconv_isa isa;
     int nr; /* pixel panel width of the micro-kernel */
@@ -175,6 +194,9 @@ typedef struct cc_ops {
     /* Depthwise: output rows [oy0, oy1) of one channel. */
     void (*dw_rows)(const cc_geom *g, const float *x, const float *wk, float bias, const float *res, float *y,
                     int64_t oy0, int64_t oy1, const cc_post *post);
+    /* Depthwise on staged sub-planes (cc_dws): out, then y = act(out + bias + res). */
+    void (*dw_staged)(const cc_dws *d, const float *wk, float bias, const float *res, float *y,
+                      const cc_post *post);
     /* Max pooling, output rows [oy0, oy1) of one plane (g's kernel and
      * geometry; padding takes no part; an empty window gives -inf; NaN wins). */
     void (*maxpool_rows)(const cc_geom *g, const float *x, float *y, int64_t oy0, int64_t oy1);

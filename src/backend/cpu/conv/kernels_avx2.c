@@ -383,6 +383,47 @@ static TGT void dw_rows(const cc_geom *g, const float *x, const float *wk, float
     }
 }
 
+static TGT void dw_staged(const cc_dws *d, const float *wk, float bias, const float *res, float *y,
+                          const cc_post *post)
+{
+    int64_t q = 0;
+    for (; q + CC_DW_UNROLL <= d->len; q += CC_DW_UNROLL) {
+        __m256 a[8];
+        for (int v = 0; v < 8; v++)
+            a[v] = _mm256_setzero_ps();
+        const float *s = d->sub + q;
+        for (int t = 0; t < d->ntaps; t++) {
+            const __m256 wv = _mm256_set1_ps(wk[t]);
+            const float *src = s + d->off[t];
+            for (int v = 0; v < 8; v++)
+                a[v] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(src + 8 * v), a[v]);
+        }
+        for (int v = 0; v < 8; v++)
+            _mm256_storeu_ps(d->out + q + 8 * v, a[v]);
+    }
+    for (; q < d->len; q += 16) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+        for (int t = 0; t < d->ntaps; t++) {
+            const __m256 wv = _mm256_set1_ps(wk[t]);
+            a0 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(d->sub + q + d->off[t]), a0);
+            a1 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(d->sub + q + d->off[t] + 8), a1);
+        }
+        _mm256_storeu_ps(d->out + q, a0);
+        _mm256_storeu_ps(d->out + q + 8, a1);
+    }
+    const __m256 lo = _mm256_set1_ps(post->lo), hi = _mm256_set1_ps(post->hi), bv = _mm256_set1_ps(bias);
+    for (int64_t oy = 0; oy < d->ho; oy++) {
+        const float *o = d->out + oy * d->ws;
+        for (int64_t ox = 0; ox < d->wo; ox += 8) {
+            const __m256i m = lanes_below(d->wo - ox);
+            __m256 v = _mm256_add_ps(_mm256_maskload_ps(o + ox, m), bv);
+            if (res)
+                v = _mm256_add_ps(v, _mm256_maskload_ps(res + oy * d->wo + ox, m));
+            _mm256_maskstore_ps(y + oy * d->wo + ox, m, act_v(v, post->act, lo, hi));
+        }
+    }
+}
+
 static TGT void maxpool_rows(const cc_geom *g, const float *x, float *y, int64_t oy0, int64_t oy1)
 {
     const __m256 ninf = _mm256_set1_ps(-__builtin_inff()), qnan = _mm256_set1_ps(__builtin_nanf(""));
@@ -418,4 +459,4 @@ static TGT void maxpool_rows(const cc_geom *g, const float *x, float *y, int64_t
 }
 
 const cc_ops s4d_cc_ops_avx2 = {S4D_CPUCONV_ISA_AVX2, NR,       VL,      ukr,         pack_b,
-                                wino_in,              wino_out, dw_rows, maxpool_rows};
+                                wino_in,              wino_out, dw_rows, dw_staged, maxpool_rows};

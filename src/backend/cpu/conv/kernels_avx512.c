@@ -662,6 +662,45 @@ static TGT void dw_rows(const cc_geom *g, const float *x, const float *wk, float
     }
 }
 
+static TGT void dw_staged(const cc_dws *d, const float *wk, float bias, const float *res, float *y,
+                          const cc_post *post)
+{
+    int64_t q = 0;
+    for (; q + CC_DW_UNROLL <= d->len; q += CC_DW_UNROLL) {
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        const float *s = d->sub + q;
+        for (int t = 0; t < d->ntaps; t++) {
+            const __m512 wv = _mm512_set1_ps(wk[t]);
+            const float *src = s + d->off[t];
+            a0 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(src), a0);
+            a1 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(src + 16), a1);
+            a2 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(src + 32), a2);
+            a3 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(src + 48), a3);
+        }
+        _mm512_storeu_ps(d->out + q, a0);
+        _mm512_storeu_ps(d->out + q + 16, a1);
+        _mm512_storeu_ps(d->out + q + 32, a2);
+        _mm512_storeu_ps(d->out + q + 48, a3);
+    }
+    for (; q < d->len; q += 16) {
+        __m512 a0 = _mm512_setzero_ps();
+        for (int t = 0; t < d->ntaps; t++)
+            a0 = _mm512_fmadd_ps(_mm512_set1_ps(wk[t]), _mm512_loadu_ps(d->sub + q + d->off[t]), a0);
+        _mm512_storeu_ps(d->out + q, a0);
+    }
+    const __m512 lo = _mm512_set1_ps(post->lo), hi = _mm512_set1_ps(post->hi), bv = _mm512_set1_ps(bias);
+    for (int64_t oy = 0; oy < d->ho; oy++) {
+        const float *o = d->out + oy * d->ws;
+        for (int64_t ox = 0; ox < d->wo; ox += 16) {
+            const __mmask16 m = lane_mask((int)(d->wo - ox > 16 ? 16 : d->wo - ox));
+            __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, o + ox), bv);
+            if (res)
+                v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, res + oy * d->wo + ox));
+            _mm512_mask_storeu_ps(y + oy * d->wo + ox, m, act_v(v, post->act, lo, hi));
+        }
+    }
+}
+
 /* As load_strided, with `fill` where the row has no element. */
 INL __m512 load_strided_fill(const float *row, int64_t w, int64_t ix, int64_t sw, __m512 fill)
 {
@@ -719,4 +758,4 @@ static TGT void maxpool_rows(const cc_geom *g, const float *x, float *y, int64_t
 }
 
 const cc_ops s4d_cc_ops_avx512 = {S4D_CPUCONV_ISA_AVX512, NR,       VL,      ukr,         pack_b,
-                                  wino_in,                wino_out, dw_rows, maxpool_rows};
+                                  wino_in,                wino_out, dw_rows, dw_staged, maxpool_rows};
