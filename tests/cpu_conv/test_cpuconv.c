@@ -88,10 +88,33 @@ static s4d_cpuconv_params params_of(const ccase *k, s4d_cpuconv_algo algo, s4d_c
     p.act = k->act;
     p.act_min = -0.25f;
     p.act_max = 0.5f;
+    p.act_alpha = 0.3f;
+    p.act_beta = 0.45f;
     p.algo = algo;
     p.isa = isa;
     p.num_threads = threads;
     return p;
+}
+
+/* The activations in float64 (alpha 0.3, beta 0.45, clip bounds -0.25 and 0.5, as run_case sets). */
+static double ref_act(s4d_cpuconv_act act, double v)
+{
+    double t;
+    switch (act) {
+    case S4D_CPUCONV_ACT_RELU: return v < 0 ? 0 : v;
+    case S4D_CPUCONV_ACT_CLIP: return v < -0.25 ? -0.25 : v > 0.5 ? 0.5 : v;
+    case S4D_CPUCONV_ACT_LEAKY_RELU: return v < 0 ? (double)0.3f * v : v;
+    case S4D_CPUCONV_ACT_SIGMOID: return 1.0 / (1.0 + exp(-v));
+    case S4D_CPUCONV_ACT_SILU: return v / (1.0 + exp(-v));
+    case S4D_CPUCONV_ACT_HARD_SIGMOID:
+        t = (double)0.3f * v + (double)0.45f;
+        return t < 0 ? 0 : t > 1 ? 1 : t;
+    case S4D_CPUCONV_ACT_HARD_SWISH:
+        t = v / 6 + 0.5;
+        return v * (t < 0 ? 0 : t > 1 ? 1 : t);
+    case S4D_CPUCONV_ACT_NONE: break;
+    }
+    return v;
 }
 
 /* Float64 direct convolution; also the per-element scale of the error. */
@@ -126,10 +149,7 @@ static void reference(const ccase *k, int64_t ho, int64_t wo, const float *x, co
                         acc += r[at];
                         sc += fabs(r[at]);
                     }
-                    if (k->act == S4D_CPUCONV_ACT_RELU && acc < 0)
-                        acc = 0;
-                    if (k->act == S4D_CPUCONV_ACT_CLIP)
-                        acc = acc < -0.25 ? -0.25 : acc > 0.5 ? 0.5 : acc;
+                    acc = ref_act(k->act, acc);
                     ref[at] = acc;
                     scale[at] = sc > 1e-30 ? sc : 1e-30;
                 }
@@ -273,6 +293,16 @@ static const ccase epi_cases[] = {
     {"1x1 relu", 1, 16, 12, 18, 24, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1, S4D_CPUCONV_ACT_RELU},
     {"1x1 clip", 1, 16, 12, 18, 24, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 0, 1, S4D_CPUCONV_ACT_CLIP},
     {"dw relu", 1, 16, 12, 18, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 16, 1, 1, S4D_CPUCONV_ACT_RELU},
+    {"leaky relu", 1, 16, 12, 18, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, S4D_CPUCONV_ACT_LEAKY_RELU},
+    {"sigmoid", 1, 16, 12, 18, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, S4D_CPUCONV_ACT_SIGMOID},
+    {"silu", 1, 16, 12, 18, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, S4D_CPUCONV_ACT_SILU},
+    {"hard sigmoid", 1, 16, 12, 18, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, S4D_CPUCONV_ACT_HARD_SIGMOID},
+    {"hard swish", 1, 16, 12, 18, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, S4D_CPUCONV_ACT_HARD_SWISH},
+    {"1x1 silu", 1, 16, 12, 18, 24, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, S4D_CPUCONV_ACT_SILU},
+    {"1x1 hard swish", 1, 16, 12, 18, 24, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 0, 1, S4D_CPUCONV_ACT_HARD_SWISH},
+    {"dw silu", 1, 16, 12, 18, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 16, 1, 1, S4D_CPUCONV_ACT_SILU},
+    {"dw 5x5 hard swish", 1, 16, 12, 18, 16, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 16, 1, 0, S4D_CPUCONV_ACT_HARD_SWISH},
+    {"dw s2 hard sigmoid", 1, 16, 12, 18, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 16, 1, 1, S4D_CPUCONV_ACT_HARD_SIGMOID},
 };
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
@@ -282,7 +312,7 @@ static void check_nan(s4d_cpuconv_isa isa)
 {
     ccase k = {"nan", 1, 4, 6, 20, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, S4D_CPUCONV_ACT_RELU};
     s4d_cpuconv_algo algos[] = {S4D_CPUCONV_ALGO_GEMM, S4D_CPUCONV_ALGO_WINOGRAD2, S4D_CPUCONV_ALGO_WINOGRAD4};
-    for (int act = S4D_CPUCONV_ACT_RELU; act <= S4D_CPUCONV_ACT_CLIP; act++)
+    for (int act = S4D_CPUCONV_ACT_RELU; act <= S4D_CPUCONV_ACT_HARD_SWISH; act++)
         for (size_t a = 0; a < COUNT(algos); a++) {
             k.act = (s4d_cpuconv_act)act;
             float *x = rand_buf(4 * 6 * 20), *w = rand_buf(8 * 4 * 9), *b = rand_buf(8);
@@ -383,7 +413,7 @@ static void check_random(s4d_cpuconv_isa isa)
         k.w = irand(k.dw * (k.kw - 1) + 1, 60);
         k.bias = irand(0, 1);
         k.res = irand(0, 1);
-        k.act = (s4d_cpuconv_act)irand(0, 2);
+        k.act = (s4d_cpuconv_act)irand(0, S4D_CPUCONV_ACT_HARD_SWISH);
         if (i % 5 == 0) { /* a Winograd shape */
             k.kh = k.kw = 3;
             k.sh = k.sw = k.dh = k.dw = 1;
@@ -525,7 +555,7 @@ static void check_errors(void)
     q.kh = 12;
     expect_status(s4d_cpuconv_plan_create(&q, &plan, &err), S4D_ERR_SHAPE, &err, "kernel larger than padded input");
     q = p;
-    q.act = (s4d_cpuconv_act)7;
+    q.act = (s4d_cpuconv_act)99;
     expect_status(s4d_cpuconv_plan_create(&q, &plan, &err), S4D_ERR_INVALID_ARG, &err, "unknown activation");
     q = p;
     q.act = S4D_CPUCONV_ACT_CLIP;
@@ -647,6 +677,12 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < COUNT(epi_cases); i++)
             if (epi_cases[i].group == 1)
                 check_case(&epi_cases[i], S4D_CPUCONV_ALGO_GEMM, isa, 2e-6);
+        /* Each activation after the Winograd output transforms too. */
+        for (size_t i = 0; i < COUNT(epi_cases); i++)
+            if (epi_cases[i].group == 1 && epi_cases[i].kh == 3) {
+                check_case(&epi_cases[i], S4D_CPUCONV_ALGO_WINOGRAD2, isa, 2e-6);
+                check_case(&epi_cases[i], S4D_CPUCONV_ALGO_WINOGRAD4, isa, 2e-5);
+            }
         check_nan(isa);
     } else if (strcmp(grp, "threads") == 0) {
         check_threads(isa);

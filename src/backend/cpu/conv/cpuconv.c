@@ -410,11 +410,19 @@ static s4d_status check_params(const s4d_cpuconv_params *in, s4d_cpuconv_params 
         if (pads[i].v < 0)
             return fail(err, S4D_ERR_INVALID_ARG, "cpuconv params: %s = %lld is negative", pads[i].name,
                         (long long)pads[i].v);
-    if (p->act < S4D_CPUCONV_ACT_NONE || p->act > S4D_CPUCONV_ACT_CLIP)
+    if (p->act < S4D_CPUCONV_ACT_NONE || p->act > S4D_CPUCONV_ACT_HARD_SWISH)
         return fail(err, S4D_ERR_INVALID_ARG, "cpuconv params: unknown activation %d", (int)p->act);
     if (p->act == S4D_CPUCONV_ACT_CLIP && !(p->act_min <= p->act_max))
         return fail(err, S4D_ERR_INVALID_ARG, "cpuconv params: clip range [%g, %g] is empty", (double)p->act_min,
                     (double)p->act_max);
+    if ((p->act == S4D_CPUCONV_ACT_LEAKY_RELU || p->act == S4D_CPUCONV_ACT_HARD_SIGMOID) &&
+        !(p->act_alpha == p->act_alpha && p->act_beta == p->act_beta))
+        return fail(err, S4D_ERR_INVALID_ARG, "cpuconv params: activation alpha or beta is NaN");
+    /* The epilogues carry two parameters, lo and hi: the bounds, or alpha and beta. */
+    if (p->act == S4D_CPUCONV_ACT_LEAKY_RELU || p->act == S4D_CPUCONV_ACT_HARD_SIGMOID) {
+        p->act_min = p->act_alpha;
+        p->act_max = p->act_beta;
+    }
     if (p->algo < S4D_CPUCONV_ALGO_AUTO || p->algo > S4D_CPUCONV_ALGO_DEPTHWISE)
         return fail(err, S4D_ERR_INVALID_ARG, "cpuconv params: unknown algorithm %d", (int)p->algo);
     if (p->isa < S4D_CPUCONV_ISA_AUTO || p->isa > S4D_CPUCONV_ISA_AVX512)

@@ -73,10 +73,16 @@ typedef enum s4d_cpuconv_isa {
     S4D_CPUCONV_ISA_AVX512 = 3 /* AVX-512F */
 } s4d_cpuconv_isa;
 
+/* Activations applied in the epilogue; NaN stays NaN in each. */
 typedef enum s4d_cpuconv_act {
     S4D_CPUCONV_ACT_NONE = 0,
-    S4D_CPUCONV_ACT_RELU = 1, /* max(v, 0); NaN stays NaN */
-    S4D_CPUCONV_ACT_CLIP = 2  /* min(max(v, act_min), act_max), e.g. ReLU6 */
+    S4D_CPUCONV_ACT_RELU = 1,        /* max(v, 0) */
+    S4D_CPUCONV_ACT_CLIP = 2,        /* min(max(v, act_min), act_max), e.g. ReLU6 */
+    S4D_CPUCONV_ACT_LEAKY_RELU = 3,  /* v < 0 ? act_alpha * v : v */
+    S4D_CPUCONV_ACT_SIGMOID = 4,     /* 1 / (1 + exp(-v)) */
+    S4D_CPUCONV_ACT_SILU = 5,        /* v * sigmoid(v) (Swish) */
+    S4D_CPUCONV_ACT_HARD_SIGMOID = 6, /* clamp(act_alpha * v + act_beta, 0, 1) */
+    S4D_CPUCONV_ACT_HARD_SWISH = 7   /* v * clamp(v / 6 + 1 / 2, 0, 1) */
 } s4d_cpuconv_act;
 
 /* Plain data; set struct_size = sizeof(s4d_cpuconv_params) (fields are only
@@ -98,6 +104,7 @@ typedef struct s4d_cpuconv_params {
     s4d_cpuconv_algo algo;   /* AUTO or a forced algorithm (error if it cannot run the shape) */
     s4d_cpuconv_isa isa;     /* AUTO or a forced set (error if the CPU lacks it) */
     int num_threads;         /* slots of the parallel-for; 0 means 1 */
+    float act_alpha, act_beta; /* for LEAKY_RELU (alpha) and HARD_SIGMOID */
 } s4d_cpuconv_params;
 
 typedef struct s4d_cpuconv_plan s4d_cpuconv_plan;

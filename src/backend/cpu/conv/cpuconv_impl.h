@@ -12,6 +12,7 @@
 #define S4D_CPU_CONV_CPUCONV_IMPL_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "backend/cpu/conv/cpuconv.h"
 
@@ -206,18 +207,68 @@ extern const cc_ops s4d_cc_ops_scalar;
 extern const cc_ops s4d_cc_ops_avx2;
 extern const cc_ops s4d_cc_ops_avx512;
 
+/* exp(t) for t <= 0 as the vector files compute it (Cody-Waite reduction, a
+ * degree-6 polynomial, the exponent added to the bits); below -87.3 it is
+ * taken at -87.3. Relative error about 1e-7. */
+static inline float cc_exp_neg(float t)
+{
+    if (!(t >= -87.3f))
+        t = -87.3f;
+    float fx = t * 1.44269504088896341f + 12582912.0f;
+    int32_t n, bits;
+    memcpy(&n, &fx, 4);
+    n -= 0x4B400000; /* the bits of 12582912.0f */
+    fx -= 12582912.0f;
+    float r = t - fx * 0.693359375f;
+    r = r + fx * 2.12194440e-4f;
+    float q = 1.9875691500e-4f;
+    q = q * r + 1.3981999507e-3f;
+    q = q * r + 8.3334519073e-3f;
+    q = q * r + 4.1665795894e-2f;
+    q = q * r + 1.6666665459e-1f;
+    q = q * r + 5.0000001201e-1f;
+    q = q * r * r + r + 1.0f;
+    memcpy(&bits, &q, 4);
+    bits += n * (1 << 23);
+    memcpy(&q, &bits, 4);
+    return q;
+}
+
+static inline float cc_sigmoid1(float v)
+{
+    float e = cc_exp_neg(v < 0.0f ? v : -v), s = 1.0f / (1.0f + e);
+    return v != v ? v : v < 0.0f ? e * s : s;
+}
+
 /* Scalar helpers the vector files share for their rare cases. */
 static inline float cc_act1(float v, const cc_post *p)
 {
-    if (p->act == S4D_CPUCONV_ACT_RELU)
+    switch (p->act) {
+    case S4D_CPUCONV_ACT_RELU:
         return v > 0.0f || v != v ? v : 0.0f;
-    if (p->act == S4D_CPUCONV_ACT_CLIP) {
+    case S4D_CPUCONV_ACT_CLIP:
         if (v < p->lo)
             v = p->lo;
         if (v > p->hi)
             v = p->hi;
+        return v;
+    case S4D_CPUCONV_ACT_LEAKY_RELU:
+        return v < 0.0f ? p->lo * v : v;
+    case S4D_CPUCONV_ACT_SIGMOID:
+        return cc_sigmoid1(v);
+    case S4D_CPUCONV_ACT_SILU:
+        return v * cc_sigmoid1(v);
+    case S4D_CPUCONV_ACT_HARD_SIGMOID: {
+        float t = p->lo * v + p->hi;
+        return t < 0.0f ? 0.0f : t > 1.0f ? 1.0f : t;
     }
-    return v;
+    case S4D_CPUCONV_ACT_HARD_SWISH: {
+        float t = v * (1.0f / 6.0f) + 0.5f;
+        return v * (t < 0.0f ? 0.0f : t > 1.0f ? 1.0f : t);
+    }
+    default:
+        return v;
+    }
 }
 
 #endif /* S4D_CPU_CONV_CPUCONV_IMPL_H */

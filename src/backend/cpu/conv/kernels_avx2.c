@@ -22,13 +22,58 @@ INL __m256i lanes_below(int64_t n)
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+/* exp(t) for t <= 0 (see cc_exp_neg). */
+INL __m256 exp_neg_v(__m256 t)
+{
+    t = _mm256_max_ps(t, _mm256_set1_ps(-87.3f));
+    __m256 fx = _mm256_fmadd_ps(t, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(12582912.0f));
+    __m256i n = _mm256_sub_epi32(_mm256_castps_si256(fx), _mm256_set1_epi32(0x4B400000));
+    fx = _mm256_sub_ps(fx, _mm256_set1_ps(12582912.0f));
+    __m256 r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), t);
+    r = _mm256_fmadd_ps(fx, _mm256_set1_ps(2.12194440e-4f), r);
+    __m256 q = _mm256_set1_ps(1.9875691500e-4f);
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.3981999507e-3f));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(8.3334519073e-3f));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(4.1665795894e-2f));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.6666665459e-1f));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(5.0000001201e-1f));
+    q = _mm256_add_ps(_mm256_fmadd_ps(_mm256_mul_ps(q, r), r, r), _mm256_set1_ps(1.0f));
+    return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(q), _mm256_slli_epi32(n, 23)));
+}
+
+INL __m256 sigmoid_v(__m256 v)
+{
+    const __m256 one = _mm256_set1_ps(1.0f);
+    __m256 t = _mm256_or_ps(v, _mm256_set1_ps(-0.0f));
+    __m256 e = exp_neg_v(t), s = _mm256_div_ps(one, _mm256_add_ps(one, e));
+    s = _mm256_blendv_ps(s, _mm256_mul_ps(e, s), _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_LT_OQ));
+    return _mm256_blendv_ps(s, v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+}
+
 INL __m256 act_v(__m256 v, int act, __m256 lo, __m256 hi)
 {
-    if (act == S4D_CPUCONV_ACT_RELU)
-        v = _mm256_max_ps(_mm256_setzero_ps(), v); /* NaN stays NaN */
-    else if (act == S4D_CPUCONV_ACT_CLIP)
-        v = _mm256_min_ps(hi, _mm256_max_ps(lo, v));
-    return v;
+    /* max(a, v) and min(a, v) return v when v is NaN, so NaN stays visible. */
+    const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
+    switch (act) {
+    case S4D_CPUCONV_ACT_RELU:
+        return _mm256_max_ps(zero, v);
+    case S4D_CPUCONV_ACT_CLIP:
+        return _mm256_min_ps(hi, _mm256_max_ps(lo, v));
+    case S4D_CPUCONV_ACT_LEAKY_RELU:
+        return _mm256_blendv_ps(v, _mm256_mul_ps(v, lo), _mm256_cmp_ps(v, zero, _CMP_LT_OQ));
+    case S4D_CPUCONV_ACT_SIGMOID:
+        return sigmoid_v(v);
+    case S4D_CPUCONV_ACT_SILU:
+        return _mm256_mul_ps(v, sigmoid_v(v));
+    case S4D_CPUCONV_ACT_HARD_SIGMOID:
+        return _mm256_min_ps(one, _mm256_max_ps(zero, _mm256_fmadd_ps(v, lo, hi)));
+    case S4D_CPUCONV_ACT_HARD_SWISH: {
+        __m256 t = _mm256_fmadd_ps(v, _mm256_set1_ps(1.0f / 6.0f), _mm256_set1_ps(0.5f));
+        return _mm256_mul_ps(v, _mm256_min_ps(one, _mm256_max_ps(zero, t)));
+    }
+    default:
+        return v;
+    }
 }
 
 INL void ukr4(const int nv, int64_t kc, const float *a, const float *b, int64_t ldb, float *c, int64_t ldc, int mr,

@@ -33,14 +33,58 @@ INL __mmask16 range_mask(int64_t base, int64_t limit)
     return (__mmask16)(lane_mask((int)hi) & ~lane_mask((int)lo));
 }
 
+/* exp(t) for t <= 0 (see cc_exp_neg). */
+INL __m512 exp_neg_v(__m512 t)
+{
+    t = _mm512_max_ps(t, _mm512_set1_ps(-87.3f));
+    __m512 fx = _mm512_fmadd_ps(t, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(12582912.0f));
+    __m512i n = _mm512_sub_epi32(_mm512_castps_si512(fx), _mm512_set1_epi32(0x4B400000));
+    fx = _mm512_sub_ps(fx, _mm512_set1_ps(12582912.0f));
+    __m512 r = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), t);
+    r = _mm512_fmadd_ps(fx, _mm512_set1_ps(2.12194440e-4f), r);
+    __m512 q = _mm512_set1_ps(1.9875691500e-4f);
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.3981999507e-3f));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(8.3334519073e-3f));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(4.1665795894e-2f));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.6666665459e-1f));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(5.0000001201e-1f));
+    q = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(q, r), r, r), _mm512_set1_ps(1.0f));
+    return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(q), _mm512_slli_epi32(n, 23)));
+}
+
+INL __m512 sigmoid_v(__m512 v)
+{
+    const __m512 one = _mm512_set1_ps(1.0f);
+    __m512 t = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v), _mm512_set1_epi32(INT32_MIN)));
+    __m512 e = exp_neg_v(t), s = _mm512_div_ps(one, _mm512_add_ps(one, e));
+    s = _mm512_mask_mul_ps(s, _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ), e, s);
+    return _mm512_mask_mov_ps(s, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v);
+}
+
 INL __m512 act_v(__m512 v, int act, __m512 lo, __m512 hi)
 {
-    /* max(a, v) returns v when v is NaN, so NaN stays visible. */
-    if (act == S4D_CPUCONV_ACT_RELU)
-        v = _mm512_max_ps(_mm512_setzero_ps(), v);
-    else if (act == S4D_CPUCONV_ACT_CLIP)
-        v = _mm512_min_ps(hi, _mm512_max_ps(lo, v));
-    return v;
+    /* max(a, v) and min(a, v) return v when v is NaN, so NaN stays visible. */
+    const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
+    switch (act) {
+    case S4D_CPUCONV_ACT_RELU:
+        return _mm512_max_ps(zero, v);
+    case S4D_CPUCONV_ACT_CLIP:
+        return _mm512_min_ps(hi, _mm512_max_ps(lo, v));
+    case S4D_CPUCONV_ACT_LEAKY_RELU:
+        return _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), v, lo);
+    case S4D_CPUCONV_ACT_SIGMOID:
+        return sigmoid_v(v);
+    case S4D_CPUCONV_ACT_SILU:
+        return _mm512_mul_ps(v, sigmoid_v(v));
+    case S4D_CPUCONV_ACT_HARD_SIGMOID:
+        return _mm512_min_ps(one, _mm512_max_ps(zero, _mm512_fmadd_ps(v, lo, hi)));
+    case S4D_CPUCONV_ACT_HARD_SWISH: {
+        __m512 t = _mm512_fmadd_ps(v, _mm512_set1_ps(1.0f / 6.0f), _mm512_set1_ps(0.5f));
+        return _mm512_mul_ps(v, _mm512_min_ps(one, _mm512_max_ps(zero, t)));
+    }
+    default:
+        return v;
+    }
 }
 
 INL void ukr_nv(const int nv, int64_t kc, const float *a, const float *b, int64_t ldb, float *c, int64_t ldc,
@@ -485,7 +529,7 @@ INL void wino_out_m(const int m, const float *src, int64_t xi_stride, int64_t m_
         for (int v = 0; v < m; v++)
             vmask[k][v] = range_mask(16 * v - p_lo, p_hi - p_lo) ;
     }
-    __mmask16 rok[M_MAX], cok[M_MAX];
+    __mmask16 rok[M_MAX] = {0}, cok[M_MAX] = {0};
     __m512i base = _mm512_setzero_si512();
     if (!by_runs) {
         __m512i oy = _mm512_maskz_loadu_epi32(live, t->oy), ox = _mm512_maskz_loadu_epi32(live, t->ox);
