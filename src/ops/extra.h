@@ -12,6 +12,7 @@
 
 #include <stdint.h>
 
+#include "ops/dense.h"
 #include "ops/op.h"
 
 /* ---- Pad ---- */
@@ -88,6 +89,26 @@ typedef struct s4d_lrn_params {
     int64_t size;
     int64_t n, c, inner;
 } s4d_lrn_params;
+
+/* ---- s4d::FusedConvAct: FusedConv followed by an activation ---- */
+
+typedef enum s4d_conv_act {
+    S4D_CONV_ACT_NONE = 0,
+    S4D_CONV_ACT_RELU,
+    S4D_CONV_ACT_CLIP,          /* alpha = min, beta = max */
+    S4D_CONV_ACT_LEAKY_RELU,    /* alpha */
+    S4D_CONV_ACT_SIGMOID,
+    S4D_CONV_ACT_SILU,          /* x * sigmoid(x) */
+    S4D_CONV_ACT_HARD_SIGMOID,  /* alpha, beta */
+    S4D_CONV_ACT_HARD_SWISH
+} s4d_conv_act;
+
+/* The FusedConv params first (the wrapped schema writes them), then the activation. */
+typedef struct s4d_conv_act_params {
+    s4d_conv_params conv;
+    int32_t act; /* s4d_conv_act */
+    float alpha, beta;
+} s4d_conv_act_params;
 
 /* ---- layout ---- */
 

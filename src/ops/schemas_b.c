@@ -8,6 +8,7 @@ extern const s4d_op_schema s4d_op_conv_transpose;
 extern const s4d_op_schema s4d_op_det;
 extern const s4d_op_schema s4d_op_einsum;
 extern const s4d_op_schema s4d_op_fused_conv;
+extern const s4d_op_schema s4d_op_fused_conv_act;
 extern const s4d_op_schema s4d_op_fused_matmul;
 extern const s4d_op_schema s4d_op_gemm;
 extern const s4d_op_schema s4d_op_global_avgpool;
@@ -49,6 +50,7 @@ const s4d_op_schema *const s4d_op_schemas_b[] = {
     &s4d_op_det,
     &s4d_op_einsum,
     &s4d_op_fused_conv,
+    &s4d_op_fused_conv_act,
     &s4d_op_fused_matmul,
     &s4d_op_gemm,
     &s4d_op_global_avgpool,

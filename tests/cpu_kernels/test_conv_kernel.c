@@ -13,12 +13,34 @@
 #include "../cpu_ops_b/op_test.h"
 #include "backend/backend.h"
 #include "backend/cpu/cpu_kernels.h"
+#include "ops/extra.h"
+
+static const char *act_names[] = {"", "Relu", "Clip", "LeakyRelu", "Sigmoid", "Silu", "HardSigmoid",
+                                  "HardSwish"};
+#define ACT_ALPHA 0.3f  /* Clip min, LeakyRelu and HardSigmoid alpha */
+#define ACT_BETA 0.45f  /* Clip max, HardSigmoid beta */
+
+static double ref_act(int act, double v)
+{
+    double t;
+    switch (act) {
+    case S4D_CONV_ACT_RELU: return v < 0 ? 0 : v;
+    case S4D_CONV_ACT_CLIP: return v < ACT_ALPHA ? ACT_ALPHA : v > ACT_BETA ? ACT_BETA : v;
+    case S4D_CONV_ACT_LEAKY_RELU: return v < 0 ? ACT_ALPHA * v : v;
+    case S4D_CONV_ACT_SIGMOID: return 1 / (1 + exp(-v));
+    case S4D_CONV_ACT_SILU: return v / (1 + exp(-v));
+    case S4D_CONV_ACT_HARD_SIGMOID: t = ACT_ALPHA * v + ACT_BETA; return t < 0 ? 0 : t > 1 ? 1 : t;
+    case S4D_CONV_ACT_HARD_SWISH: t = v / 6 + 0.5; return v * (t < 0 ? 0 : t > 1 ? 1 : t);
+    default: return v;
+    }
+}
 
 typedef struct conv_case {
     int nsp;               /* 1, 2 or 3 spatial dims */
     int64_t n, c, m, group;
     int64_t in[3], k[3], stride[3], dil[3], pads[6];
     int bias, fused, residual, relu;
+    int act;               /* s4d::FusedConvAct's activation (s4d_conv_act), 0: none */
     int weight_input;      /* W is not a constant: the host reference runs it */
 } conv_case;
 
@@ -76,6 +98,7 @@ static void reference(const conv_case *cc, const float *x, const float *w, const
                 }
                 if (cc->relu && acc < 0)
                     acc = 0;
+                acc = ref_act(cc->act, acc);
                 y[at] = acc;
                 mag[at] = am;
             }
@@ -128,12 +151,17 @@ static int build_ctx(const conv_case *cc, built *b, float *x, float *w, float *b
     b->attrs[na++] = t_attr_int("group", cc->group);
     if (cc->fused && cc->relu)
         b->attrs[na++] = t_attr_string("activation", "Relu");
-    const char *domain = cc->fused ? "s4d" : "";
-    const char *op = cc->fused ? "FusedConv" : "Conv";
+    if (cc->act) {
+        b->attrs[na++] = t_attr_string("activation", act_names[cc->act]);
+        b->attrs[na++] = t_attr_float("activation_alpha", ACT_ALPHA);
+        b->attrs[na++] = t_attr_float("activation_beta", ACT_BETA);
+    }
+    const char *domain = cc->fused || cc->act ? "s4d" : "";
+    const char *op = cc->act ? "FusedConvAct" : cc->fused ? "FusedConv" : "Conv";
     s4d_op_ctx *c = &b->ctx;
     c->node_name = "conv";
     c->op_type = op;
-    c->opset = cc->fused ? 1 : 13;
+    c->opset = cc->fused || cc->act ? 1 : 13;
     c->num_attrs = na;
     c->attrs = b->attrs;
     c->num_inputs = ni;
@@ -201,7 +229,9 @@ static void run_case(const conv_case *cc, int expect_library, const char *what)
         T_CHECK(0, "%s: builds", what);
         goto out;
     }
-    T_CHECK(b.kernel == (cc->fused ? &s4d_cpu_kernel_fused_conv : &s4d_cpu_kernel_conv),
+    T_CHECK(b.kernel == (cc->act     ? &s4d_cpu_kernel_fused_conv_act
+                         : cc->fused ? &s4d_cpu_kernel_fused_conv
+                                     : &s4d_cpu_kernel_conv),
             "%s: the CPU backend gives its own convolution kernel", what);
     reference(cc, x, w, cc->bias ? bias : NULL, cc->residual ? z : NULL, ref, mag);
     /* prepare at build: constants carry data, activations do not. */
@@ -240,6 +270,19 @@ static void run_case(const conv_case *cc, int expect_library, const char *what)
                 tol);
         if (t == 1)
             memcpy(y0, y, sizeof(float) * (size_t)yn);
+    }
+    /* The host reference (no state) against the same float64 loops. */
+    memset(y, 0x7f, sizeof(float) * (size_t)yn);
+    if (run_kernel(&b, NULL, y, 2) == 0) {
+        double worst = 0;
+        for (int64_t i = 0; i < yn; i++) {
+            double e = fabs((double)y[i] - ref[i]) / (mag[i] + 1e-30);
+            if (!(e <= worst))
+                worst = e;
+        }
+        T_CHECK(worst <= 2e-6, "%s, host reference: error %g of sum |w x|", what, worst);
+    } else {
+        T_CHECK(0, "%s: the host reference runs", what);
     }
     if (state2) {
         memset(y, 0x7f, sizeof(float) * (size_t)yn);
@@ -303,6 +346,15 @@ static void test_conv_shapes(void)
         f.residual = 0;
         snprintf(what, sizeof what, "fused conv %zu (relu, no bias)", i);
         run_case(&f, 1, what);
+        /* Each FusedConvAct activation, with and without the residual. */
+        for (int act = S4D_CONV_ACT_RELU; act <= S4D_CONV_ACT_HARD_SWISH; act++) {
+            conv_case a = *cc;
+            a.act = act;
+            a.residual = act % 2;
+            snprintf(what, sizeof what, "fused conv %zu with %s%s", i, act_names[act],
+                     a.residual ? " and a residual" : "");
+            run_case(&a, 1, what);
+        }
     }
     /* Random shapes, asymmetric pads, 1-D among them. */
     for (int r = 0; r < 40; r++) {

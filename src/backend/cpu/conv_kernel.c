@@ -30,6 +30,7 @@
 #include "backend/cpu/conv/cpuconv.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "ops/dense.h"
+#include "ops/extra.h"
 #include "util/threadpool.h"
 
 #define CONV_PAYLOAD_MAGIC 0x56433453u /* "S4CV" */
@@ -102,6 +103,30 @@ static int conv_lib_params(const s4d_op_ctx *ctx, s4d_cpuconv_params *cp)
     cp->has_bias = p->has_bias;
     cp->has_residual = p->has_z;
     cp->act = p->relu ? S4D_CPUCONV_ACT_RELU : S4D_CPUCONV_ACT_NONE;
+    if (strcmp(ctx->schema->op_type, "FusedConvAct") == 0) {
+        /* Its params continue FusedConv's with the activation. */
+        const s4d_conv_act_params *a = ctx->params;
+        static const s4d_cpuconv_act map[] = {
+            [S4D_CONV_ACT_NONE] = S4D_CPUCONV_ACT_NONE,
+            [S4D_CONV_ACT_RELU] = S4D_CPUCONV_ACT_RELU,
+            [S4D_CONV_ACT_CLIP] = S4D_CPUCONV_ACT_CLIP,
+            [S4D_CONV_ACT_LEAKY_RELU] = S4D_CPUCONV_ACT_LEAKY_RELU,
+            [S4D_CONV_ACT_SIGMOID] = S4D_CPUCONV_ACT_SIGMOID,
+            [S4D_CONV_ACT_SILU] = S4D_CPUCONV_ACT_SILU,
+            [S4D_CONV_ACT_HARD_SIGMOID] = S4D_CPUCONV_ACT_HARD_SIGMOID,
+            [S4D_CONV_ACT_HARD_SWISH] = S4D_CPUCONV_ACT_HARD_SWISH,
+        };
+        if (a->act < 0 || a->act > S4D_CONV_ACT_HARD_SWISH)
+            return 0;
+        cp->act = map[a->act];
+        if (a->act == S4D_CONV_ACT_CLIP) {
+            cp->act_min = a->alpha;
+            cp->act_max = a->beta;
+        } else {
+            cp->act_alpha = a->alpha;
+            cp->act_beta = a->beta;
+        }
+    }
     return 1;
 }
 
@@ -270,6 +295,12 @@ static s4d_status conv_run(s4d_op_ctx *ctx)
 
 const s4d_kernel s4d_cpu_kernel_conv = {
     .domain = "", .op_type = "Conv", .since_version = 1,
+    .workspace_size = conv_workspace, .prepare = conv_prepare, .save = conv_save,
+    .destroy = conv_destroy, .run = conv_run,
+};
+
+const s4d_kernel s4d_cpu_kernel_fused_conv_act = {
+    .domain = "s4d", .op_type = "FusedConvAct", .since_version = 1,
     .workspace_size = conv_workspace, .prepare = conv_prepare, .save = conv_save,
     .destroy = conv_destroy, .run = conv_run,
 };

@@ -11,9 +11,10 @@
 
 #include "backend/backend.h"
 
-/* Conv and s4d::FusedConv over the convolution library (conv_kernel.c). */
+/* Conv, s4d::FusedConv and s4d::FusedConvAct over the convolution library (conv_kernel.c). */
 extern const s4d_kernel s4d_cpu_kernel_conv;
 extern const s4d_kernel s4d_cpu_kernel_fused_conv;
+extern const s4d_kernel s4d_cpu_kernel_fused_conv_act;
 /* MaxPool over the convolution library's pooling (maxpool_kernel.c). */
 extern const s4d_kernel s4d_cpu_kernel_maxpool;
 
