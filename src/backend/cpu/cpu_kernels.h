@@ -28,6 +28,11 @@ extern const s4d_kernel s4d_cpu_kernel_clip;
 /* Tests: 0 the best set this CPU has, 1 scalar, 2 AVX2 (or less), 3 AVX-512 (or less). */
 void s4d_cpu_eltwise_force_isa(int isa);
 
+/* GlobalAveragePool, float32, vectorised (gpool_kernel.c). */
+extern const s4d_kernel s4d_cpu_kernel_global_avgpool;
+/* Gemm of one row as a matrix-vector product (gemm_kernel.c). */
+extern const s4d_kernel s4d_cpu_kernel_gemm;
+
 /* The CPU kernel of its own for (domain, op_type) at the highest
    since_version <= opset, or NULL (kernel_table.c). */
 const s4d_kernel *s4d_cpu_find_own_kernel(const char *domain, const char *op_type, int opset);
