@@ -3,7 +3,8 @@
  * them: Conv or FusedConv (without an activation of its own) followed by
  * Clip with constant bounds (ReLU6), HardSwish, HardSigmoid, LeakyRelu,
  * Sigmoid, or Sigmoid and a Mul of the convolution's output with it (SiLU, as
- * torch.onnx exports it) becomes one s4d::FusedConvAct, which the CPU
+ * torch.onnx exports it; HardSigmoid and Mul is HardSwish before opset 14)
+ * becomes one s4d::FusedConvAct, which the CPU
  * backend runs in the convolution's epilogue. Runs after the Conv+Add+Relu
  * fusion, so a residual Add is already inside the FusedConv.
  */
@@ -142,8 +143,18 @@ static int match(const s4d_ir_graph *g, const int *uses, int i, const char **act
         return 1;
     }
     if (n == 2 && uses[y] == 2) {
-        /* SiLU: Sigmoid(y) and Mul(y, sigmoid) in either order. */
-        int s = s4d_fuse_is_op(g, c[0], "Sigmoid") ? c[0] : s4d_fuse_is_op(g, c[1], "Sigmoid") ? c[1] : -1;
+        /* y * Sigmoid(y) is SiLU; y * HardSigmoid(y, 1/6, 1/2) is HardSwish (opset < 14 exports). */
+        int s = -1, hard = 0;
+        for (int k = 0; k < 2 && s < 0; k++) {
+            if (s4d_fuse_is_op(g, c[k], "Sigmoid")) {
+                s = c[k];
+            } else if (s4d_fuse_is_op(g, c[k], "HardSigmoid") &&
+                       fabsf(attr_f(&g->nodes[c[k]], "alpha", 0.2f) - 1.0f / 6.0f) < 1e-7f &&
+                       attr_f(&g->nodes[c[k]], "beta", 0.5f) == 0.5f) {
+                s = c[k];
+                hard = 1;
+            }
+        }
         int m = s == c[0] ? c[1] : c[0];
         if (s < 0 || !s4d_fuse_is_op(g, m, "Mul") || g->nodes[m].num_inputs != 2)
             return 0;
@@ -151,7 +162,7 @@ static int match(const s4d_ir_graph *g, const int *uses, int i, const char **act
         const int *mi = g->nodes[m].inputs;
         if (uses[sy] != 1 || !((mi[0] == y && mi[1] == sy) || (mi[0] == sy && mi[1] == y)))
             return 0;
-        *act = "Silu";
+        *act = hard ? "HardSwish" : "Silu";
         chain[(*nchain)++] = s;
         chain[(*nchain)++] = m;
         *out = g->nodes[m].outputs[0];
