@@ -455,3 +455,70 @@ static s4d_status dropout_run(s4d_op_ctx *ctx)
 
 const s4d_op_schema s4d_op_dropout = {"", "Dropout", 1, dropout_infer, NULL, dropout_run,
                                       sizeof(s4d_dropout_params), 0};
+
+/* ---- HannWindow, HammingWindow, BlackmanWindow: the size decides the shape, so it is a constant ---- */
+
+typedef struct window_params {
+    int64_t size;
+    int32_t dtype, periodic;
+} window_params;
+
+static s4d_status window_make(s4d_op_ctx *ctx, window_params *p)
+{
+    s4d_status st = s4d_check_arity(ctx, 1, 1, 1);
+    if (st != S4D_OK)
+        return st;
+    int64_t v[1], n;
+    if ((st = s4d_const_ints(ctx, 0, "size", v, 1, &n)) != S4D_OK)
+        return st;
+    if (n != 1 || v[0] < 0)
+        return s4d_op_error(ctx, S4D_ERR_SHAPE, "size must be one non-negative integer");
+    p->size = v[0];
+    p->periodic = s4d_op_attr_int(ctx, "periodic", 1) != 0;
+    p->dtype = (int32_t)s4d_op_attr_int(ctx, "output_datatype", S4D_DTYPE_FLOAT32);
+    if (!s4d_dtype_is_float((s4d_dtype)p->dtype) && !s4d_dtype_is_int((s4d_dtype)p->dtype))
+        return s4d_op_error(ctx, S4D_ERR_DTYPE, "output_datatype %d is not a number type", p->dtype);
+    return S4D_OK;
+}
+
+static s4d_status window_infer(s4d_op_ctx *ctx)
+{
+    window_params p = {0, 0, 0};
+    s4d_status st = window_make(ctx, &p);
+    if (st != S4D_OK)
+        return st;
+    if (ctx->params)
+        *(window_params *)ctx->params = p;
+    s4d_set_out(ctx, 0, (s4d_dtype)p.dtype, 1, &p.size);
+    return S4D_OK;
+}
+
+/* a0 - a1 cos(2 pi n / N) + a2 cos(4 pi n / N), N = size (periodic) or size - 1. */
+static s4d_status window_run(s4d_op_ctx *ctx, double a0, double a1, double a2)
+{
+    window_params p = {0, 0, 0};
+    if (ctx->params) {
+        p = *(const window_params *)ctx->params;
+    } else {
+        s4d_status st = window_make(ctx, &p);
+        if (st != S4D_OK)
+            return st;
+    }
+    double den = (double)(p.periodic ? p.size : p.size - 1);
+    for (int64_t i = 0; i < p.size; i++) {
+        double t = den > 0 ? 2.0 * 3.14159265358979323846 * (double)i / den : 0.0;
+        s4d_store_f64((s4d_dtype)p.dtype, ctx->outputs[0].data, i, a0 - a1 * cos(t) + a2 * cos(2.0 * t));
+    }
+    return S4D_OK;
+}
+
+static s4d_status hann_run(s4d_op_ctx *ctx) { return window_run(ctx, 0.5, 0.5, 0.0); }
+static s4d_status hamming_run(s4d_op_ctx *ctx) { return window_run(ctx, 25.0 / 46.0, 21.0 / 46.0, 0.0); }
+static s4d_status blackman_run(s4d_op_ctx *ctx) { return window_run(ctx, 0.42, 0.5, 0.08); }
+
+const s4d_op_schema s4d_op_hann_window = {"", "HannWindow", 17, window_infer, NULL, hann_run,
+                                          sizeof(window_params), 0};
+const s4d_op_schema s4d_op_hamming_window = {"", "HammingWindow", 17, window_infer, NULL, hamming_run,
+                                             sizeof(window_params), 0};
+const s4d_op_schema s4d_op_blackman_window = {"", "BlackmanWindow", 17, window_infer, NULL, blackman_run,
+                                              sizeof(window_params), 0};

@@ -15,10 +15,11 @@
     X(softplus) X(softsign) X(split) X(sqrt) X(squeeze) X(sub) X(sum) X(tan) X(tanh)               \
     X(thresholded_relu) X(tile) X(transpose) X(unsqueeze) X(where) X(xor)
 
-/* The ops added for real-world exports (pad.c, layout_misc.c, math_misc.c). */
+/* The ops added for real-world exports (pad.c, layout_misc.c, math_misc.c, quantize.c). */
 #define OPS_A_EXTRA(X)                                                                             \
-    X(bitshift) X(cumsum) X(depth_to_space) X(dropout) X(eye_like) X(hardmax) X(one_hot) X(pad)    \
-    X(reverse_sequence) X(shrink) X(space_to_depth) X(trilu)
+    X(bitshift) X(blackman_window) X(cumsum) X(depth_to_space) X(dequantize_linear) X(dropout)     \
+    X(dynamic_quantize_linear) X(eye_like) X(hamming_window) X(hann_window) X(hardmax) X(one_hot)  \
+    X(pad) X(quantize_linear) X(reverse_sequence) X(shrink) X(space_to_depth) X(trilu)
 
 #define DECLARE(name) extern const s4d_op_schema s4d_op_##name;
 OPS_A(DECLARE)

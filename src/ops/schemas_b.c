@@ -20,9 +20,13 @@ extern const s4d_op_schema s4d_op_layernorm;
 extern const s4d_op_schema s4d_op_lrn;
 extern const s4d_op_schema s4d_op_lstm;
 extern const s4d_op_schema s4d_op_matmul;
+extern const s4d_op_schema s4d_op_matmul_integer;
 extern const s4d_op_schema s4d_op_mvn;
+extern const s4d_op_schema s4d_op_qlinear_matmul;
 extern const s4d_op_schema s4d_op_maxpool;
+extern const s4d_op_schema s4d_op_max_unpool;
 extern const s4d_op_schema s4d_op_resize;
+extern const s4d_op_schema s4d_op_roi_align;
 extern const s4d_op_schema s4d_op_rnn;
 extern const s4d_op_schema s4d_op_topk_1;
 extern const s4d_op_schema s4d_op_topk_10;
@@ -62,9 +66,13 @@ const s4d_op_schema *const s4d_op_schemas_b[] = {
     &s4d_op_lrn,
     &s4d_op_lstm,
     &s4d_op_matmul,
+    &s4d_op_matmul_integer,
     &s4d_op_mvn,
+    &s4d_op_qlinear_matmul,
     &s4d_op_maxpool,
+    &s4d_op_max_unpool,
     &s4d_op_resize,
+    &s4d_op_roi_align,
     &s4d_op_rnn,
     &s4d_op_topk_1,
     &s4d_op_topk_10,
