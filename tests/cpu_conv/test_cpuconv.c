@@ -259,6 +259,8 @@ static const ccase gemm_cases[] = {
     {"depthwise mult 2", 1, 6, 8, 9, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 6, 1, 0, S4D_CPUCONV_ACT_NONE},
     {"K blocks + res + relu", 1, 300, 6, 9, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, S4D_CPUCONV_ACT_RELU},
     {"1x1 K blocks", 1, 700, 5, 5, 17, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1, S4D_CPUCONV_ACT_NONE},
+    {"1x1 read in place, K blocks", 2, 600, 9, 12, 20, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1, S4D_CPUCONV_ACT_RELU},
+    {"1x1 read in place, odd tail", 1, 40, 7, 23, 50, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, S4D_CPUCONV_ACT_NONE},
     {"many M, many pixels", 1, 9, 30, 31, 200, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, S4D_CPUCONV_ACT_NONE},
     {"1x1 single pixel", 3, 7, 1, 1, 5, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, S4D_CPUCONV_ACT_NONE},
     {"kernel = input", 1, 3, 4, 5, 6, 4, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, S4D_CPUCONV_ACT_NONE},

@@ -741,13 +741,20 @@ static void gemm_item(const run_ctx *r, int64_t item, char *slot)
     const int64_t n0 = blk * pl->nb, nbb = imin(pl->nb, pix - n0), np = cdiv(nbb, nr);
     float *bbuf = (float *)slot;
     cc_seg *segs = (cc_seg *)(slot + sizeof(float) * (size_t)(pl->shared_b ? 0 : pl->kc * cdiv(pl->nb, nr) * nr));
-    int64_t h = 0, w = 0, nseg = pl->shared_b ? 0 : gemm_segs(pl, blk, segs, &h, &w);
+    int64_t h = 0, w = 0, nseg = pl->shared_b || (pl->flat && pix >= 64) ? 0 : gemm_segs(pl, blk, segs, &h, &w);
     cc_epi epi = {NULL, NULL, pix, (int)p->act, p->act_min, p->act_max};
+    /* A flat plane (1x1, stride 1, unpadded) is already B, row k at x + k * pix: the micro-kernel
+     * reads it in place rather than from a packed copy (which costs a pass over the input, about
+     * a tenth of the convolution), except on maps of a few dozen pixels, whose rows are too short
+     * for the hardware prefetchers. */
+    const int direct = pl->flat && !pl->shared_b && pix >= 64;
     for (int64_t k0 = 0; k0 < kdim; k0 += pl->kc) {
         const int64_t kcb = imin(pl->kc, kdim - k0);
         const int last = k0 + kcb == kdim;
         const float *b;
-        if (pl->shared_b) {
+        if (direct) {
+            b = r->x + (n * p->c + g * pl->cg + k0) * pix + n0;
+        } else if (pl->shared_b) {
             b = gemm_shared(r, ng_i, blk, k0);
         } else {
             gemm_pack(r, ng_i, blk, k0, kcb, segs, nseg, h, w, bbuf);
@@ -764,8 +771,12 @@ static void gemm_item(const run_ctx *r, int64_t item, char *slot)
                     epi.bias = r->bias ? r->bias + (g * pl->mg + mrow) : NULL;
                     epi.res = r->res ? r->res + at : NULL;
                 }
-                ops->ukr(kcb, ag + mrow * kdim + k0 * CC_MR, b + pp * kcb * nr, nr, r->y + at, pix, mr, nc, k0 > 0,
-                         last ? &epi : NULL);
+                if (direct)
+                    ops->ukr(kcb, ag + mrow * kdim + k0 * CC_MR, b + pp * nr, pix, r->y + at, pix, mr, nc, k0 > 0,
+                             last ? &epi : NULL);
+                else
+                    ops->ukr(kcb, ag + mrow * kdim + k0 * CC_MR, b + pp * kcb * nr, nr, r->y + at, pix, mr, nc,
+                             k0 > 0, last ? &epi : NULL);
             }
         }
     }
