@@ -157,11 +157,13 @@ static double lane_use(int64_t n)
  * thread count), so that the plan made at build time and the one made at run
  * time choose, and pack, the same. Terms: multiply-adds over the share of
  * vector lanes used; packing or transforms; the packed weights, read once from
- * memory (about 12 multiply-adds a byte on the AVX-512 machine of
- * bench/results/cpu-conv-*) and again from cache (1 a byte) for each further
- * pixel or tile block.
+ * memory (4 multiply-adds a byte: chosen on whole networks, ResNet-18/50 at
+ * 224x224 and ResNet50+FPN, see bench/ort/results; 12, from single
+ * layers, kept Winograd off the 7x7 and 14x14 maps where it is up to 1.8x
+ * faster) and again from cache (1 a byte) for each further pixel or tile
+ * block.
  */
-#define COST_MEM_BYTE 12.0
+#define COST_MEM_BYTE 4.0
 #define COST_CACHE_BYTE 1.0
 #define COST_NB 288 /* pixels per block of the implicit GEMM (6 AVX-512 panels) */
 #define COST_TP 48  /* tiles per Winograd panel (AVX-512) */
