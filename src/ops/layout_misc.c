@@ -28,8 +28,9 @@ static s4d_status block_make(s4d_op_ctx *ctx, int to_space, s4d_block_params *p,
         return s4d_op_error(ctx, S4D_ERR_SHAPE, "input must have rank 4, got %d", x->rank);
     memset(p, 0, sizeof *p);
     p->block = s4d_op_attr_int(ctx, "blocksize", 0);
-    if (p->block < 1)
-        return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "blocksize must be >= 1");
+    if (p->block < 1 || p->block > 65536)
+        return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "blocksize %lld must be in [1, 65536]",
+                            (long long)p->block);
     const char *mode = s4d_op_attr_string(ctx, "mode", "DCR");
     if (to_space && strcmp(mode, "DCR") != 0 && strcmp(mode, "CRD") != 0)
         return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "mode '%s' (DCR or CRD)", mode);
@@ -255,6 +256,8 @@ static s4d_status eye_run(s4d_op_ctx *ctx)
     s4d_tensor *y = &ctx->outputs[0];
     int64_t rows = y->dims[0], cols = y->dims[1];
     memset(y->data, 0, s4d_dtype_size(y->dtype) * (size_t)(rows * cols));
+    if (p.k <= -rows || p.k >= cols)
+        return S4D_OK; /* the diagonal misses the matrix */
     for (int64_t i = 0; i < rows; i++)
         if (i + p.k >= 0 && i + p.k < cols)
             s4d_store_f64(y->dtype, y->data, i * cols + i + p.k, 1.0);
@@ -357,9 +360,10 @@ static s4d_status onehot_make(s4d_op_ctx *ctx, s4d_onehot_params *p)
     if (s4d_tensor_numel(val) != 2 || s4d_dtype_size(val->dtype) == 0)
         return s4d_op_error(ctx, S4D_ERR_SHAPE, "values must hold two elements (off, on)");
     memset(p, 0, sizeof *p);
-    p->depth = (int64_t)s4d_load_f64(dep->dtype, dep->data, 0);
-    if (p->depth < 1)
-        return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "depth %lld must be >= 1", (long long)p->depth);
+    double depth = s4d_load_f64(dep->dtype, dep->data, 0);
+    if (!(depth >= 1.0 && depth <= 2147483647.0))
+        return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "depth %g must be in [1, 2^31)", depth);
+    p->depth = (int64_t)depth;
     int ax;
     if ((st = s4d_norm_axis(ctx, s4d_op_attr_int(ctx, "axis", -1), ind->rank + 1, "axis", &ax)) != S4D_OK)
         return st;
@@ -406,7 +410,8 @@ static s4d_status onehot_run(s4d_op_ctx *ctx)
         for (int64_t k = 0; k < p.depth; k++)
             for (int64_t i = 0; i < inner; i++) {
                 double v = s4d_load_f64(ind->dtype, ind->data, o * inner + i);
-                int64_t idx = (int64_t)v;
+                /* out of [-depth, depth) (NaN included): all off */
+                int64_t idx = v >= -(double)p.depth && v < (double)p.depth ? (int64_t)v : p.depth;
                 if (idx < 0)
                     idx += p.depth;
                 memcpy(y + (size_t)((o * p.depth + k) * inner + i) * es, idx == k ? on : off, es);

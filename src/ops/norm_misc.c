@@ -116,8 +116,8 @@ static s4d_status lrn_make(s4d_op_ctx *ctx, s4d_lrn_params *p)
         return s4d_op_error(ctx, S4D_ERR_SHAPE, "X must have rank >= 2, got %d", x->rank);
     memset(p, 0, sizeof *p);
     p->size = s4d_op_attr_int(ctx, "size", 0);
-    if (p->size < 1)
-        return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "attribute size (>= 1) is required");
+    if (p->size < 1 || p->size > ((int64_t)1 << 40))
+        return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "attribute size must be in [1, 2^40]");
     p->alpha = s4d_op_attr_float(ctx, "alpha", 1e-4f);
     p->beta = s4d_op_attr_float(ctx, "beta", 0.75f);
     p->bias = s4d_op_attr_float(ctx, "bias", 1.0f);

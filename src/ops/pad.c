@@ -102,6 +102,10 @@ static s4d_status pad_make(s4d_op_ctx *ctx, pad_plan *p, int64_t *out_dims)
     int64_t pads[2 * S4D_MAX_RANK];
     if ((st = pad_list(ctx, x->rank, pads)) != S4D_OK)
         return st;
+    const int64_t limit = (int64_t)1 << 40;
+    for (int i = 0; i < 2 * x->rank; i++)
+        if (pads[i] > limit || pads[i] < -limit)
+            return s4d_op_error(ctx, S4D_ERR_SHAPE, "pad %lld is beyond 2^40", (long long)pads[i]);
     for (int d = 0; d < x->rank; d++) {
         int64_t n = x->dims[d], b = pads[d], e = pads[x->rank + d];
         p->lo[d] = b < 0 ? -b : 0;

@@ -49,7 +49,11 @@ static s4d_status roi_make(s4d_op_ctx *ctx, roi_params *p)
     p->oh = s4d_op_attr_int(ctx, "output_height", 1);
     p->ow = s4d_op_attr_int(ctx, "output_width", 1);
     p->sampling = s4d_op_attr_int(ctx, "sampling_ratio", 0);
+    if (p->sampling > 1024)
+        return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "sampling_ratio %lld is above 1024", (long long)p->sampling);
     p->scale = s4d_op_attr_float(ctx, "spatial_scale", 1.0f);
+    if (!(fabsf(p->scale) <= 1e6f))
+        return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "spatial_scale %g is not a finite scale", (double)p->scale);
     if (p->oh < 1 || p->ow < 1 || p->sampling < 0)
         return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "output sizes must be >= 1 and sampling_ratio >= 0");
     return S4D_OK;
@@ -121,6 +125,10 @@ static s4d_status roi_run(s4d_op_ctx *ctx)
             return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "batch_indices[%lld] = %lld is outside [0, %lld)",
                                 (long long)r, (long long)bidx[r], (long long)n);
         const float *roi = rois + r * 4;
+        for (int k = 0; k < 4; k++)
+            if (!(fabsf(roi[k]) <= 1e9f))
+                return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "rois[%lld] holds %g, not a coordinate",
+                                    (long long)r, (double)roi[k]);
         double x1 = roi[0] * (double)p->scale - off, y1 = roi[1] * (double)p->scale - off;
         double x2 = roi[2] * (double)p->scale - off, y2 = roi[3] * (double)p->scale - off;
         double rw = x2 - x1, rh = y2 - y1;
@@ -129,8 +137,10 @@ static s4d_status roi_run(s4d_op_ctx *ctx)
             rh = rh > 1.0 ? rh : 1.0;
         }
         double bh = rh / (double)p->oh, bw = rw / (double)p->ow;
-        int64_t gh = p->sampling > 0 ? p->sampling : (int64_t)ceil(rh / (double)p->oh);
-        int64_t gw = p->sampling > 0 ? p->sampling : (int64_t)ceil(rw / (double)p->ow);
+        /* (adaptive grids are capped: a RoI thousands of pixels per bin samples no better) */
+        double ah = ceil(rh / (double)p->oh), aw = ceil(rw / (double)p->ow);
+        int64_t gh = p->sampling > 0 ? p->sampling : (int64_t)(ah > 1024 ? 1024 : ah > 0 ? ah : 0);
+        int64_t gw = p->sampling > 0 ? p->sampling : (int64_t)(aw > 1024 ? 1024 : aw > 0 ? aw : 0);
         double count = gh * gw > 0 ? (double)(gh * gw) : 1.0;
         for (int64_t ch = 0; ch < c; ch++) {
             const float *plane = x->data ? (const float *)x->data + (bidx[r] * c + ch) * h * w : NULL;
@@ -188,6 +198,10 @@ static s4d_status unpool_shape(s4d_op_ctx *ctx, int64_t *od, int64_t *dflt)
         int64_t s = sa && (int)sa->count == nsp ? sa->ints[i] : 1;
         int64_t pb = pa && (int)pa->count == 2 * nsp ? pa->ints[i] : 0;
         int64_t pe = pa && (int)pa->count == 2 * nsp ? pa->ints[nsp + i] : 0;
+        const int64_t big = (int64_t)1 << 30;
+        if (s < 1 || s > big || ks->ints[i] < 1 || ks->ints[i] > big || pb < 0 || pb > big || pe < 0 || pe > big)
+            return s4d_op_error(ctx, S4D_ERR_INVALID_ARG,
+                                "kernel_shape, strides and pads of spatial dim %d must be in [0, 2^30]", i);
         dflt[2 + i] = (x->dims[2 + i] - 1) * s + ks->ints[i] - pb - pe;
         if (dflt[2 + i] < 1)
             return s4d_op_error(ctx, S4D_ERR_SHAPE, "spatial dim %d of the output would be %lld", i,
