@@ -129,7 +129,10 @@ static s4d_status pad_make(s4d_op_ctx *ctx, pad_plan *p, int64_t *out_dims)
     }
     /* The constant: an attribute before opset 11, an optional scalar input after. */
     if (ctx->opset < 11) {
-        s4d_store_f64(dt, p->value, 0, (double)s4d_op_attr_float(ctx, "value", 0.0f));
+        /* value[] has no 8-byte alignment: convert into an aligned buffer first */
+        uint64_t v = 0;
+        s4d_store_f64(dt, &v, 0, (double)s4d_op_attr_float(ctx, "value", 0.0f));
+        memcpy(p->value, &v, es);
     } else if (s4d_in_present(ctx, 2)) {
         const s4d_tensor *v = &ctx->inputs[2];
         if (v->dtype != dt)

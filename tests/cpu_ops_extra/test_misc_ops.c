@@ -142,6 +142,9 @@ static void test_depth_space(void)
     int64_t odd[4] = {1, 3, 5, 6};
     in[0] = t_tensor(S4D_DTYPE_INT32, x, 4, odd);
     T_EXPECT_FAIL(t_run_op("SpaceToDepth", 13, in, 1, &a, 1, out, 1), S4D_ERR_SHAPE, "height 5 by 2");
+    s4d_attr huge = t_attr_int("blocksize", (int64_t)1 << 40);
+    T_EXPECT_FAIL(t_run_op("DepthToSpace", 13, in, 1, &huge, 1, out, 1), S4D_ERR_INVALID_ARG,
+                  "a block size whose square overflows");
 }
 
 static void test_trilu_eye(void)
@@ -203,6 +206,7 @@ static void test_revseq_onehot(void)
     lens[0] = 5;
     T_EXPECT_FAIL(t_run_op("ReverseSequence", 10, in, 2, NULL, 0, out, 1), S4D_ERR_INVALID_ARG,
                   "a length past the sequence");
+    t_free_outputs(out, 1); /* refused when run: the outputs were allocated */
     /* OneHot along axis 1 with negative and out-of-range indices. */
     int64_t ind[6] = {0, 3, -1, 5, -4, 2}, id[2] = {2, 3}, dd[1] = {1}, vd[1] = {2};
     float depth = 4, vals[2] = {-1.5f, 2.5f};
@@ -227,6 +231,12 @@ static void test_revseq_onehot(void)
     t_const_mask = 0;
     T_EXPECT_FAIL(t_run_op("OneHot", 11, oin, 3, &ax, 1, out, 1), S4D_ERR_UNSUPPORTED,
                   "OneHot depth at run time");
+    t_const_mask = 2;
+    depth = NAN;
+    T_EXPECT_FAIL(t_run_op("OneHot", 11, oin, 3, &ax, 1, out, 1), S4D_ERR_INVALID_ARG, "OneHot depth NaN");
+    depth = 1e30f;
+    T_EXPECT_FAIL(t_run_op("OneHot", 11, oin, 3, &ax, 1, out, 1), S4D_ERR_INVALID_ARG, "OneHot depth 1e30");
+    t_const_mask = 0;
 }
 
 static void test_arith(void)
@@ -372,6 +382,7 @@ static void test_dropout(void)
     train = 1;
     T_EXPECT_FAIL(t_run_op("Dropout", 13, in, 3, NULL, 0, out, 2), S4D_ERR_UNSUPPORTED,
                   "training with ratio 0.3, known when run");
+    t_free_outputs(out, 2);
     t_const_mask = 6;
     T_EXPECT_FAIL(t_run_op("Dropout", 13, in, 3, NULL, 0, out, 2), S4D_ERR_UNSUPPORTED,
                   "training with ratio 0.3, known at build");

@@ -271,6 +271,11 @@ static void test_errors(void)
                          t_tensor(S4D_DTYPE_INT64, &ival, 0, sd)};
     T_EXPECT_FAIL(t_run_op("Pad", 13, in3, 3, NULL, 0, out, 1), S4D_ERR_DTYPE,
                   "int64 constant for float data");
+    /* Pads that would overflow the output size. */
+    int64_t huge[4] = {INT64_MAX, 0, 0, 1};
+    in[0] = t_tensor(S4D_DTYPE_FLOAT32, x, 2, dims);
+    in[1] = t_tensor(S4D_DTYPE_INT64, huge, 1, pd);
+    T_EXPECT_FAIL(t_run_op("Pad", 13, in, 2, NULL, 0, out, 1), S4D_ERR_SHAPE, "a pad of 2^63 - 1");
     /* Missing attribute before opset 11. */
     T_EXPECT_FAIL(t_run_op("Pad", 2, in, 1, NULL, 0, out, 1), S4D_ERR_INVALID_ARG,
                   "no pads attribute");

@@ -180,6 +180,10 @@ static void test_roi_unpool_windows(void)
     bi[1] = 2;
     T_EXPECT_FAIL(t_run_op("RoiAlign", 16, in, 3, a, 5, out, 1), S4D_ERR_INVALID_ARG, "batch index 2 of 2");
     t_free_outputs(out, 1);
+    bi[1] = 0;
+    rois[2] = NAN;
+    T_EXPECT_FAIL(t_run_op("RoiAlign", 16, in, 3, a, 5, out, 1), S4D_ERR_INVALID_ARG, "a NaN coordinate");
+    t_free_outputs(out, 1);
     /* MaxUnpool: values back at their indices (into the unpooled 4x4), zeros elsewhere. */
     float v[4] = {1.5f, -2.0f, 3.0f, 4.0f};
     int64_t ind[4] = {5, 2, 8, 15}, vd[4] = {1, 1, 2, 2}, ks[2] = {2, 2}, ss[2] = {2, 2};
@@ -195,6 +199,10 @@ static void test_roi_unpool_windows(void)
     ind[3] = 16;
     T_EXPECT_FAIL(t_run_op("MaxUnpool", 11, uin, 2, ua, 2, out, 1), S4D_ERR_INVALID_ARG, "index 16 of 16");
     t_free_outputs(out, 1);
+    int64_t big_s[2] = {(int64_t)1 << 62, 2};
+    s4d_attr ub[2] = {t_attr_ints("kernel_shape", ks, 2), t_attr_ints("strides", big_s, 2)};
+    T_EXPECT_FAIL(t_run_op("MaxUnpool", 11, uin, 2, ub, 2, out, 1), S4D_ERR_INVALID_ARG,
+                  "a stride that overflows the unpooled size");
     /* Windows. */
     const char *names[3] = {"HannWindow", "HammingWindow", "BlackmanWindow"};
     const double c0[3] = {0.5, 25.0 / 46.0, 0.42}, c1[3] = {0.5, 21.0 / 46.0, 0.5}, c2[3] = {0, 0, 0.08};

@@ -103,8 +103,8 @@ typedef struct act_job {
 
 static float exp_neg(float t)
 {
-    /* The vector code's exp for t <= 0, one lane. */
-    if (t < -87.3f)
+    /* The vector code's exp for t <= 0, one lane (NaN gives 0; the caller keeps the NaN). */
+    if (!(t >= -87.3f))
         return 0.0f;
     float fx = t * 1.44269504088896341f + 12582912.0f;
     int32_t n, magic, bits;
