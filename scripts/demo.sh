@@ -4,19 +4,26 @@
 #   scripts/demo.sh                 (after `make`; `make demo` does both)
 #   PRESET=v3 scripts/demo.sh       the full-size model (slow on a CPU)
 #
-# Steps: export the preset to ONNX, compute the PyTorch golden sequence
-# (s4d.sparse4d.golden, laid out per frame for the C program), build the
-# engines with s4dexec and the plugin library, run build/bin/s4d_demo
-# over the frames with the temporal state carried, and compare with PyTorch.
-# Everything lands in out/demo/<preset>/. Exit status 0 only when the engine
-# agrees with PyTorch.
+# Steps: export the preset to ONNX (the trained weights of the committed
+# checkpoint), compute the PyTorch golden sequence over the validation split
+# of the synthetic dataset (s4d.sparse4d.golden, laid out per frame for the C
+# program), build the engines with s4dexec and the plugin library, run
+# build/bin/s4d_demo over the frames with the temporal state carried, compare
+# with PyTorch, and score both (s4d.sparse4d.evaluate: mAP, NDS, MOTA from the
+# engine's boxes and from PyTorch's). Everything lands in out/demo/<preset>/.
+# Exit status 0 only when the engine agrees with PyTorch, output by output
+# and in mAP/NDS (within METRIC_TOLERANCE).
 #
-# Environment: PRESET (tiny|v3, default tiny), DEVICE (auto|cpu|cuda, default
+# Environment: PRESET (tiny|v3, default tiny), CHECKPOINT (default: the
+# committed python/s4d/sparse4d/weights/sparse4d_<preset>_synthetic.pt when
+# there is one; "none": seeded random weights), DEVICE (auto|cpu|cuda, default
 # auto: CUDA when a GPU and a CUDA engine backend are present), BUILD (build),
 # PYTHON (/usr/bin/python3), OUT (out/demo/<preset>), THREADS (0: all cores),
-# FRAMES (6), SCORE_THRESHOLD (0.01: boxes drawn and counted as detections; the
-# demo's seeded untrained weights score near their 1% class prior, so a trained
-# model's usual 0.3 would draw none; use 0.3 with trained weights).
+# FRAMES (trained: 120, the whole validation split; random: 6), SCENE_LENGTH
+# (frames per validation sequence: 10; random: 3), SCORE_THRESHOLD (boxes drawn
+# and counted as detections: 0.3 trained; 0.01 random, whose scores sit near
+# the 1% class prior), BEV_RANGE (half-width of the bird's-eye view: 40 m trained,
+# 60 m random), METRIC_TOLERANCE (0.001).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,8 +34,21 @@ BUILD=${BUILD:-build}
 PYTHON=${PYTHON:-/usr/bin/python3}
 OUT=${OUT:-out/demo/$PRESET}
 THREADS=${THREADS:-0}
-FRAMES=${FRAMES:-6}
-SCORE_THRESHOLD=${SCORE_THRESHOLD:-0.01}
+CHECKPOINT=${CHECKPOINT:-python/s4d/sparse4d/weights/sparse4d_${PRESET}_synthetic.pt}
+if [ "$CHECKPOINT" != none ] && [ ! -f "$CHECKPOINT" ]; then
+  echo "[demo] no checkpoint $CHECKPOINT: using seeded random weights"
+  CHECKPOINT=none
+fi
+if [ "$CHECKPOINT" = none ]; then
+  FRAMES=${FRAMES:-6} SCENE_LENGTH=${SCENE_LENGTH:-3} SCORE_THRESHOLD=${SCORE_THRESHOLD:-0.01}
+  BEV_RANGE=${BEV_RANGE:-60}
+  weights=()
+else
+  FRAMES=${FRAMES:-120} SCENE_LENGTH=${SCENE_LENGTH:-10} SCORE_THRESHOLD=${SCORE_THRESHOLD:-0.3}
+  BEV_RANGE=${BEV_RANGE:-40}
+  weights=(--checkpoint "$CHECKPOINT")
+fi
+METRIC_TOLERANCE=${METRIC_TOLERANCE:-0.001}
 export PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}"
 
 say() { echo "[demo] $*"; }
@@ -68,20 +88,20 @@ if [ "$DEVICE" = cuda ] && [ -z "$gpu" ]; then die "DEVICE=cuda asked for and no
 device=cpu
 
 mkdir -p "$OUT"/onnx "$OUT"/golden "$OUT"/engines "$OUT"/frames "$OUT"/logs
-say "preset $PRESET, output under $OUT/"
+say "preset $PRESET, weights ${CHECKPOINT/#none/seeded random}, output under $OUT/"
 
 step "exporting the $PRESET preset to ONNX" "$OUT/logs/export.log" \
-  "$PYTHON" -m s4d.sparse4d.export --preset "$PRESET" --out "$OUT/onnx"
+  "$PYTHON" -m s4d.sparse4d.export --preset "$PRESET" --out "$OUT/onnx" "${weights[@]}"
 # PyTorch on the GPU when it has one and torch can use it (full fp32 there)
 golden_device=cpu
 if [ -n "$gpu" ] && "$PYTHON" -c "import sys, torch; sys.exit(not torch.cuda.is_available())" \
      2>/dev/null; then
   golden_device=cuda
 fi
-step "running PyTorch over $FRAMES frames (golden sequence, $golden_device)" \
+step "running PyTorch over $FRAMES validation frames (golden sequence, $golden_device)" \
   "$OUT/logs/golden.log" \
   "$PYTHON" -m s4d.sparse4d.golden --preset "$PRESET" --frames "$FRAMES" --no-export \
-  --device "$golden_device" --out "$OUT/golden"
+  --cut-at "$SCENE_LENGTH" --device "$golden_device" --out "$OUT/golden" "${weights[@]}"
 "$PYTHON" examples/demo/frames_from_manifest.py "$OUT/golden" >"$OUT/logs/frames.log" 2>&1 \
   || { cat "$OUT/logs/frames.log" >&2; die "reading $OUT/golden/manifest.json failed"; }
 if [ -n "$gpu" ]; then
@@ -108,12 +128,35 @@ say "running the engines frame by frame (build/bin/s4d_demo)"
 set +e
 "$demo_bin" --plugins="$plugins" --backbone="$OUT/engines/backbone.s4d" \
   --head="$OUT/engines/head.s4d" --frames="$OUT/golden" --out="$OUT/frames" \
-  --threads="$THREADS" --score-threshold="$SCORE_THRESHOLD" --compare | tee "$OUT/table.txt"
+  --threads="$THREADS" --score-threshold="$SCORE_THRESHOLD" --range="$BEV_RANGE" --compare \
+  | tee "$OUT/table.txt"
 rc=${PIPESTATUS[0]}
 set -e
-say "per-frame JSON and bird's-eye PNG: $OUT/frames/"
+say "per-frame JSON, bird's-eye PNG and camera mosaic PNG: $OUT/frames/"
 if [ "$rc" -ne 0 ]; then
   say "the engine does NOT agree with PyTorch (exit $rc)"
   exit "$rc"
 fi
 say "the engine agrees with PyTorch"
+
+# The metrics of the run, from the engine's boxes (the JSON above) and from
+# PyTorch's (the golden sequence), against the ground truth of the frames.
+say "metrics over $FRAMES validation frames (engine: the boxes decoded in C; PyTorch: the golden sequence)"
+set +e
+"$PYTHON" -m s4d.sparse4d.evaluate --golden "$OUT/golden" --engine "$OUT/frames" \
+  --tolerance "$METRIC_TOLERANCE" --json "$OUT/metrics.json" | tee "$OUT/metrics.txt"
+mrc=${PIPESTATUS[0]}
+set -e
+"$PYTHON" - "$OUT/metrics.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+e, p = m["engine"], m["PyTorch"]
+print(f"[demo] summary: mAP engine {e['mAP']:.4f} / PyTorch {p['mAP']:.4f}, "
+      f"NDS engine {e['NDS']:.4f} / PyTorch {p['NDS']:.4f}, "
+      f"MOTA engine {e['tracking']['MOTA']:.4f} / PyTorch {p['tracking']['MOTA']:.4f} "
+      f"({e['num_frames']} frames, {e['num_gt']} ground-truth boxes)")
+PY
+if [ "$mrc" -ne 0 ]; then
+  say "the engine's metrics do NOT match PyTorch's (exit $mrc)"
+  exit 1
+fi

@@ -8,9 +8,12 @@ set -euo pipefail
 # pybind11-dev: torch/extension.h includes pybind11, which python3-torch only Recommends.
 build_pkgs=(cmake make gcc g++ pkg-config protobuf-c-compiler libprotobuf-c-dev libonnx-dev
             libopenblas-dev libpng-dev python3 python3-dev python3-numpy python3-torch libtorch-dev
-            python3-onnx python3-setuptools pybind11-dev)
-# clang and libFuzzer build the fuzz targets that `make test` runs.
-test_pkgs=(python3-pytest libonnx-testdata clang libfuzzer-14-dev libclang-rt-14-dev)
+            python3-onnx python3-setuptools pybind11-dev python3-scipy)
+# scipy: the Hungarian matching of the training losses and of the tracking metric, which
+# `make demo` prints. clang and libFuzzer build the fuzz targets that `make test` runs;
+# matplotlib draws the training curve (s4d.sparse4d.train; optional there, tested here).
+test_pkgs=(python3-pytest libonnx-testdata clang libfuzzer-14-dev libclang-rt-14-dev
+           python3-matplotlib)
 
 print_only=0
 if [ "${1:-}" = "--print" ]; then

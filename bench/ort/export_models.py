@@ -2,6 +2,9 @@
 
     PYTHONPATH=python /usr/bin/python3 bench/ort/export_models.py --out bench/ort/out [--presets tiny,v3]
 
+    PYTHONPATH=python /usr/bin/python3 bench/ort/export_models.py --out bench/ort/out --presets "" \
+        --skip-backbone --cnns resnet18,resnet50,mobilenet_v2,mobilenet_v3_large,efficientnet_b0,shufflenet_v2
+
 Writes OUT/r50fpn.onnx (ResNet50 + FPN, input 1x3x256x704, opset 17, random
 weights and BatchNorm statistics) with OUT/r50fpn_inputs/images.npy, and for
 each head preset OUT/sparse4d_<preset>_head.onnx (the s4d aggregation node),
@@ -9,7 +12,8 @@ OUT/sparse4d_<preset>_head_reference.onnx (standard ops only), their
 *_ort.onnx copies with bool Where rewritten (ONNX Runtime lacks it), with
 OUT/<preset>_inputs/<name>.npy: the preset's first-frame inputs with the
 nuScenes-like camera rig as projections, so the sampling workload is
-realistic rather than random.
+realistic rather than random. --cnns adds the classifiers of cnn_models.py
+(OUT/<name>.onnx, 1x3x224x224, opset 17, with OUT/<name>_inputs/input.npy).
 """
 import argparse
 import os
@@ -49,6 +53,21 @@ def export_backbone(out: str) -> None:
     d = os.path.join(out, "r50fpn_inputs")
     os.makedirs(d, exist_ok=True)
     np.save(os.path.join(d, "images.npy"), x.numpy())
+
+
+def export_cnn(out: str, name: str, opset: int = 17) -> None:
+    """OUT/<name>.onnx (1x3x224x224, fixed sizes) and OUT/<name>_inputs/input.npy."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import cnn_models
+    m = cnn_models.build(name)
+    x = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(1))
+    path = os.path.join(out, f"{name}.onnx")
+    with torch.no_grad():
+        torch.onnx.export(m, (x,), path, opset_version=opset, input_names=["input"],
+                          output_names=["logits"], do_constant_folding=True)
+    d = os.path.join(out, f"{name}_inputs")
+    os.makedirs(d, exist_ok=True)
+    np.save(os.path.join(d, "input.npy"), x.numpy())
 
 
 def export_head(out: str, preset: str) -> None:
@@ -109,10 +128,14 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--presets", default="tiny,v3")
     ap.add_argument("--skip-backbone", action="store_true")
+    ap.add_argument("--cnns", default="",
+                    help="comma-separated classifiers of cnn_models.py to export (e.g. resnet18,resnet50)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     if not a.skip_backbone:
         export_backbone(a.out)
+    for name in [n for n in a.cnns.split(",") if n]:
+        export_cnn(a.out, name)
     for p in [p for p in a.presets.split(",") if p]:
         export_head(a.out, p)
     return 0

@@ -36,7 +36,7 @@
 
 typedef struct options {
     const char *backbone, *head, *plugins, *frames, *out;
-    int compare, verbose, save_outputs, threads, topk, bev_size;
+    int compare, verbose, save_outputs, threads, topk, bev_size, mosaic_scale, no_mosaic;
     double rel_l2, drift_rel_l2, score_threshold, range, max_dt, track_threshold;
     demo_box_tol tol, drift_tol;
 } options;
@@ -96,6 +96,8 @@ static const char *usage_text =
     "  --threads=N             CPU threads per context (default: all cores)\n"
     "  --score-threshold=X     boxes drawn and counted as detections (default 0.3)\n"
     "  --bev-size=N --range=M  picture size in pixels (800) and half-width in metres (60)\n"
+    "  --mosaic-scale=N        enlarge each camera image N times in frame_NNN_cameras.png\n"
+    "                          (default 0: about 1700 pixels wide); --no-mosaic: no such file\n"
     "  --max-dt=S              a larger gap between frames is a scene cut (default 2.0)\n"
     "  --track-threshold=X     confidence a new instance needs for a track id (default 0)\n"
     "Exit status: 0 on success and agreement, 1 when agreement fails, 2 on errors.\n";
@@ -140,9 +142,12 @@ static int parse_args(int argc, char **argv, options *o)
             o->verbose = 1;
         } else if (strcmp(a, "--save-outputs") == 0) {
             o->save_outputs = 1;
-        } else if (IS("--topk") || IS("--threads") || IS("--bev-size")) {
+        } else if (strcmp(a, "--no-mosaic") == 0) {
+            o->no_mosaic = 1;
+        } else if (IS("--topk") || IS("--threads") || IS("--bev-size") || IS("--mosaic-scale")) {
             long n = strtol(v, &end, 10);
-            if (!*v || *end || errno || n < 0 || n > 100000) {
+            if (!*v || *end || errno || n < 0 || n > 100000 ||
+                (IS("--mosaic-scale") && n > 16)) {
                 fail("bad value in '%s'", a);
                 return -1;
             }
@@ -150,6 +155,8 @@ static int parse_args(int argc, char **argv, options *o)
                 o->topk = (int)n;
             else if (IS("--threads"))
                 o->threads = (int)n;
+            else if (IS("--mosaic-scale"))
+                o->mosaic_scale = (int)n;
             else
                 o->bev_size = (int)n;
         } else if (IS("--rel-l2") || IS("--drift-rel-l2") || IS("--score-threshold") || IS("--range") ||
@@ -765,6 +772,100 @@ static int check_head(const options *o, graph *hd, const char *dir, const demo_h
     return 0;
 }
 
+/*
+ * The frame's ground truth, when the frame directory has one: gt_boxes.npy,
+ * float32 [M, 11] (x, y, z, w, l, h, yaw, vx, vy, class, track id). *gt is
+ * NULL and *n 0 without the file; -1 on a malformed file.
+ */
+static int load_truth(const char *dir, demo_box **gt, int *n)
+{
+    char path[PATH_LEN + 320];
+    struct stat sb;
+    *gt = NULL;
+    *n = 0;
+    snprintf(path, sizeof path, "%s/gt_boxes.npy", dir);
+    if (stat(path, &sb) != 0)
+        return 0;
+    s4d_npy a;
+    s4d_errbuf err = {{0}};
+    if (s4d_npy_load(path, &a, &err) != S4D_OK) {
+        fail("%s", err.msg);
+        return -1;
+    }
+    if (a.dtype != S4D_DTYPE_FLOAT32 || a.rank != 2 || a.dims[1] != 11 || a.dims[0] > 100000) {
+        fail("%s: expected float32 [M, 11] ground-truth boxes", path);
+        s4d_npy_free(&a);
+        return -1;
+    }
+    int m = (int)a.dims[0];
+    *gt = calloc(m ? (size_t)m : 1, sizeof **gt);
+    if (!*gt) {
+        s4d_npy_free(&a);
+        fail("out of memory");
+        return -1;
+    }
+    for (int i = 0; i < m; i++) {
+        const float *r = (const float *)a.data + (size_t)i * 11;
+        (*gt)[i] = (demo_box){r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], 1.0f,
+                              (int)r[9], (int64_t)r[10]};
+    }
+    *n = m;
+    s4d_npy_free(&a);
+    return 0;
+}
+
+/*
+ * The pictures of a frame: the bird's-eye view, and the cameras with the
+ * boxes projected when the frame directory holds raw_images.npy (uint8
+ * [N, 3, H, W], the images before normalisation) and the projection input.
+ */
+static int write_pictures(const options *o, graph *hd, const char *dir, int fi,
+                          const demo_box *boxes, int n, const demo_box *gt, int n_gt)
+{
+    char path[PATH_LEN + 320], perr[256] = "";
+    snprintf(path, sizeof path, "%s/frame_%03d.png", o->out, fi);
+    if (bev_write_png(path, boxes, n, gt, n_gt, (float)o->score_threshold, o->bev_size,
+                      (float)o->range, perr, sizeof perr) != 0) {
+        fail("%s", perr);
+        return -1;
+    }
+    if (o->no_mosaic)
+        return 0;
+    char raw_path[PATH_LEN + 320];
+    struct stat sb;
+    snprintf(raw_path, sizeof raw_path, "%s/raw_images.npy", dir);
+    int pi = find_input(hd, "projection");
+    if (stat(raw_path, &sb) != 0 || pi < 0)
+        return 0;
+    const s4d_tensor_info *pt = &hd->in[pi];
+    s4d_npy raw;
+    s4d_errbuf err = {{0}};
+    if (s4d_npy_load(raw_path, &raw, &err) != S4D_OK) {
+        fail("%s", err.msg);
+        return -1;
+    }
+    int rc = -1;
+    if (raw.dtype != S4D_DTYPE_UINT8 || raw.rank != 4 || raw.dims[1] != 3 ||
+        pt->dtype != S4D_DTYPE_FLOAT32 || pt->rank != 4 || pt->dims[1] != raw.dims[0]) {
+        fail("%s: expected uint8 [N, 3, H, W] for the head's %lld cameras", raw_path,
+             pt->rank == 4 ? (long long)pt->dims[1] : -1LL);
+    } else {
+        int cams = (int)raw.dims[0], h = (int)raw.dims[2], w = (int)raw.dims[3];
+        int scale = o->mosaic_scale;
+        if (scale == 0)
+            scale = w > 0 && 1700 / (3 * w) > 1 ? 1700 / (3 * w) + 1 : 1;
+        if (scale > 16)
+            scale = 16;
+        snprintf(path, sizeof path, "%s/frame_%03d_cameras.png", o->out, fi);
+        rc = mosaic_write_png(path, raw.data, cams, h, w, hd->bound[pi], boxes, n, gt, n_gt,
+                              (float)o->score_threshold, scale, perr, sizeof perr);
+        if (rc != 0)
+            fail("%s", perr);
+    }
+    s4d_npy_free(&raw);
+    return rc;
+}
+
 static int run_frame(const options *o, graph *bb, graph *hd, int fi, const frame_entry *fe,
                      int num_candidates, demo_box *boxes, demo_box *want, int64_t *ids,
                      totals *tot)
@@ -778,6 +879,8 @@ static int run_frame(const options *o, graph *bb, graph *hd, int fi, const frame
     memset(held, 0, sizeof held);
     double t_bb = 0, t_hd = 0, t_dec = 0;
     int64_t *cached = NULL, *ids_strict = NULL;
+    demo_box *gt = NULL;
+    int n_gt = 0;
 
     if (bind_inputs(bb, NULL, 0, dir, held, &num_held) != 0 || run_graph(bb, &t_bb) != 0 ||
         bind_inputs(hd, bb, 1, dir, held, &num_held) != 0)
@@ -825,22 +928,18 @@ static int run_frame(const options *o, graph *bb, graph *hd, int fi, const frame
     int detections = 0;
     for (int i = 0; i < n; i++)
         detections += boxes[i].score >= o->score_threshold;
+    if (load_truth(dir, &gt, &n_gt) != 0)
+        goto done;
 
     if (o->out && o->save_outputs && (save_outputs(bb, o->out, fi) != 0 ||
                                       save_outputs(hd, o->out, fi) != 0))
         goto done;
     if (o->out) {
         char path[PATH_LEN + 320];
-        char perr[256] = "";
         snprintf(path, sizeof path, "%s/frame_%03d.json", o->out, fi);
-        if (write_json(path, fi, fe, ts, hist, boxes, n) != 0)
+        if (write_json(path, fi, fe, ts, hist, boxes, n) != 0 ||
+            write_pictures(o, hd, dir, fi, boxes, n, gt, n_gt) != 0)
             goto done;
-        snprintf(path, sizeof path, "%s/frame_%03d.png", o->out, fi);
-        if (bev_write_png(path, boxes, n, (float)o->score_threshold, o->bev_size, (float)o->range,
-                          perr, sizeof perr) != 0) {
-            fail("%s", perr);
-            goto done;
-        }
     }
 
     /*
@@ -920,8 +1019,11 @@ static int run_frame(const options *o, graph *bb, graph *hd, int fi, const frame
                  rep.tied_boxes, drift.rel_l2, drep.max_metres);
     else
         snprintf(agreement, sizeof agreement, "(not compared)");
-    printf("%5d %5s %4d %5d %11.1f %8.1f %9.2f  %s\n", fi, hist ? "yes" : "no", n, detections,
-           t_bb, t_hd, t_dec, agreement);
+    char truth[16] = "-";
+    if (gt)
+        snprintf(truth, sizeof truth, "%d", n_gt);
+    printf("%5d %5s %4d %5d %4s %11.1f %8.1f %9.2f  %s\n", fi, hist ? "yes" : "no", n, detections,
+           truth, t_bb, t_hd, t_dec, agreement);
     fflush(stdout);
     tot->frames++;
     tot->failed += !agree;
@@ -936,6 +1038,7 @@ static int run_frame(const options *o, graph *bb, graph *hd, int fi, const frame
 done:
     free(cached);
     free(ids_strict);
+    free(gt);
     for (int i = 0; i < num_held; i++)
         s4d_npy_free(&held[i]);
     return rc;
@@ -1004,9 +1107,9 @@ int main(int argc, char **argv)
            o.head, (long long)a, s4d_engine_device(hd.engine) == S4D_DEVICE_CUDA ? "cuda" : "cpu",
            num_frames);
     if (o.compare)
-        printf("%58s%-47s %s\n", "", "| on PyTorch's inputs:", "| carried state:");
-    printf("%5s %5s %4s %5s %11s %8s %9s  %-5s %9s %-19s %8s %9s %3s  %9s %8s\n", "frame", "hist",
-           "topk", ">=thr", "backbone ms", "head ms", "decode ms", "agree", "rel L2",
+        printf("%63s%-47s %s\n", "", "| on PyTorch's inputs:", "| carried state:");
+    printf("%5s %5s %4s %5s %4s %11s %8s %9s  %-5s %9s %-19s %8s %9s %3s  %9s %8s\n", "frame",
+           "hist", "topk", ">=thr", "gt", "backbone ms", "head ms", "decode ms", "agree", "rel L2",
            "(worst output)", "box err", "match", "tie", "rel L2", "box err");
     totals tot = {0};
     for (int fi = 0; fi < num_frames; fi++)

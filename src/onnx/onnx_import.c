@@ -137,7 +137,7 @@ static s4d_status tensor_from_proto(const Onnx__TensorProto *tp, const char *wha
     t->data = malloc(bytes + 1);
     if (!t->data)
         return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "%s: out of memory", what);
-    if (tp->has_raw_data)
+    if (tp->has_raw_data && bytes) /* empty raw_data may be a NULL pointer */
         memcpy(t->data, tp->raw_data.data, bytes);
     else
         store_elements(t->dtype, t->data, n, tp->int32_data, tp->int64_data, tp->uint64_data,

@@ -15,11 +15,18 @@
     X(softplus) X(softsign) X(split) X(sqrt) X(squeeze) X(sub) X(sum) X(tan) X(tanh)               \
     X(thresholded_relu) X(tile) X(transpose) X(unsqueeze) X(where) X(xor)
 
+/* The ops added for real-world exports (pad.c, layout_misc.c, math_misc.c, quantize.c). */
+#define OPS_A_EXTRA(X)                                                                             \
+    X(bitshift) X(blackman_window) X(cumsum) X(depth_to_space) X(dequantize_linear) X(dropout)     \
+    X(dynamic_quantize_linear) X(eye_like) X(hamming_window) X(hann_window) X(hardmax) X(one_hot)  \
+    X(pad) X(quantize_linear) X(reverse_sequence) X(shrink) X(space_to_depth) X(trilu)
+
 #define DECLARE(name) extern const s4d_op_schema s4d_op_##name;
 OPS_A(DECLARE)
+OPS_A_EXTRA(DECLARE)
 #undef DECLARE
 
 #define ENTRY(name) &s4d_op_##name,
-const s4d_op_schema *const s4d_op_schemas_a[] = {OPS_A(ENTRY)};
+const s4d_op_schema *const s4d_op_schemas_a[] = {OPS_A(ENTRY) OPS_A_EXTRA(ENTRY)};
 #undef ENTRY
 const size_t s4d_op_schemas_a_count = sizeof(s4d_op_schemas_a) / sizeof(s4d_op_schemas_a[0]);

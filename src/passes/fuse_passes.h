@@ -14,6 +14,8 @@
  * The fused ops are schemas of domain "s4d" (src/ops):
  *   FusedConv   (X, W, [B], [Z]) attr activation "" | "Relu": Conv + B, + Z, act
  *   FusedMatMul (A, B, [bias])   attr activation "" | "Relu": MatMul + bias, act
+ *   FusedConvAct (X, W, [B], [Z]) attr activation, activation_alpha/_beta:
+ *               FusedConv + Clip, HardSwish, HardSigmoid, LeakyRelu, Sigmoid or SiLU
  * and the LayerNormalization kernel (opset 17) for the decomposed pattern.
  */
 #ifndef S4D_PASSES_FUSE_PASSES_H
@@ -28,6 +30,9 @@ s4d_status s4d_pass_fuse(s4d_ir_graph *g, char *err, size_t errsz);
 s4d_status s4d_pass_fuse_conv_bn(s4d_ir_graph *g, char *err, size_t errsz);
 /* Conv [-> Add(residual of the same shape)] [-> Relu] -> FusedConv. */
 s4d_status s4d_pass_fuse_conv_act(s4d_ir_graph *g, char *err, size_t errsz);
+/* Conv or FusedConv [-> Clip | HardSwish | HardSigmoid | LeakyRelu | Sigmoid | Sigmoid+Mul]
+   -> FusedConvAct (fuse_conv_act_more.c). */
+s4d_status s4d_pass_fuse_conv_act_more(s4d_ir_graph *g, char *err, size_t errsz);
 /* MatMul(A, constant 2-D W) [-> Add(constant [N] bias)] [-> Relu] -> FusedMatMul. */
 s4d_status s4d_pass_fuse_matmul_add(s4d_ir_graph *g, char *err, size_t errsz);
 /*

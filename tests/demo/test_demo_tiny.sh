@@ -1,29 +1,39 @@
 #!/usr/bin/env bash
-# The demo end to end on the tiny preset: export, PyTorch golden sequence,
-# engines through s4dexec, s4d_demo with the state carried; it must agree
-# with PyTorch. Then the same engines against a corrupted reference must
-# make s4d_demo exit 1, so the agreement check itself is tested.
+# The demo end to end on the tiny preset with the committed trained weights:
+# export, PyTorch golden sequence over two validation sequences, engines
+# through s4dexec, s4d_demo with the state carried; it must agree with
+# PyTorch, output by output and in the detection metrics. Then the same
+# engines against a corrupted reference must make s4d_demo exit 1, so the
+# agreement check itself is tested.
 # Usage: test_demo_tiny.sh <repo root> <build dir> <scratch dir>
 set -euo pipefail
 root=$1 build=$2 out=$3
 PYTHON=${PYTHON:-/usr/bin/python3}
 rm -rf "$out"
 OUT="$out" BUILD="$build" PRESET=tiny DEVICE=cpu THREADS=${THREADS:-2} PYTHON="$PYTHON" \
-  "$root/scripts/demo.sh"
+  FRAMES=${FRAMES:-20} "$root/scripts/demo.sh"
 
 frames=$(grep -vc '^#' "$out/golden/frames.txt")
 for i in $(seq 0 $((frames - 1))); do
   f=$(printf '%s/frames/frame_%03d' "$out" "$i")
-  "$PYTHON" - "$f.json" "$f.png" <<'PY'
+  "$PYTHON" - "$f.json" "$f.png" "${f}_cameras.png" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["boxes"] and all(len(b) == 12 for b in d["boxes"]), "JSON boxes incomplete"
-with open(sys.argv[2], "rb") as f:
-    assert f.read(8) == b"\x89PNG\r\n\x1a\n", "not a PNG"
+for png in sys.argv[2:]:
+    with open(png, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n", f"{png}: not a PNG"
 PY
 done
 grep -q "agreement with the reference: ok" "$out/table.txt"
-echo "end to end: $frames frames agree, JSON and PNG written"
+grep -q "evaluate: engine and PyTorch agree" "$out/metrics.txt"
+# trained weights detect: the engine's mAP over these frames is far from zero
+"$PYTHON" - "$out/metrics.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+assert m["engine"]["mAP"] > 0.3 and m["PyTorch"]["mAP"] > 0.3, m["engine"]["mAP"]
+PY
+echo "end to end: $frames frames agree, JSON and PNGs written, metrics agree"
 
 # The check must fail when the reference is wrong: move one box of the
 # last frame by 5 mm in the reference, change one track id, scale the logits

@@ -173,8 +173,9 @@ typedef struct run_opts {
 } run_opts;
 
 /*
- * An input carries a shape (a Reshape shape, Slice starts, Resize scales...)
- * when it is an integer tensor of rank <= 1, or a short float vector; the
+ * An input carries a shape (a Reshape shape, Slice starts, Resize scales,
+ * OneHot depth, Range bounds...) when it is an integer tensor of rank <= 1,
+ * or a short float vector or scalar; the
  * engine builds static shapes, so such inputs are fixed at build time to the
  * data set's values (s4d_input_spec VALUES, what s4dexec --shapes does).
  */
@@ -184,7 +185,7 @@ static int shape_like(const s4d_tensor *t)
     if (t->rank > 1 || n > 16)
         return 0;
     return t->dtype == S4D_DTYPE_INT64 || t->dtype == S4D_DTYPE_INT32 ||
-           (t->dtype == S4D_DTYPE_FLOAT32 && t->rank == 1);
+           t->dtype == S4D_DTYPE_FLOAT32;
 }
 
 /* Builds the model, freezing shape-like inputs of set 0 when a plain build fails. */

@@ -199,11 +199,19 @@ def main(argv: List[str] = None) -> int:
                     help="ext: s4d::DeformableAggregation node; reference: standard ops "
                          "only (written as *_head_reference.onnx); both")
     ap.add_argument("--seed", type=int, default=0, help="random weights seed")
-    ap.add_argument("--checkpoint", help="upstream checkpoint (.pth) to load instead")
+    ap.add_argument("--checkpoint", help="weights to load instead: an s4d checkpoint "
+                    "(s4d.sparse4d.train) or an upstream Sparse4Dv3 checkpoint (.pth)")
     args = ap.parse_args(argv)
     try:
-        model = build_model(args.preset, aggregation="reference", seed=args.seed)
+        model = None
         if args.checkpoint:
+            from .checkpoint import is_s4d_checkpoint, load_model
+            ckpt = torch.load(args.checkpoint, map_location="cpu")
+            if is_s4d_checkpoint(ckpt):
+                model = load_model(args.checkpoint, aggregation="reference", preset=args.preset)
+        if model is None:
+            model = build_model(args.preset, aggregation="reference", seed=args.seed)
+        if args.checkpoint and not is_s4d_checkpoint(ckpt):
             from .mapping import load_upstream_checkpoint
             load_upstream_checkpoint(model, args.checkpoint)
         paths = export(args.preset, args.out, args.aggregation, model=model)

@@ -208,7 +208,18 @@ class Sparse4DHead(nn.Module):
                                  f"{list(tensor.shape)} {tensor.dtype} (preset '{cfg.name}')")
 
     def forward(self, features, projection, image_wh, timestamp, ego_pose,
-                state: HeadState) -> Dict[str, torch.Tensor]:
+                state: HeadState, return_layers: bool = False, dn_anchor=None,
+                dn_group=None) -> Dict[str, torch.Tensor]:
+        """With return_layers (training), out["layers"] lists every refinement's
+        (anchor, classification, quality): the losses supervise each decoder
+        layer. Denoising (training): dn_anchor [B, D, 11] are extra queries
+        (noised ground truth) appended after the A anchors, dn_group [D]
+        their group (1, 2, ...): a denoising query attends to the A queries
+        and its own group, the A queries never to a denoising one, so the A
+        queries compute exactly what they compute without them. Their
+        outputs are the last D rows of out["layers"]; the bank, the decoder
+        and the other outputs see the A queries only. The exported graph
+        sets none of these."""
         cfg = self.cfg
         if not torch.jit.is_tracing():
             self.check_inputs(features, projection, image_wh, timestamp, ego_pose, state)
@@ -216,6 +227,8 @@ class Sparse4DHead(nn.Module):
         dev = features.device
         t, a = cfg.num_temp_instances, cfg.num_anchor
         new = a - t
+        dn = dn_anchor is not None
+        a_all = a + (int(dn_anchor.shape[1]) if dn else 0)
 
         # ---- instance bank: get
         dt = timestamp - state.timestamp
@@ -230,6 +243,10 @@ class Sparse4DHead(nn.Module):
         if b > 1:
             instance_feature = instance_feature.repeat(b, 1, 1)
             anchor = anchor.repeat(b, 1, 1)
+        if dn:
+            instance_feature = torch.cat([instance_feature, instance_feature.new_zeros(
+                b, a_all - a, cfg.embed_dims)], 1)
+            anchor = torch.cat([anchor, dn_anchor], 1)
         anchor_embed = self.anchor_encoder(anchor)
         temp_anchor_embed = self.anchor_encoder(temp_anchor)
         # temp_gnn keys: the cached instances when there is history, else the
@@ -238,9 +255,20 @@ class Sparse4DHead(nn.Module):
         no = torch.zeros(b, t + a, dtype=torch.bool, device=dev)
         key_mask = torch.where(history[:, None], torch.cat([yes[:, :t], no[:, t:]], 1),
                                torch.cat([no[:, :t], yes[:, t:]], 1))
+        self_mask = None
+        if dn:
+            group = torch.cat([torch.zeros(a, dtype=torch.long, device=dev), dn_group.to(dev)])
+            self_mask = ((group[None, :] == 0) | (group[None, :] == group[:, None]))[None]
+            self_mask = self_mask.expand(b, a_all, a_all)
+            cached = torch.cat([torch.ones(b, a_all, t, dtype=torch.bool, device=dev),
+                                torch.zeros_like(self_mask)], 2)
+            current = torch.cat([torch.zeros(b, a_all, t, dtype=torch.bool, device=dev),
+                                 self_mask], 2)
+            key_mask = torch.where(history[:, None, None], cached, current)
 
         n_refine = 0
         cls = quality = None
+        layer_outputs = []
         for i, op in enumerate(cfg.operation_order):
             layer = self.layers[i]
             if op == "temp_gnn":
@@ -251,21 +279,28 @@ class Sparse4DHead(nn.Module):
             elif op == "gnn":
                 query = torch.cat([instance_feature, anchor_embed], dim=-1)
                 instance_feature = self._graph(i, query, query, self.fc_before(instance_feature),
-                                               None, b)
+                                               self_mask, b)
             elif op in ("norm", "ffn"):
                 instance_feature = layer(instance_feature)
             elif op == "deformable":
                 instance_feature = layer(instance_feature, anchor, anchor_embed, features,
                                          self.spatial_shape, self.scale_start_index,
-                                         projection, image_wh, b, a)
+                                         projection, image_wh, b, a_all)
             elif op == "refine":
                 last = i == len(cfg.operation_order) - 1
                 anchor, cls, quality = layer(instance_feature, anchor, anchor_embed,
-                                             time_interval, return_cls=(n_refine == 0 or last))
+                                             time_interval,
+                                             return_cls=(n_refine == 0 or last or return_layers))
+                if return_layers:
+                    layer_outputs.append((anchor, cls, quality))
                 n_refine += 1
                 if n_refine == 1:
+                    if dn:  # the update concerns the A queries; the denoising ones stay
+                        dn_rows = (instance_feature[:, a:], anchor[:, a:])
+                        instance_feature, anchor = instance_feature[:, :a], anchor[:, :a]
                     # update: the cached instances first, then the best current ones
-                    _, idx = torch.topk(cls.max(dim=-1).values, new, dim=1)
+                    _, idx = torch.topk((cls[:, :a] if dn else cls).max(dim=-1).values, new,
+                                        dim=1)
                     # the selected instances in anchor order, not by logit:
                     # fresh track ids are numbered in row order, and the order
                     # of near-equal logits is decided by float rounding (an
@@ -278,14 +313,23 @@ class Sparse4DHead(nn.Module):
                     h3 = history[:, None, None]
                     instance_feature = torch.where(h3, sel_f, instance_feature)
                     anchor = torch.where(h3, sel_a, anchor)
+                    if dn:
+                        instance_feature = torch.cat([instance_feature, dn_rows[0]], 1)
+                        anchor = torch.cat([anchor, dn_rows[1]], 1)
                 if not last:
                     anchor_embed = self.anchor_encoder(anchor)
                 if n_refine > 1:
                     temp_anchor_embed = anchor_embed[:, :t]
             else:
                 raise ValueError(f"operation '{op}' unknown")
-        return self._finish(instance_feature, anchor, cls, quality, history, timestamp,
-                            ego_pose, state, b)
+        if dn:
+            instance_feature, anchor = instance_feature[:, :a], anchor[:, :a]
+            cls, quality = cls[:, :a], quality[:, :a]
+        out = self._finish(instance_feature, anchor, cls, quality, history, timestamp,
+                           ego_pose, state, b)
+        if return_layers:
+            out["layers"] = layer_outputs
+        return out
 
     def _finish(self, instance_feature, anchor, cls, quality, history, timestamp, ego_pose,
                 state: HeadState, b: int):

@@ -84,7 +84,8 @@ class MultiheadAttention(nn.Module):
         self.attn = _AttnParams(dims)
 
     def forward(self, query, key, value, key_mask, b: int):
-        """query [B, Q, E], key/value [B, K, E]; key_mask [B, K] bool, True = attend.
+        """query [B, Q, E], key/value [B, K, E]; key_mask [B, K] (or [B, Q, K],
+        per query) bool, True = attend.
         Sizes come from the module, never from tensor shapes (those turn into
         Shape ops in the export, downstream of the custom op)."""
         e, h = self.dims, self.num_heads
@@ -96,7 +97,8 @@ class MultiheadAttention(nn.Module):
         vh = F.linear(value, wv, bv).reshape(b, -1, h, d).transpose(1, 2)
         scores = torch.matmul(qh * (1.0 / math.sqrt(d)), kh)  # [B, h, Q, K]
         if key_mask is not None:
-            scores = torch.where(key_mask[:, None, None, :], scores,
+            mask = key_mask[:, None, None, :] if key_mask.dim() == 2 else key_mask[:, None]
+            scores = torch.where(mask, scores,
                                  torch.tensor(float("-inf"), device=scores.device))
         out = torch.matmul(scores.softmax(dim=-1), vh)  # [B, h, Q, d]
         out = self.attn.out_proj(out.transpose(1, 2).reshape(b, -1, e))

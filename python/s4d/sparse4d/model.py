@@ -39,9 +39,11 @@ class Sparse4D(nn.Module):
     def initial_state(self, batch: int = 1) -> HeadState:
         return zeros_state(self.cfg, batch, device=self.head.instance_bank.anchor.device)
 
-    def forward(self, images, projection, image_wh, timestamp, ego_pose, state: HeadState):
+    def forward(self, images, projection, image_wh, timestamp, ego_pose, state: HeadState,
+                return_layers: bool = False):
         features = self.backbone(images)
-        return self.head(features, projection, image_wh, timestamp, ego_pose, state)
+        return self.head(features, projection, image_wh, timestamp, ego_pose, state,
+                         return_layers)
 
 
 def random_anchors(num: int, generator: torch.Generator) -> torch.Tensor:

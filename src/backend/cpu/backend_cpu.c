@@ -1,7 +1,8 @@
 /*
- * The CPU backend: host memory, a thread pool per context, and a kernel for
- * every op whose schema has a host implementation (src/ops/), plus plugin
- * layers through the bridge. See backend/backend.h.
+ * The CPU backend: host memory, a thread pool per context, kernels of its own
+ * for convolutions and max pooling (cpu_kernels.h), the schema's host
+ * implementation (src/ops/) for every other op, and plugin layers through the
+ * bridge. See backend/backend.h.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_kernels.h"
 #include "ops/dense_util.h"
 #include "registry/plugin_bridge.h"
 #include "util/threadpool.h"
@@ -52,7 +54,10 @@ static const s4d_kernel cpu_host_kernel = {
 static const s4d_kernel *cpu_find_kernel(const char *domain, const char *op_type, int opset)
 {
     const s4d_op_schema *s = s4d_op_find_schema(domain, op_type, opset);
-    return s && s->run ? &cpu_host_kernel : NULL;
+    if (!s || !s->run)
+        return NULL;
+    const s4d_kernel *own = s4d_cpu_find_own_kernel(domain, op_type, opset);
+    return own ? own : &cpu_host_kernel;
 }
 
 static s4d_status cpu_plugin_run(s4d_op_ctx *ctx)

@@ -1,0 +1,44 @@
+/*
+ * src/backend/cpu/cpu_kernels.h - the CPU backend's own kernels (internal).
+ *
+ * Most CPU layers run their schema's host reference (src/ops) through one
+ * generic kernel. The ops below have kernels of their own, found first by
+ * s4d_cpu_find_own_kernel; each falls back to the host reference for what it
+ * does not cover, so that placing a node on the CPU never depends on them.
+ */
+#ifndef S4D_BACKEND_CPU_CPU_KERNELS_H
+#define S4D_BACKEND_CPU_CPU_KERNELS_H
+
+#include "backend/backend.h"
+
+/* Conv, s4d::FusedConv and s4d::FusedConvAct over the convolution library (conv_kernel.c). */
+extern const s4d_kernel s4d_cpu_kernel_conv;
+extern const s4d_kernel s4d_cpu_kernel_fused_conv;
+extern const s4d_kernel s4d_cpu_kernel_fused_conv_act;
+/* MaxPool over the convolution library's pooling (maxpool_kernel.c). */
+extern const s4d_kernel s4d_cpu_kernel_maxpool;
+
+/* Float32 activations, vectorised (eltwise_kernel.c). */
+extern const s4d_kernel s4d_cpu_kernel_relu;
+extern const s4d_kernel s4d_cpu_kernel_leaky_relu;
+extern const s4d_kernel s4d_cpu_kernel_sigmoid;
+extern const s4d_kernel s4d_cpu_kernel_hard_sigmoid;
+extern const s4d_kernel s4d_cpu_kernel_hard_swish;
+extern const s4d_kernel s4d_cpu_kernel_clip;
+/* Tests: 0 the best set this CPU has, 1 scalar, 2 AVX2 (or less), 3 AVX-512 (or less). */
+void s4d_cpu_eltwise_force_isa(int isa);
+
+/* GlobalAveragePool, float32, vectorised (gpool_kernel.c). */
+extern const s4d_kernel s4d_cpu_kernel_global_avgpool;
+/* Gemm of one row as a matrix-vector product (gemm_kernel.c). */
+extern const s4d_kernel s4d_cpu_kernel_gemm;
+
+/* The CPU kernel of its own for (domain, op_type) at the highest
+   since_version <= opset, or NULL (kernel_table.c). */
+const s4d_kernel *s4d_cpu_find_own_kernel(const char *domain, const char *op_type, int opset);
+
+/* The largest thread count the convolution kernels plan for: the machine's
+   online cores, or S4D_CPU_PLAN_THREADS when set (tests). */
+int s4d_cpu_plan_threads(void);
+
+#endif /* S4D_BACKEND_CPU_CPU_KERNELS_H */
