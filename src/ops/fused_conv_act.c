@@ -158,5 +158,10 @@ static s4d_status fca_run(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
+static const s4d_attr_spec fca_attrs[] = {
+    {"auto_pad", S4D_ATTR_STRING}, {"dilations", S4D_ATTR_INTS},         {"group", S4D_ATTR_INT},
+    {"kernel_shape", S4D_ATTR_INTS}, {"pads", S4D_ATTR_INTS},            {"strides", S4D_ATTR_INTS},
+    {"activation", S4D_ATTR_STRING}, {"activation_alpha", S4D_ATTR_FLOAT}, {"activation_beta", S4D_ATTR_FLOAT},
+    {NULL}};
 const s4d_op_schema s4d_op_fused_conv_act = {"s4d", "FusedConvAct", 1, fca_infer, fca_ws, fca_run,
-                                             sizeof(s4d_conv_act_params), 0};
+                                             sizeof(s4d_conv_act_params), 0, fca_attrs};

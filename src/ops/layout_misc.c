@@ -128,10 +128,12 @@ static s4d_status d2s_run(s4d_op_ctx *ctx) { return block_run(ctx, 1); }
 static s4d_status s2d_infer(s4d_op_ctx *ctx) { return block_infer(ctx, 0); }
 static s4d_status s2d_run(s4d_op_ctx *ctx) { return block_run(ctx, 0); }
 
+static const s4d_attr_spec d2s_attrs[] = {{"blocksize", S4D_ATTR_INT}, {"mode", S4D_ATTR_STRING}, {NULL}};
+static const s4d_attr_spec s2d_attrs[] = {{"blocksize", S4D_ATTR_INT}, {NULL}};
 const s4d_op_schema s4d_op_depth_to_space = {"", "DepthToSpace", 1, d2s_infer, NULL, d2s_run,
-                                             sizeof(s4d_block_params), 0};
+                                             sizeof(s4d_block_params), 0, d2s_attrs};
 const s4d_op_schema s4d_op_space_to_depth = {"", "SpaceToDepth", 1, s2d_infer, NULL, s2d_run,
-                                             sizeof(s4d_block_params), 0};
+                                             sizeof(s4d_block_params), 0, s2d_attrs};
 
 /* ---- Trilu ---- */
 
@@ -209,8 +211,9 @@ static s4d_status trilu_run(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
+static const s4d_attr_spec trilu_attrs[] = {{"upper", S4D_ATTR_INT, S4D_ATTR_BOOL}, {NULL}};
 const s4d_op_schema s4d_op_trilu = {"", "Trilu", 14, trilu_infer, NULL, trilu_run,
-                                    sizeof(s4d_trilu_params), 0};
+                                    sizeof(s4d_trilu_params), 0, trilu_attrs};
 
 /* ---- EyeLike ---- */
 
@@ -264,8 +267,9 @@ static s4d_status eye_run(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
+static const s4d_attr_spec eye_attrs[] = {{"dtype", S4D_ATTR_INT}, {"k", S4D_ATTR_INT}, {NULL}};
 const s4d_op_schema s4d_op_eye_like = {"", "EyeLike", 9, eye_infer, NULL, eye_run,
-                                       sizeof(s4d_eyelike_params), 0};
+                                       sizeof(s4d_eyelike_params), 0, eye_attrs};
 
 /* ---- ReverseSequence ---- */
 
@@ -335,8 +339,9 @@ static s4d_status revseq_run(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
+static const s4d_attr_spec revseq_attrs[] = {{"batch_axis", S4D_ATTR_INT}, {"time_axis", S4D_ATTR_INT}, {NULL}};
 const s4d_op_schema s4d_op_reverse_sequence = {"", "ReverseSequence", 10, revseq_infer, NULL,
-                                               revseq_run, sizeof(s4d_revseq_params), 0};
+                                               revseq_run, sizeof(s4d_revseq_params), 0, revseq_attrs};
 
 /* ---- OneHot ---- */
 
@@ -419,5 +424,6 @@ static s4d_status onehot_run(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
+static const s4d_attr_spec onehot_attrs[] = {{"axis", S4D_ATTR_INT}, {NULL}};
 const s4d_op_schema s4d_op_one_hot = {"", "OneHot", 9, onehot_infer, NULL, onehot_run,
-                                      sizeof(s4d_onehot_params), 0};
+                                      sizeof(s4d_onehot_params), 0, onehot_attrs};

@@ -176,7 +176,37 @@ static s4d_status legacy_run(s4d_op_ctx *ctx)
 
 #define LEGACY(NAME, ONNX, SINCE)                                                                 \
     const s4d_op_schema s4d_op_legacy_##NAME = {"", ONNX, SINCE, legacy_infer, legacy_ws,         \
-                                                legacy_run, sizeof(legacy_params), 0};
+                                                legacy_run, sizeof(legacy_params), 0,             \
+                                                legacy_##NAME##_attrs};
+
+/* The early versions' attributes; consumed_inputs and is_test mean nothing to inference. */
+#define CONSUMED {"consumed_inputs", S4D_ATTR_INTS}
+static const s4d_attr_spec legacy_binary_attrs[] = {
+    {"axis", S4D_ATTR_INT}, {"broadcast", S4D_ATTR_INT, S4D_ATTR_BOOL}, CONSUMED, {NULL}};
+static const s4d_attr_spec legacy_consumed_attrs[] = {CONSUMED, {NULL}};
+#define legacy_add_attrs legacy_binary_attrs
+#define legacy_sub_attrs legacy_binary_attrs
+#define legacy_mul_attrs legacy_binary_attrs
+#define legacy_div_attrs legacy_binary_attrs
+#define legacy_pow_attrs legacy_binary_attrs
+#define legacy_max_attrs legacy_consumed_attrs
+#define legacy_min_attrs legacy_consumed_attrs
+#define legacy_sum_attrs legacy_consumed_attrs
+#define legacy_mean_attrs legacy_consumed_attrs
+#define legacy_prelu_attrs legacy_consumed_attrs
+static const s4d_attr_spec legacy_gemm_attrs[] = {{"alpha", S4D_ATTR_FLOAT},
+                                                  {"beta", S4D_ATTR_FLOAT},
+                                                  {"transA", S4D_ATTR_INT, S4D_ATTR_BOOL},
+                                                  {"transB", S4D_ATTR_INT, S4D_ATTR_BOOL},
+                                                  {"broadcast", S4D_ATTR_INT, S4D_ATTR_BOOL},
+                                                  {NULL}};
+static const s4d_attr_spec legacy_batchnorm_attrs[] = {{"epsilon", S4D_ATTR_FLOAT}, {"momentum", S4D_ATTR_FLOAT},
+                                                       {"spatial", S4D_ATTR_INT},   {"is_test", S4D_ATTR_INT},
+                                                       CONSUMED,                    {NULL}};
+/* scales became an input at opset 9. */
+static const s4d_attr_spec legacy_upsample_attrs[] = {
+    {"mode", S4D_ATTR_STRING}, {"scales", S4D_ATTR_FLOATS, 0, 0, 8}, {NULL}};
+static const s4d_attr_spec legacy_scatter_attrs[] = {{"axis", S4D_ATTR_INT}, {NULL}};
 
 LEGACY(add, "Add", 1)
 LEGACY(sub, "Sub", 1)

@@ -64,8 +64,9 @@ static s4d_status shrink_run(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
+static const s4d_attr_spec shrink_attrs[] = {{"bias", S4D_ATTR_FLOAT}, {"lambd", S4D_ATTR_FLOAT}, {NULL}};
 const s4d_op_schema s4d_op_shrink = {"", "Shrink", 9, shrink_infer, NULL, shrink_run,
-                                     sizeof(s4d_shrink_params), 0};
+                                     sizeof(s4d_shrink_params), 0, shrink_attrs};
 
 /* ---- Hardmax: 1 at the first maximum along the axis (before opset 13: over the flattened tail) ---- */
 
@@ -137,8 +138,9 @@ static s4d_status hardmax_run(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
+static const s4d_attr_spec hardmax_attrs[] = {{"axis", S4D_ATTR_INT}, {NULL}};
 const s4d_op_schema s4d_op_hardmax = {"", "Hardmax", 1, hardmax_infer, NULL, hardmax_run,
-                                      sizeof(s4d_hardmax_params), 0};
+                                      sizeof(s4d_hardmax_params), 0, hardmax_attrs};
 
 /* ---- CumSum ---- */
 
@@ -241,8 +243,10 @@ static s4d_status cumsum_run(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
+static const s4d_attr_spec cumsum_attrs[] = {
+    {"exclusive", S4D_ATTR_INT, S4D_ATTR_BOOL}, {"reverse", S4D_ATTR_INT, S4D_ATTR_BOOL}, {NULL}};
 const s4d_op_schema s4d_op_cumsum = {"", "CumSum", 11, cumsum_infer, NULL, cumsum_run,
-                                     sizeof(s4d_cumsum_params), 0};
+                                     sizeof(s4d_cumsum_params), 0, cumsum_attrs};
 
 /* ---- BitShift (unsigned, broadcasting); shifts past the width give 0 ---- */
 
@@ -305,8 +309,9 @@ static s4d_status bitshift_run(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
+static const s4d_attr_spec bitshift_attrs[] = {{"direction", S4D_ATTR_STRING}, {NULL}};
 const s4d_op_schema s4d_op_bitshift = {"", "BitShift", 11, bitshift_infer, NULL, bitshift_run,
-                                       sizeof(s4d_bitshift_params), 0};
+                                       sizeof(s4d_bitshift_params), 0, bitshift_attrs};
 
 /* ---- Det: LU with partial pivoting in double, per matrix of [..., M, M] ---- */
 
@@ -453,8 +458,14 @@ static s4d_status dropout_run(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
+/* ratio became an input at opset 12; seed, is_test and consumed_inputs change nothing in inference. */
+static const s4d_attr_spec dropout_attrs[] = {{"ratio", S4D_ATTR_FLOAT, 0, 0, 11},
+                                              {"seed", S4D_ATTR_INT},
+                                              {"is_test", S4D_ATTR_INT},
+                                              {"consumed_inputs", S4D_ATTR_INTS},
+                                              {NULL}};
 const s4d_op_schema s4d_op_dropout = {"", "Dropout", 1, dropout_infer, NULL, dropout_run,
-                                      sizeof(s4d_dropout_params), 0};
+                                      sizeof(s4d_dropout_params), 0, dropout_attrs};
 
 /* ---- HannWindow, HammingWindow, BlackmanWindow: the size decides the shape, so it is a constant ---- */
 
@@ -516,9 +527,11 @@ static s4d_status hann_run(s4d_op_ctx *ctx) { return window_run(ctx, 0.5, 0.5, 0
 static s4d_status hamming_run(s4d_op_ctx *ctx) { return window_run(ctx, 25.0 / 46.0, 21.0 / 46.0, 0.0); }
 static s4d_status blackman_run(s4d_op_ctx *ctx) { return window_run(ctx, 0.42, 0.5, 0.08); }
 
+static const s4d_attr_spec window_attrs[] = {
+    {"output_datatype", S4D_ATTR_INT}, {"periodic", S4D_ATTR_INT, S4D_ATTR_BOOL}, {NULL}};
 const s4d_op_schema s4d_op_hann_window = {"", "HannWindow", 17, window_infer, NULL, hann_run,
-                                          sizeof(window_params), 0};
+                                          sizeof(window_params), 0, window_attrs};
 const s4d_op_schema s4d_op_hamming_window = {"", "HammingWindow", 17, window_infer, NULL, hamming_run,
-                                             sizeof(window_params), 0};
+                                             sizeof(window_params), 0, window_attrs};
 const s4d_op_schema s4d_op_blackman_window = {"", "BlackmanWindow", 17, window_infer, NULL, blackman_run,
-                                              sizeof(window_params), 0};
+                                              sizeof(window_params), 0, window_attrs};

@@ -101,8 +101,9 @@ static s4d_status in_run(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
+static const s4d_attr_spec in_attrs[] = {{"epsilon", S4D_ATTR_FLOAT}, {"consumed_inputs", S4D_ATTR_INTS}, {NULL}};
 const s4d_op_schema s4d_op_instance_norm = {"", "InstanceNormalization", 1, in_infer, NULL,
-                                            in_run, sizeof(s4d_norm_params), 0};
+                                            in_run, sizeof(s4d_norm_params), 0, in_attrs};
 
 /* ---- LRN ---- */
 
@@ -183,7 +184,9 @@ static s4d_status lrn_run(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
-const s4d_op_schema s4d_op_lrn = {"", "LRN", 1, lrn_infer, NULL, lrn_run, sizeof(s4d_lrn_params), 0};
+static const s4d_attr_spec lrn_attrs[] = {
+    {"alpha", S4D_ATTR_FLOAT}, {"beta", S4D_ATTR_FLOAT}, {"bias", S4D_ATTR_FLOAT}, {"size", S4D_ATTR_INT}, {NULL}};
+const s4d_op_schema s4d_op_lrn = {"", "LRN", 1, lrn_infer, NULL, lrn_run, sizeof(s4d_lrn_params), 0, lrn_attrs};
 
 /* ---- MeanVarianceNormalization: (X - mean) / (sqrt(variance) + 1e-9) over the axes ---- */
 
@@ -296,5 +299,6 @@ static s4d_status mvn_run(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
+static const s4d_attr_spec mvn_attrs[] = {{"axes", S4D_ATTR_INTS}, {NULL}};
 const s4d_op_schema s4d_op_mvn = {"", "MeanVarianceNormalization", 9, mvn_infer, mvn_ws, mvn_run,
-                                  sizeof(s4d_norm_params), 0};
+                                  sizeof(s4d_norm_params), 0, mvn_attrs};

@@ -292,4 +292,10 @@ static s4d_status pad_run(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
-const s4d_op_schema s4d_op_pad = {"", "Pad", 1, pad_infer, NULL, pad_run, sizeof(pad_plan), 0};
+/* paddings (opset 1) became pads (2), then an input with the value (11). */
+static const s4d_attr_spec pad_attrs[] = {{"mode", S4D_ATTR_STRING},
+                                          {"paddings", S4D_ATTR_INTS, 0, 0, 1},
+                                          {"pads", S4D_ATTR_INTS, 0, 2, 10},
+                                          {"value", S4D_ATTR_FLOAT, 0, 0, 10},
+                                          {NULL}};
+const s4d_op_schema s4d_op_pad = {"", "Pad", 1, pad_infer, NULL, pad_run, sizeof(pad_plan), 0, pad_attrs};

@@ -160,9 +160,10 @@ static s4d_status dequant_run(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
-const s4d_op_schema s4d_op_quantize_linear = {"", "QuantizeLinear", 10, quant_infer, NULL, quant_run, 0, 0};
+static const s4d_attr_spec q_attrs[] = {{"axis", S4D_ATTR_INT}, {NULL}};
+const s4d_op_schema s4d_op_quantize_linear = {"", "QuantizeLinear", 10, quant_infer, NULL, quant_run, 0, 0, q_attrs};
 const s4d_op_schema s4d_op_dequantize_linear = {"", "DequantizeLinear", 10, dequant_infer, NULL, dequant_run,
-                                                0, 0};
+                                                0, 0, q_attrs};
 
 /* ---- DynamicQuantizeLinear: uint8 with the scale and zero point of x's range (0 included) ---- */
 

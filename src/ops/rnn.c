@@ -444,7 +444,16 @@ static s4d_status rnn_run_common(s4d_op_ctx *ctx, s4d_rnn_kind kind)
     static size_t NAME##_ws(const s4d_op_ctx *ctx) { return rnn_ws_common(ctx, KIND); }           \
     static s4d_status NAME##_run(s4d_op_ctx *ctx) { return rnn_run_common(ctx, KIND); }           \
     const s4d_op_schema s4d_op_##NAME = {"", ONNX, 7, NAME##_infer, NAME##_ws, NAME##_run,        \
-                                         sizeof(rnn_plan), 0};
+                                         sizeof(rnn_plan), 0, NAME##_attrs};
+
+/* layout arrived at opset 14; linear_before_reset is GRU's, input_forget LSTM's. */
+#define RNN_ATTRS                                                                                 \
+    {"activations", S4D_ATTR_STRINGS}, {"activation_alpha", S4D_ATTR_FLOATS},                     \
+        {"activation_beta", S4D_ATTR_FLOATS}, {"clip", S4D_ATTR_FLOAT}, {"direction", S4D_ATTR_STRING}, \
+        {"hidden_size", S4D_ATTR_INT}, {"layout", S4D_ATTR_INT, S4D_ATTR_BOOL, 14}
+static const s4d_attr_spec rnn_attrs[] = {RNN_ATTRS, {NULL}};
+static const s4d_attr_spec gru_attrs[] = {RNN_ATTRS, {"linear_before_reset", S4D_ATTR_INT, S4D_ATTR_BOOL}, {NULL}};
+static const s4d_attr_spec lstm_attrs[] = {RNN_ATTRS, {"input_forget", S4D_ATTR_INT, S4D_ATTR_BOOL}, {NULL}};
 
 RNN_SCHEMA(rnn, "RNN", S4D_RNN_SIMPLE)
 RNN_SCHEMA(gru, "GRU", S4D_RNN_GRU)

@@ -168,7 +168,15 @@ static s4d_status roi_run(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
-const s4d_op_schema s4d_op_roi_align = {"", "RoiAlign", 10, roi_infer, NULL, roi_run, sizeof(roi_params), 0};
+static const s4d_attr_spec roi_attrs[] = {{"mode", S4D_ATTR_STRING},
+                                          {"output_height", S4D_ATTR_INT},
+                                          {"output_width", S4D_ATTR_INT},
+                                          {"sampling_ratio", S4D_ATTR_INT},
+                                          {"spatial_scale", S4D_ATTR_FLOAT},
+                                          {"coordinate_transformation_mode", S4D_ATTR_STRING},
+                                          {NULL}};
+const s4d_op_schema s4d_op_roi_align = {"", "RoiAlign", 10, roi_infer, NULL, roi_run, sizeof(roi_params), 0,
+                                        roi_attrs};
 
 /* ---- MaxUnpool ---- */
 
@@ -264,4 +272,6 @@ static s4d_status unpool_run(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
-const s4d_op_schema s4d_op_max_unpool = {"", "MaxUnpool", 9, unpool_infer, NULL, unpool_run, 0, 0};
+static const s4d_attr_spec unpool_attrs[] = {
+    {"kernel_shape", S4D_ATTR_INTS}, {"pads", S4D_ATTR_INTS}, {"strides", S4D_ATTR_INTS}, {NULL}};
+const s4d_op_schema s4d_op_max_unpool = {"", "MaxUnpool", 9, unpool_infer, NULL, unpool_run, 0, 0, unpool_attrs};
