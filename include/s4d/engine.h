@@ -93,6 +93,18 @@ typedef struct s4d_input_spec {
                                       fractional (Resize scales); overrides dims */
 } s4d_input_spec;
 
+/* A precision asked for one layer (--layerPrecisions=name:fp32). */
+typedef struct s4d_layer_precision {
+    const char *layer;   /* the layer's name (the ONNX node name) */
+    s4d_dtype dtype;     /* S4D_DTYPE_FLOAT32 or S4D_DTYPE_FLOAT16 */
+} s4d_layer_precision;
+
+/* The accuracy asked of one output by the fp16 accuracy guard (--accuracy=name:tol). */
+typedef struct s4d_output_tolerance {
+    const char *output;  /* a graph output's name */
+    double rel_l2;       /* largest relative L2 error against the float32 network */
+} s4d_output_tolerance;
+
 /* Build options. */
 typedef struct s4d_build_options {
     size_t struct_size;
@@ -106,6 +118,17 @@ typedef struct s4d_build_options {
     int allow_fallback;     /* nodes the device cannot run go to the CPU (copy layers); default 0:
                                such nodes are an error listing every one of them */
     int tf32;               /* CUDA float32 layers may use TF32 tensor cores (default 0: strict fp32) */
+    /* since 0.3: precision control for fp16 builds (docs/precision.md) */
+    const s4d_layer_precision *layer_precisions; /* num_layer_precisions entries (borrowed) */
+    int num_layer_precisions;
+    int obey_precisions;    /* non-zero (--precisionConstraints=obey): a layer pinned to a
+                               precision its kernel cannot run fails the build; default: it
+                               runs in float32 with a warning */
+    const char *calib_dir;  /* the accuracy guard's calibration inputs (--calib=DIR); NULL: no
+                               guard, every layer that can runs in float16 */
+    double accuracy;        /* the guard's default tolerance, relative L2 per output; 0: 1e-2 */
+    const s4d_output_tolerance *output_tolerances; /* per output overrides (borrowed) */
+    int num_output_tolerances;
 } s4d_build_options;
 
 /* Load options. */
@@ -245,6 +268,12 @@ S4D_API s4d_device s4d_engine_device(const s4d_engine *engine);
 S4D_API s4d_status s4d_engine_target(const s4d_engine *engine, s4d_engine_target_info *info);
 S4D_API s4d_status s4d_engine_layer_details(const s4d_engine *engine, int index,
                                             s4d_layer_details *details);
+/*
+ * The precision choice of an fp16 build, as text: the guard's tolerance, each
+ * output's measured relative L2 error before and after, and the layers it
+ * moved to float32 (stored in the engine). NULL for a float32 engine.
+ */
+S4D_API const char *s4d_engine_precision_report(const s4d_engine *engine);
 
 /*
  * Creates an execution context (opts may be NULL). The engine must outlive
