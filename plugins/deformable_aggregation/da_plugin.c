@@ -295,6 +295,49 @@ static s4d_status da_supports(const s4d_plugin *self, const s4d_plugin_tensor_de
     return S4D_ERR_UNSUPPORTED;
 }
 
+/*
+ * ABI 2 negotiation, position by position (inputs, then the output): the
+ * same rules as da_supports. features, weights and the output take float16
+ * as well as float32 on both devices (the op accumulates in float32
+ * whatever the storage); sampling_location stays float32 (locations in
+ * float16 would move samples by up to 1/2048 of the image); the output
+ * takes the dtype of features, as get_output_descs infers it. Everything is
+ * dense (linear) and on one device. The shapes are checked by
+ * get_output_descs before any of this.
+ */
+static s4d_status da_supports_format(const s4d_plugin *self, int32_t pos, const s4d_plugin_tensor_desc *descs,
+                                     int32_t num_inputs, int32_t num_outputs)
+{
+    (void)self;
+    if (!descs || num_inputs != DA_NUM_INPUTS || num_outputs != 1 || pos < 0 || pos > DA_NUM_INPUTS)
+        return S4D_ERR_INVALID_ARG;
+    const s4d_plugin_tensor_desc *d = &descs[pos];
+    if (d->format != S4D_FORMAT_LINEAR || d->device != descs[0].device)
+        return S4D_ERR_UNSUPPORTED;
+    if (d->device != S4D_DEVICE_CPU) {
+#if defined(S4D_HAVE_CUDA)
+        if (d->device != S4D_DEVICE_CUDA)
+            return S4D_ERR_UNSUPPORTED;
+#else
+        return S4D_ERR_UNSUPPORTED;
+#endif
+    }
+    const int half_ok = d->dtype == S4D_DTYPE_FLOAT32 || d->dtype == S4D_DTYPE_FLOAT16;
+    switch (pos) {
+    case IN_FEATURES:
+    case IN_WEIGHTS: return half_ok ? S4D_OK : S4D_ERR_DTYPE;
+    case IN_LOCATION: return d->dtype == S4D_DTYPE_FLOAT32 ? S4D_OK : S4D_ERR_DTYPE;
+    case IN_SPATIAL_SHAPE:
+    case IN_START_INDEX:
+        /* int64 indices are narrowed into the workspace on the CPU only. */
+        if (d->dtype == S4D_DTYPE_INT32 || (d->dtype == S4D_DTYPE_INT64 && d->device == S4D_DEVICE_CPU))
+            return S4D_OK;
+        return S4D_ERR_DTYPE;
+    default: /* the output */
+        return half_ok && d->dtype == descs[IN_FEATURES].dtype ? S4D_OK : S4D_ERR_DTYPE;
+    }
+}
+
 static s4d_da_algo algo_of(const da_state *s)
 {
     return s->deterministic ? S4D_DA_ALGO_DETERMINISTIC : S4D_DA_ALGO_FAST;
@@ -500,6 +543,7 @@ static s4d_status new_instance(da_variant variant, int64_t deterministic, s4d_pl
     p->num_outputs = da_num_outputs;
     p->get_output_descs = da_get_output_descs;
     p->supports = da_supports;
+    p->supports_format = da_supports_format;
     p->workspace_size = da_workspace_size;
     p->serialize_size = da_serialize_size;
     p->serialize = da_serialize;

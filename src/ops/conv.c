@@ -25,13 +25,14 @@ static s4d_status conv_plan_make(s4d_op_ctx *ctx, int fused, conv_plan *p)
                             max_in, ctx->num_inputs, ctx->num_outputs);
     const s4d_tensor *x = &ctx->inputs[0], *w = &ctx->inputs[1];
     memset(p, 0, sizeof *p);
-    p->dtype = S4D_DTYPE_FLOAT32;
+    p->dtype = x->dtype;
     p->has_bias = s4d_host_has_input(ctx, 2);
     p->has_z = fused && s4d_host_has_input(ctx, 3);
-    if (x->dtype != S4D_DTYPE_FLOAT32 || w->dtype != S4D_DTYPE_FLOAT32 ||
-        (p->has_bias && ctx->inputs[2].dtype != S4D_DTYPE_FLOAT32) ||
-        (p->has_z && ctx->inputs[3].dtype != S4D_DTYPE_FLOAT32))
-        return s4d_op_error(ctx, S4D_ERR_DTYPE, "only float32 is supported (X is %s, W is %s)",
+    /* float16 is inferred for backends that run it (CUDA); the host reference runs float32 only. */
+    if ((x->dtype != S4D_DTYPE_FLOAT32 && x->dtype != S4D_DTYPE_FLOAT16) || w->dtype != x->dtype ||
+        (p->has_bias && ctx->inputs[2].dtype != x->dtype) || (p->has_z && ctx->inputs[3].dtype != x->dtype))
+        return s4d_op_error(ctx, S4D_ERR_DTYPE,
+                            "X, W, B (and Z) must all be float32 or all float16 (X is %s, W is %s)",
                             s4d_dtype_name(x->dtype), s4d_dtype_name(w->dtype));
     if (x->rank < 3 || x->rank > 5 || w->rank != x->rank)
         return s4d_op_error(ctx, S4D_ERR_SHAPE, "X and W must have the same rank 3 to 5, got %d and %d",
@@ -122,7 +123,7 @@ static s4d_status conv_infer_common(s4d_op_ctx *ctx, int fused)
     if (ctx->params)
         *(conv_plan *)ctx->params = p;
     s4d_tensor *y = &ctx->outputs[0];
-    y->dtype = S4D_DTYPE_FLOAT32;
+    y->dtype = p.dtype;
     y->rank = ctx->inputs[0].rank;
     y->dims[0] = p.n;
     y->dims[1] = p.m;
@@ -164,6 +165,9 @@ static s4d_status conv_run_common(s4d_op_ctx *ctx, int fused)
     s4d_status st = conv_plan_get(ctx, fused, &p);
     if (st != S4D_OK)
         return st;
+    if (p.dtype != S4D_DTYPE_FLOAT32)
+        return s4d_op_error(ctx, S4D_ERR_DTYPE, "dtype %s: the host convolution runs float32 only",
+                            s4d_dtype_name(p.dtype));
     const float *x = ctx->inputs[0].data, *w = ctx->inputs[1].data;
     const float *bias = p.has_bias ? ctx->inputs[2].data : NULL;
     float *y = ctx->outputs[0].data;

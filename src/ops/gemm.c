@@ -19,8 +19,9 @@ static s4d_status gemm_analyse(s4d_op_ctx *ctx, gemm_shape *s)
     s->has_c = s4d_host_has_input(ctx, 2);
     s4d_dtype dt = a->dtype;
     s->dtype = dt;
-    if (dt != S4D_DTYPE_FLOAT32 && dt != S4D_DTYPE_FLOAT64)
-        return s4d_op_error(ctx, S4D_ERR_DTYPE, "dtype %s is not supported (float32, float64)",
+    /* float16 is inferred for backends that run it (CUDA); the host reference refuses it in run. */
+    if (dt != S4D_DTYPE_FLOAT32 && dt != S4D_DTYPE_FLOAT64 && dt != S4D_DTYPE_FLOAT16)
+        return s4d_op_error(ctx, S4D_ERR_DTYPE, "dtype %s is not supported (float32, float64; float16 on CUDA)",
                             s4d_dtype_name(dt));
     if (b->dtype != dt || (s->has_c && ctx->inputs[2].dtype != dt))
         return s4d_op_error(ctx, S4D_ERR_DTYPE, "inputs differ in dtype");
@@ -82,6 +83,8 @@ static s4d_status gemm_run(s4d_op_ctx *ctx)
         if (st != S4D_OK)
             return st;
     }
+    if (s.dtype == S4D_DTYPE_FLOAT16)
+        return s4d_op_error(ctx, S4D_ERR_DTYPE, "float16: the host Gemm runs float32 and float64 only");
     const s4d_tensor *a = &ctx->inputs[0], *b = &ctx->inputs[1];
     int use_c = s.has_c && s.beta != 0.0f;
     if (a->dtype == S4D_DTYPE_FLOAT64) {

@@ -21,10 +21,12 @@ static s4d_status ln_plan_make(s4d_op_ctx *ctx, ln_plan *p)
     const s4d_tensor *x = &ctx->inputs[0];
     memset(p, 0, sizeof *p);
     p->has_bias = s4d_host_has_input(ctx, 2);
+    /* float16 (X, Scale, B alike) is inferred for backends that run it (CUDA); the host runs float32 only. */
+    const s4d_dtype dt = x->dtype == S4D_DTYPE_FLOAT16 ? S4D_DTYPE_FLOAT16 : S4D_DTYPE_FLOAT32;
     for (int i = 0; i < (p->has_bias ? 3 : 2); i++)
-        if (ctx->inputs[i].dtype != S4D_DTYPE_FLOAT32)
-            return s4d_op_error(ctx, S4D_ERR_DTYPE, "input %d is %s; only float32 is supported", i,
-                                s4d_dtype_name(ctx->inputs[i].dtype));
+        if (ctx->inputs[i].dtype != dt)
+            return s4d_op_error(ctx, S4D_ERR_DTYPE, "input %d is %s; only float32 is supported (float16 on CUDA)",
+                                i, s4d_dtype_name(ctx->inputs[i].dtype));
     if (x->rank < 1)
         return s4d_op_error(ctx, S4D_ERR_SHAPE, "X must have rank >= 1");
     int64_t axis = s4d_op_attr_int(ctx, "axis", -1);
@@ -79,6 +81,7 @@ static s4d_status ln_infer(s4d_op_ctx *ctx)
         s4d_tensor *t = &ctx->outputs[o];
         *t = *x;
         t->data = NULL;
+        t->dtype = S4D_DTYPE_FLOAT32; /* Mean and InvStdDev: stash_type 1, float */
         for (int i = p.axis; i < x->rank; i++)
             t->dims[i] = 1;
     }
@@ -148,6 +151,9 @@ static s4d_status ln_run(s4d_op_ctx *ctx)
             return st;
         p = &local;
     }
+    if (ctx->inputs[0].dtype != S4D_DTYPE_FLOAT32)
+        return s4d_op_error(ctx, S4D_ERR_DTYPE, "X is %s: the host LayerNormalization runs float32 only",
+                            s4d_dtype_name(ctx->inputs[0].dtype));
     ln_job j = {p, ctx->inputs[0].data, ctx->inputs[1].data, p->has_bias ? ctx->inputs[2].data : NULL,
                 ctx->outputs[0].data, ctx->num_outputs > 1 ? ctx->outputs[1].data : NULL,
                 ctx->num_outputs > 2 ? ctx->outputs[2].data : NULL, p->epsilon};

@@ -26,8 +26,9 @@ static s4d_status mm_analyse_n(s4d_op_ctx *ctx, int num_inputs, mm_shape *s, int
     if (a->dtype != b->dtype)
         return s4d_op_error(ctx, S4D_ERR_DTYPE, "inputs differ in dtype: %s and %s",
                             s4d_dtype_name(a->dtype), s4d_dtype_name(b->dtype));
-    if (a->dtype != S4D_DTYPE_FLOAT32 && a->dtype != S4D_DTYPE_FLOAT64)
-        return s4d_op_error(ctx, S4D_ERR_DTYPE, "dtype %s is not supported (float32, float64)",
+    /* float16 is inferred for backends that run it (CUDA); the host reference refuses it in run. */
+    if (a->dtype != S4D_DTYPE_FLOAT32 && a->dtype != S4D_DTYPE_FLOAT64 && a->dtype != S4D_DTYPE_FLOAT16)
+        return s4d_op_error(ctx, S4D_ERR_DTYPE, "dtype %s is not supported (float32, float64; float16 on CUDA)",
                             s4d_dtype_name(a->dtype));
     if (a->rank < 1 || b->rank < 1)
         return s4d_op_error(ctx, S4D_ERR_SHAPE, "inputs must have rank >= 1, got %d and %d", a->rank,
@@ -167,6 +168,8 @@ static s4d_status matmul_run(s4d_op_ctx *ctx)
         if (st != S4D_OK)
             return st;
     }
+    if (s.dtype == S4D_DTYPE_FLOAT16)
+        return s4d_op_error(ctx, S4D_ERR_DTYPE, "float16: the host MatMul runs float32 and float64 only");
     matmul_compute(ctx, &s);
     return S4D_OK;
 }
@@ -178,15 +181,17 @@ static s4d_status fmm_analyse(s4d_op_ctx *ctx, mm_shape *s, int *rank, int64_t *
     s4d_status st = mm_analyse_n(ctx, 3, s, rank, dims);
     if (st != S4D_OK)
         return st;
-    if (ctx->inputs[0].dtype != S4D_DTYPE_FLOAT32)
-        return s4d_op_error(ctx, S4D_ERR_DTYPE, "only float32 is supported");
+    const s4d_dtype dt = ctx->inputs[0].dtype;
+    if (dt != S4D_DTYPE_FLOAT32 && dt != S4D_DTYPE_FLOAT16)
+        return s4d_op_error(ctx, S4D_ERR_DTYPE, "only float32 is supported (float16 on CUDA)");
     s->has_bias = s4d_host_has_input(ctx, 2);
     if (s->has_bias) {
         const s4d_tensor *b = &ctx->inputs[2];
         /* [N], or [1, ..., 1, N] of no higher rank than the output. */
-        if (b->dtype != S4D_DTYPE_FLOAT32 || b->rank < 1 || b->rank > *rank || b->dims[b->rank - 1] != s->n ||
+        if (b->dtype != dt || b->rank < 1 || b->rank > *rank || b->dims[b->rank - 1] != s->n ||
             s4d_tensor_numel(b) != s->n)
-            return s4d_op_error(ctx, S4D_ERR_SHAPE, "the bias must be float32 [%lld]", (long long)s->n);
+            return s4d_op_error(ctx, S4D_ERR_SHAPE, "the bias must be %s [%lld]", s4d_dtype_name(dt),
+                                (long long)s->n);
     }
     const char *act = s4d_op_attr_string(ctx, "activation", "");
     s->relu = strcmp(act, "Relu") == 0;
@@ -206,7 +211,7 @@ static s4d_status fmm_infer(s4d_op_ctx *ctx)
     if (ctx->params)
         *(mm_shape *)ctx->params = s;
     s4d_tensor *y = &ctx->outputs[0];
-    y->dtype = S4D_DTYPE_FLOAT32;
+    y->dtype = s.dtype;
     y->rank = rank;
     memcpy(y->dims, dims, sizeof(int64_t) * (size_t)rank);
     return S4D_OK;
@@ -243,6 +248,9 @@ static s4d_status fmm_run(s4d_op_ctx *ctx)
         if (st != S4D_OK)
             return st;
     }
+    if (s.dtype != S4D_DTYPE_FLOAT32)
+        return s4d_op_error(ctx, S4D_ERR_DTYPE, "%s: the host FusedMatMul runs float32 only",
+                            s4d_dtype_name(s.dtype));
     matmul_compute(ctx, &s);
     fmm_post p = {ctx->outputs[0].data, s.has_bias ? ctx->inputs[2].data : NULL, s.n, s.relu};
     int64_t rows = s.n ? s4d_tensor_numel(&ctx->outputs[0]) / s.n : 0;

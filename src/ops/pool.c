@@ -29,8 +29,10 @@ static s4d_status pool_plan_make(s4d_op_ctx *ctx, pool_kind kind, pool_plan *p)
         return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "expects 1 input and 1 to %d outputs, got %d and %d", max_out,
                             ctx->num_inputs, ctx->num_outputs);
     const s4d_tensor *x = &ctx->inputs[0];
-    if (x->dtype != S4D_DTYPE_FLOAT32)
-        return s4d_op_error(ctx, S4D_ERR_DTYPE, "X is %s; only float32 is supported", s4d_dtype_name(x->dtype));
+    /* float16 is inferred for backends that run it (CUDA); the host reference refuses it in run. */
+    if (x->dtype != S4D_DTYPE_FLOAT32 && x->dtype != S4D_DTYPE_FLOAT16)
+        return s4d_op_error(ctx, S4D_ERR_DTYPE, "X is %s; only float32 is supported (float16 on CUDA)",
+                            s4d_dtype_name(x->dtype));
     if (x->rank < 3 || x->rank > 5)
         return s4d_op_error(ctx, S4D_ERR_SHAPE, "X must have rank 3 to 5, got %d", x->rank);
     int nsp = x->rank - 2;
@@ -101,7 +103,7 @@ static s4d_status pool_infer(s4d_op_ctx *ctx, pool_kind kind)
     const s4d_tensor *x = &ctx->inputs[0];
     for (int o = 0; o < ctx->num_outputs; o++) {
         s4d_tensor *y = &ctx->outputs[o];
-        y->dtype = o == 0 ? S4D_DTYPE_FLOAT32 : S4D_DTYPE_INT64;
+        y->dtype = o == 0 ? x->dtype : S4D_DTYPE_INT64;
         y->rank = x->rank;
         y->dims[0] = p.n;
         y->dims[1] = p.c;
@@ -202,6 +204,9 @@ static s4d_status pool_run(s4d_op_ctx *ctx, pool_kind kind)
     s4d_status st = pool_plan_get(ctx, kind, &p);
     if (st != S4D_OK)
         return st;
+    if (ctx->inputs[0].dtype != S4D_DTYPE_FLOAT32)
+        return s4d_op_error(ctx, S4D_ERR_DTYPE, "X is %s: the host pools run float32 only",
+                            s4d_dtype_name(ctx->inputs[0].dtype));
     size_t need = sizeof(pool_taps) * (size_t)(p.g.grid[0] + p.g.grid[1] + p.g.grid[2]);
     if (ctx->workspace_size < need)
         return s4d_op_error(ctx, S4D_ERR_INTERNAL, "workspace of %zu bytes is too small", ctx->workspace_size);
@@ -243,8 +248,10 @@ static s4d_status gpool_check(s4d_op_ctx *ctx)
     if (ctx->num_inputs != 1 || ctx->num_outputs != 1)
         return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "expects 1 input and 1 output");
     const s4d_tensor *x = &ctx->inputs[0];
-    if (x->dtype != S4D_DTYPE_FLOAT32)
-        return s4d_op_error(ctx, S4D_ERR_DTYPE, "X is %s; only float32 is supported", s4d_dtype_name(x->dtype));
+    /* float16 is inferred for backends that run it (CUDA); the host reference refuses it in run. */
+    if (x->dtype != S4D_DTYPE_FLOAT32 && x->dtype != S4D_DTYPE_FLOAT16)
+        return s4d_op_error(ctx, S4D_ERR_DTYPE, "X is %s; only float32 is supported (float16 on CUDA)",
+                            s4d_dtype_name(x->dtype));
     if (x->rank < 3)
         return s4d_op_error(ctx, S4D_ERR_SHAPE, "X must have rank >= 3, got %d", x->rank);
     return S4D_OK;
@@ -301,6 +308,9 @@ static void gpool_planes(void *arg, int64_t begin, int64_t end)
 static s4d_status gpool_run(s4d_op_ctx *ctx, int is_max)
 {
     const s4d_tensor *x = &ctx->inputs[0];
+    if (x->dtype != S4D_DTYPE_FLOAT32)
+        return s4d_op_error(ctx, S4D_ERR_DTYPE, "X is %s: the host pools run float32 only",
+                            s4d_dtype_name(x->dtype));
     gpool_job j = {x->data, ctx->outputs[0].data, 1, is_max};
     int64_t planes;
     if (ctx->params) {

@@ -27,8 +27,10 @@ static s4d_status resize_plan_make(s4d_op_ctx *ctx, resize_plan *p)
                             v10 ? "2" : "2 to 4", ctx->num_inputs, ctx->num_outputs);
     const s4d_tensor *x = &ctx->inputs[0];
     memset(p, 0, sizeof *p);
-    if (x->dtype != S4D_DTYPE_FLOAT32)
-        return s4d_op_error(ctx, S4D_ERR_DTYPE, "X is %s; only float32 is supported", s4d_dtype_name(x->dtype));
+    /* float16 is inferred for backends that run it (CUDA); the host reference refuses it in run. */
+    if (x->dtype != S4D_DTYPE_FLOAT32 && x->dtype != S4D_DTYPE_FLOAT16)
+        return s4d_op_error(ctx, S4D_ERR_DTYPE, "X is %s; only float32 is supported (float16 on CUDA)",
+                            s4d_dtype_name(x->dtype));
     p->rank = x->rank;
     const char *mode = s4d_op_attr_string(ctx, "mode", "nearest");
     if (strcmp(mode, "linear") == 0)
@@ -352,6 +354,9 @@ static s4d_status resize_run(s4d_op_ctx *ctx)
     if (st != S4D_OK)
         return st;
     const resize_plan p = *pp;
+    if (ctx->inputs[0].dtype != S4D_DTYPE_FLOAT32)
+        return s4d_op_error(ctx, S4D_ERR_DTYPE, "X is %s: the host Resize runs float32 only",
+                            s4d_dtype_name(ctx->inputs[0].dtype));
     int64_t total_out = 1;
     for (int i = 0; i < p.rank; i++)
         total_out *= p.out[i];

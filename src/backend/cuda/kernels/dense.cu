@@ -5,6 +5,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include <cuda_fp16.h>
+
 #include "backend/cuda/kernels/dense.h"
 
 namespace {
@@ -88,7 +90,83 @@ void launch_epilogue(Vec *y, const float *bias, const Vec *z, int relu, int64_t 
     }
 }
 
-__global__ void __launch_bounds__(kThreads) pad3_kernel(const float *__restrict__ x, float *__restrict__ xp,
+// float16 y (and z, bias): each value read to float, the epilogue in float, one rounding back.
+// Vec: uint4 (8 halves, 16 bytes) or __half.
+__device__ __forceinline__ __half2 epi2_half(__half2 v, float b, __half2 z, bool has_bias, bool has_z, bool relu)
+{
+    float2 f = __half22float2(v);
+    const float2 w = __half22float2(z);
+    f.x = has_bias ? f.x + b : f.x;
+    f.y = has_bias ? f.y + b : f.y;
+    if (has_z) {
+        f.x += w.x;
+        f.y += w.y;
+    }
+    if (relu) {
+        f.x = relu_keep_nan(f.x);
+        f.y = relu_keep_nan(f.y);
+    }
+    return __floats2half2_rn(f.x, f.y);
+}
+
+template <typename Vec, bool HasBias, bool HasZ, bool Relu>
+__global__ void __launch_bounds__(kThreads) conv_epilogue_half_kernel(Vec *__restrict__ y,
+                                                                      const __half *__restrict__ bias,
+                                                                      const Vec *__restrict__ z, int64_t planes,
+                                                                      int64_t units, int64_t channels)
+{
+    const int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t p = blockIdx.y; p < planes; p += gridDim.y) {
+        const float b = HasBias ? __half2float(bias[p % channels]) : 0.0f;
+        Vec *yp = y + p * units;
+        const Vec *zp = HasZ ? z + p * units : nullptr;
+        for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < units; i += step) {
+            if constexpr (sizeof(Vec) == 16) {
+                uint4 v = yp[i];
+                const uint4 w = HasZ ? zp[i] : make_uint4(0u, 0u, 0u, 0u);
+                __half2 *vh = reinterpret_cast<__half2 *>(&v);
+                const __half2 *wh = reinterpret_cast<const __half2 *>(&w);
+#pragma unroll
+                for (int q = 0; q < 4; q++)
+                    vh[q] = epi2_half(vh[q], b, wh[q], HasBias, HasZ, Relu);
+                yp[i] = v;
+            } else {
+                float v = __half2float(yp[i]) + (HasBias ? b : 0.0f) + (HasZ ? __half2float(zp[i]) : 0.0f);
+                if (Relu)
+                    v = relu_keep_nan(v);
+                yp[i] = __float2half_rn(v);
+            }
+        }
+    }
+}
+
+template <typename Vec>
+void launch_epilogue_half(Vec *y, const __half *bias, const Vec *z, int relu, int64_t planes, int64_t units,
+                          int64_t channels, cudaStream_t s)
+{
+    const int threads = row_threads(units);
+    dim3 grid((unsigned)min64(ceil_div(units, threads), kMaxGridX), (unsigned)min64(planes, kMaxGridYZ));
+    const int key = (bias ? 4 : 0) | (z ? 2 : 0) | (relu ? 1 : 0);
+    switch (key) {
+#define S4D_EPI_CASE(K, B, Z, R)                                                                          \
+    case K:                                                                                               \
+        conv_epilogue_half_kernel<Vec, B, Z, R><<<grid, threads, 0, s>>>(y, bias, z, planes, units, channels); \
+        break;
+        S4D_EPI_CASE(1, false, false, true)
+        S4D_EPI_CASE(2, false, true, false)
+        S4D_EPI_CASE(3, false, true, true)
+        S4D_EPI_CASE(4, true, false, false)
+        S4D_EPI_CASE(5, true, false, true)
+        S4D_EPI_CASE(6, true, true, false)
+        S4D_EPI_CASE(7, true, true, true)
+#undef S4D_EPI_CASE
+    default: break; // nothing to apply
+    }
+}
+
+// T: float or a 16-bit storage type (the copy moves bits; zero is all-zero bits in both).
+template <typename T>
+__global__ void __launch_bounds__(kThreads) pad3_kernel(const T *__restrict__ x, T *__restrict__ xp,
                                                         int64_t rows, int64_t img0, int64_t img1, int64_t img2,
                                                         int64_t pad0, int64_t pad1, int64_t pad2, int64_t off0,
                                                         int64_t off1, int64_t off2)
@@ -100,11 +178,11 @@ __global__ void __launch_bounds__(kThreads) pad3_kernel(const float *__restrict_
         const int64_t r0 = t % pad0, pl = t / pad0;
         const int64_t i0 = r0 - off0, i1 = r1 - off1;
         const bool row_in = i0 >= 0 && i0 < img0 && i1 >= 0 && i1 < img1;
-        const float *xr = row_in ? x + ((pl * img0 + i0) * img1 + i1) * img2 : nullptr;
-        float *dr = xp + r * pad2;
+        const T *xr = row_in ? x + ((pl * img0 + i0) * img1 + i1) * img2 : nullptr;
+        T *dr = xp + r * pad2;
         for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < pad2; c += step) {
             const int64_t i2 = c - off2;
-            dr[c] = (row_in && i2 >= 0 && i2 < img2) ? xr[i2] : 0.0f;
+            dr[c] = (row_in && i2 >= 0 && i2 < img2) ? xr[i2] : T(0);
         }
     }
 }
@@ -155,9 +233,16 @@ __device__ __forceinline__ void tap_range(int64_t s, int64_t d, int64_t k, int64
     *e = ee;
 }
 
+// Pool elements read as float and written back: float32, or float16 storage (float arithmetic; a
+// maximum converts back exactly, an average rounds once).
+__device__ __forceinline__ float ld_f(const float *p) { return __ldg(p); }
+__device__ __forceinline__ float ld_f(const __half *p) { return __half2float(__ldg(p)); }
+__device__ __forceinline__ void st_f(float *p, float v) { *p = v; }
+__device__ __forceinline__ void st_f(__half *p, float v) { *p = __float2half_rn(v); }
+
 // One thread per output element: x along the last output dim, y over (o0, o1) rows, z over planes.
-template <bool IsAvg>
-__global__ void __launch_bounds__(kThreads) pool_kernel(const float *__restrict__ x, float *__restrict__ y,
+template <typename T, bool IsAvg>
+__global__ void __launch_bounds__(kThreads) pool_kernel(const T *__restrict__ x, T *__restrict__ y,
                                                         int64_t *__restrict__ idx, s4d_cuda_pool_geom g)
 {
     const int64_t rows = g.grid[0] * g.grid[1];
@@ -165,7 +250,7 @@ __global__ void __launch_bounds__(kThreads) pool_kernel(const float *__restrict_
     const int64_t plane_out = rows * g.grid[2];
     const int64_t step = (int64_t)gridDim.x * blockDim.x;
     for (int64_t pl = blockIdx.z; pl < g.planes; pl += gridDim.z) {
-        const float *xp = x + pl * plane_in;
+        const T *xp = x + pl * plane_in;
         for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
             const int64_t o0 = row / g.grid[1], o1 = row - o0 * g.grid[1];
             const int64_t s0 = o0 * g.stride[0] - g.pad_b[0], s1 = o1 * g.stride[1] - g.pad_b[1];
@@ -188,15 +273,15 @@ __global__ void __launch_bounds__(kThreads) pool_kernel(const float *__restrict_
                     for (int64_t k0 = b0; k0 < e0; k0++) {
                         const int64_t i0 = s0 + k0 * g.dil[0];
                         for (int64_t k1 = b1; k1 < e1; k1++) {
-                            const float *xr = xp + (i0 * g.img[1] + s1 + k1 * g.dil[1]) * g.img[2] + s2;
+                            const T *xr = xp + (i0 * g.img[1] + s1 + k1 * g.dil[1]) * g.img[2] + s2;
                             for (int64_t k2 = b2; k2 < e2; k2++)
-                                sum += (double)__ldg(xr + k2 * g.dil[2]);
+                                sum += (double)ld_f(xr + k2 * g.dil[2]);
                         }
                     }
                     const int64_t n_in = (e0 - b0) * (e1 - b1) * (e2 - b2);
                     const int64_t n_pad = (p0e - p0b) * (p1e - p1b) * (p2e - p2b);
                     const int64_t cnt = g.count_include_pad ? n_pad : n_in;
-                    y[out] = cnt ? (float)(sum / (double)cnt) : 0.0f;
+                    st_f(y + out, cnt ? (float)(sum / (double)cnt) : 0.0f);
                 } else {
                     float best = -INFINITY;
                     int64_t a0 = -1, a1 = 0, a2 = 0; // position of the maximum; -1: none yet
@@ -204,10 +289,10 @@ __global__ void __launch_bounds__(kThreads) pool_kernel(const float *__restrict_
                         const int64_t i0 = s0 + k0 * g.dil[0];
                         for (int64_t k1 = b1; k1 < e1; k1++) {
                             const int64_t i1 = s1 + k1 * g.dil[1];
-                            const float *xr = xp + (i0 * g.img[1] + i1) * g.img[2];
+                            const T *xr = xp + (i0 * g.img[1] + i1) * g.img[2];
                             for (int64_t k2 = b2; k2 < e2; k2++) {
                                 const int64_t i2 = s2 + k2 * g.dil[2];
-                                const float v = __ldg(xr + i2);
+                                const float v = ld_f(xr + i2);
                                 // The first NaN wins and stays, as in the host reference (numpy's max).
                                 if (a0 < 0 || v > best || (v != v && best == best)) {
                                     best = v;
@@ -218,7 +303,7 @@ __global__ void __launch_bounds__(kThreads) pool_kernel(const float *__restrict_
                             }
                         }
                     }
-                    y[out] = best;
+                    st_f(y + out, best);
                     if (idx) {
                         int64_t at = 0;
                         if (a0 >= 0)
@@ -233,20 +318,20 @@ __global__ void __launch_bounds__(kThreads) pool_kernel(const float *__restrict_
 }
 
 // One block per plane; each thread reduces a strided slice, then a fixed-order tree: deterministic.
-template <bool IsMax>
-__global__ void __launch_bounds__(kThreads) global_pool_kernel(const float *__restrict__ x, float *__restrict__ y,
+template <typename T, bool IsMax>
+__global__ void __launch_bounds__(kThreads) global_pool_kernel(const T *__restrict__ x, T *__restrict__ y,
                                                                int64_t planes, int64_t plane)
 {
     __shared__ double sum[kThreads];
     __shared__ float mx[kThreads];
     __shared__ int nans[kThreads];
     for (int64_t p = blockIdx.x; p < planes; p += gridDim.x) {
-        const float *xp = x + p * plane;
+        const T *xp = x + p * plane;
         double s = 0.0;
         float m = -INFINITY;
         int has_nan = 0;
         for (int64_t i = threadIdx.x; i < plane; i += blockDim.x) {
-            const float v = __ldg(xp + i);
+            const float v = ld_f(xp + i);
             if (IsMax) {
                 if (v != v)
                     has_nan = 1;
@@ -273,9 +358,9 @@ __global__ void __launch_bounds__(kThreads) global_pool_kernel(const float *__re
         }
         if (threadIdx.x == 0) {
             if (IsMax)
-                y[p] = nans[0] ? __int_as_float(0x7fc00000) : mx[0];
+                st_f(y + p, nans[0] ? __int_as_float(0x7fc00000) : mx[0]);
             else
-                y[p] = plane ? (float)(sum[0] / (double)plane) : 0.0f;
+                st_f(y + p, plane ? (float)(sum[0] / (double)plane) : 0.0f);
         }
         __syncthreads(); // the shared arrays are reused for the next plane
     }
@@ -311,7 +396,7 @@ extern "C" cudaError_t s4d_cuda_pad3_f32(const float *x, float *xp, int64_t plan
             return cudaErrorInvalidValue;
     const int threads = row_threads(padded[2]);
     dim3 grid((unsigned)min64(ceil_div(padded[2], threads), kMaxGridX), (unsigned)min64(rows, kMaxGridYZ));
-    pad3_kernel<<<grid, threads, 0, stream>>>(x, xp, rows, img[0], img[1], img[2], padded[0], padded[1], padded[2],
+    pad3_kernel<float><<<grid, threads, 0, stream>>>(x, xp, rows, img[0], img[1], img[2], padded[0], padded[1], padded[2],
                                               off[0], off[1], off[2]);
     return cudaGetLastError();
 }
@@ -328,8 +413,10 @@ extern "C" cudaError_t s4d_cuda_fill_bcast_f64(double *y, const double *c, int64
     return launch_fill<double>(y, c, rows, cols, rs, cs, beta, stream);
 }
 
-extern "C" cudaError_t s4d_cuda_pool_f32(const float *x, float *y, int64_t *idx, const s4d_cuda_pool_geom *g,
-                                         cudaStream_t stream)
+namespace {
+
+template <typename T>
+cudaError_t launch_pool(const T *x, T *y, int64_t *idx, const s4d_cuda_pool_geom *g, cudaStream_t stream)
 {
     const int64_t rows = g->grid[0] * g->grid[1];
     if (g->planes <= 0 || rows <= 0 || g->grid[2] <= 0)
@@ -338,21 +425,108 @@ extern "C" cudaError_t s4d_cuda_pool_f32(const float *x, float *y, int64_t *idx,
     dim3 grid((unsigned)min64(ceil_div(g->grid[2], threads), kMaxGridX), (unsigned)min64(rows, kMaxGridYZ),
               (unsigned)min64(g->planes, kMaxGridYZ));
     if (g->is_avg)
-        pool_kernel<true><<<grid, threads, 0, stream>>>(x, y, nullptr, *g);
+        pool_kernel<T, true><<<grid, threads, 0, stream>>>(x, y, nullptr, *g);
     else
-        pool_kernel<false><<<grid, threads, 0, stream>>>(x, y, idx, *g);
+        pool_kernel<T, false><<<grid, threads, 0, stream>>>(x, y, idx, *g);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t s4d_cuda_global_pool_f32(const float *x, float *y, int64_t planes, int64_t plane, int is_max,
-                                                cudaStream_t stream)
+template <typename T>
+cudaError_t launch_global_pool(const T *x, T *y, int64_t planes, int64_t plane, int is_max, cudaStream_t stream)
 {
     if (planes <= 0)
         return cudaSuccess;
     const unsigned blocks = (unsigned)min64(planes, (int64_t)1 << 30);
     if (is_max)
-        global_pool_kernel<true><<<blocks, kThreads, 0, stream>>>(x, y, planes, plane);
+        global_pool_kernel<T, true><<<blocks, kThreads, 0, stream>>>(x, y, planes, plane);
     else
-        global_pool_kernel<false><<<blocks, kThreads, 0, stream>>>(x, y, planes, plane);
+        global_pool_kernel<T, false><<<blocks, kThreads, 0, stream>>>(x, y, planes, plane);
+    return cudaGetLastError();
+}
+
+} // namespace
+
+extern "C" cudaError_t s4d_cuda_pool_f32(const float *x, float *y, int64_t *idx, const s4d_cuda_pool_geom *g,
+                                         cudaStream_t stream)
+{
+    return launch_pool<float>(x, y, idx, g, stream);
+}
+
+extern "C" cudaError_t s4d_cuda_pool_f16(const void *x, void *y, int64_t *idx, const s4d_cuda_pool_geom *g,
+                                         cudaStream_t stream)
+{
+    return launch_pool<__half>((const __half *)x, (__half *)y, idx, g, stream);
+}
+
+extern "C" cudaError_t s4d_cuda_global_pool_f32(const float *x, float *y, int64_t planes, int64_t plane, int is_max,
+                                                cudaStream_t stream)
+{
+    return launch_global_pool<float>(x, y, planes, plane, is_max, stream);
+}
+
+extern "C" cudaError_t s4d_cuda_global_pool_f16(const void *x, void *y, int64_t planes, int64_t plane, int is_max,
+                                                cudaStream_t stream)
+{
+    return launch_global_pool<__half>((const __half *)x, (__half *)y, planes, plane, is_max, stream);
+}
+
+extern "C" cudaError_t s4d_cuda_conv_epilogue_f16(void *y, const void *bias, const void *z, int relu,
+                                                  int64_t planes, int64_t plane, int64_t channels,
+                                                  cudaStream_t stream)
+{
+    if (planes <= 0 || plane <= 0 || (!bias && !z && !relu))
+        return cudaSuccess;
+    if (bias && channels <= 0)
+        return cudaErrorInvalidValue;
+    // 8 halves (16 bytes) at a time when every plane starts on a 16-byte boundary.
+    const bool vec = plane % 8 == 0 && ((uintptr_t)y & 15) == 0 && (!z || ((uintptr_t)z & 15) == 0);
+    if (vec)
+        launch_epilogue_half<uint4>((uint4 *)y, (const __half *)bias, (const uint4 *)z, relu, planes, plane / 8,
+                                    channels, stream);
+    else
+        launch_epilogue_half<__half>((__half *)y, (const __half *)bias, (const __half *)z, relu, planes, plane,
+                                     channels, stream);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t s4d_cuda_pad3_16(const void *x, void *xp, int64_t planes, const int64_t img[3],
+                                        const int64_t padded[3], const int64_t off[3], cudaStream_t stream)
+{
+    const int64_t rows = planes * padded[0] * padded[1];
+    if (rows <= 0 || padded[2] <= 0)
+        return cudaSuccess;
+    for (int i = 0; i < 3; i++)
+        if (off[i] < 0 || padded[i] < img[i] + off[i])
+            return cudaErrorInvalidValue;
+    const int threads = row_threads(padded[2]);
+    dim3 grid((unsigned)min64(ceil_div(padded[2], threads), kMaxGridX), (unsigned)min64(rows, kMaxGridYZ));
+    pad3_kernel<uint16_t><<<grid, threads, 0, stream>>>((const uint16_t *)x, (uint16_t *)xp, rows, img[0], img[1],
+                                                        img[2], padded[0], padded[1], padded[2], off[0], off[1],
+                                                        off[2]);
+    return cudaGetLastError();
+}
+
+// Gemm's broadcast addend in float16: y = beta * c, computed in float and rounded once.
+__global__ void __launch_bounds__(kThreads) fill_bcast_half_kernel(__half *__restrict__ y, const __half *__restrict__ c,
+                                                                   int64_t rows, int64_t cols, int64_t rs, int64_t cs,
+                                                                   float beta)
+{
+    const int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+        __half *yr = y + r * cols;
+        const __half *cr = c + r * rs;
+        for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < cols; j += step)
+            yr[j] = __float2half_rn(beta * __half2float(cr[j * cs]));
+    }
+}
+
+extern "C" cudaError_t s4d_cuda_fill_bcast_f16(void *y, const void *c, int64_t rows, int64_t cols, int64_t rs,
+                                               int64_t cs, float beta, cudaStream_t stream)
+{
+    if (rows <= 0 || cols <= 0)
+        return cudaSuccess;
+    const int threads = row_threads(cols);
+    dim3 grid((unsigned)min64(ceil_div(cols, threads), kMaxGridX), (unsigned)min64(rows, kMaxGridYZ));
+    fill_bcast_half_kernel<<<grid, threads, 0, stream>>>((__half *)y, (const __half *)c, rows, cols, rs, cs, beta);
     return cudaGetLastError();
 }

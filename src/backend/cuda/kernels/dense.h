@@ -30,17 +30,32 @@ cudaError_t s4d_cuda_conv_epilogue_f32(float *y, const float *bias, const float 
                                        cudaStream_t stream);
 
 /*
+ * The same on float16 y, bias and z (passed as void *: C has no half type):
+ * each value converted to float, the epilogue in float, rounded once to
+ * float16.
+ */
+cudaError_t s4d_cuda_conv_epilogue_f16(void *y, const void *bias, const void *z, int relu, int64_t planes,
+                                       int64_t plane, int64_t channels, cudaStream_t stream);
+
+/*
  * Copies x [planes, img0, img1, img2] into xp [planes, pad0, pad1, pad2] at
  * offset (off0, off1, off2), zero elsewhere (pad_i >= img_i + off_i).
  */
 cudaError_t s4d_cuda_pad3_f32(const float *x, float *xp, int64_t planes, const int64_t img[3],
                               const int64_t padded[3], const int64_t off[3], cudaStream_t stream);
 
+/* s4d_cuda_pad3_f32 for any 16-bit element (float16, bfloat16): the bits are copied. */
+cudaError_t s4d_cuda_pad3_16(const void *x, void *xp, int64_t planes, const int64_t img[3], const int64_t padded[3],
+                             const int64_t off[3], cudaStream_t stream);
+
 /* y[r, j] = beta * c[r * rs + j * cs] for r < rows, j < cols (y dense, row major). */
 cudaError_t s4d_cuda_fill_bcast_f32(float *y, const float *c, int64_t rows, int64_t cols, int64_t rs,
                                     int64_t cs, float beta, cudaStream_t stream);
 cudaError_t s4d_cuda_fill_bcast_f64(double *y, const double *c, int64_t rows, int64_t cols, int64_t rs,
                                     int64_t cs, double beta, cudaStream_t stream);
+/* float16 y and c (void *), beta * c computed in float and rounded once. */
+cudaError_t s4d_cuda_fill_bcast_f16(void *y, const void *c, int64_t rows, int64_t cols, int64_t rs, int64_t cs,
+                                    float beta, cudaStream_t stream);
 
 /* MaxPool / AveragePool geometry: three spatial dims, leading unused ones of size 1. */
 typedef struct s4d_cuda_pool_geom {
@@ -57,9 +72,14 @@ typedef struct s4d_cuda_pool_geom {
  */
 cudaError_t s4d_cuda_pool_f32(const float *x, float *y, int64_t *idx, const s4d_cuda_pool_geom *g,
                               cudaStream_t stream);
+/* float16 x and y (void *); taps compared and summed in float / double as above, y rounded once. */
+cudaError_t s4d_cuda_pool_f16(const void *x, void *y, int64_t *idx, const s4d_cuda_pool_geom *g,
+                              cudaStream_t stream);
 
 /* y[p] = max or mean of x[p, 0 .. plane) for p < planes (an empty plane: -inf / 0). */
 cudaError_t s4d_cuda_global_pool_f32(const float *x, float *y, int64_t planes, int64_t plane, int is_max,
+                                     cudaStream_t stream);
+cudaError_t s4d_cuda_global_pool_f16(const void *x, void *y, int64_t planes, int64_t plane, int is_max,
                                      cudaStream_t stream);
 
 #ifdef __cplusplus

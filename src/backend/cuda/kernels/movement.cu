@@ -824,9 +824,16 @@ __device__ __forceinline__ float blend(float a, float b, float w, int always)
  * per thread. NLIN linear axes give 2^NLIN corners, blended along the first
  * linear axis first, as the host's passes do one axis after another.
  */
-template <int NLIN, int VEC, typename Idx>
+/* Resize values: float32, or float16 blended in float and rounded once (nearest copies exactly). */
+__device__ __forceinline__ float rz_load(float v) { return v; }
+__device__ __forceinline__ float rz_load(__half v) { return __half2float(v); }
+template <typename T> __device__ __forceinline__ T rz_store(float v);
+template <> __device__ __forceinline__ float rz_store<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half rz_store<__half>(float v) { return __float2half_rn(v); }
+
+template <typename T, int NLIN, int VEC, typename Idx>
 __global__ void __launch_bounds__(kThreads)
-    resize_kernel(float *__restrict__ y, const float *__restrict__ x, ResizeDesc d, Idx total)
+    resize_kernel(T *__restrict__ y, const T *__restrict__ x, ResizeDesc d, Idx total)
 {
     for (Idx v = (Idx)blockIdx.x * kThreads + threadIdx.x; v < total;
          v += (Idx)gridDim.x * kThreads) {
@@ -858,11 +865,11 @@ __global__ void __launch_bounds__(kThreads)
         }
         off += (int64_t)rem * d.in_block;
         if constexpr (VEC > 1) {
-            float r[VEC];
+            T r[VEC];
 #pragma unroll
             for (int e = 0; e < VEC; e++)
                 r[e] = x[off + d.off0[last_c + e]];
-            if constexpr (VEC == 4)
+            if constexpr (VEC == 4 && sizeof(T) == 4)
                 *(float4 *)(y + (int64_t)v * VEC) = make_float4(r[0], r[1], r[2], r[3]);
             else
 #pragma unroll
@@ -878,29 +885,29 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
                 for (int m = 0; m < NLIN; m++)
                     o += (q >> m) & 1 ? o1[m] : o0[m];
-                c[q] = x[o];
+                c[q] = rz_load(x[o]);
             }
 #pragma unroll
             for (int m = 0; m < NLIN; m++)
 #pragma unroll
                 for (int q = 0; q < (1 << (NLIN - 1 - m)); q++)
                     c[q] = blend(c[2 * q], c[2 * q + 1], w[m], d.always[m]);
-            y[v] = c[0];
+            y[v] = rz_store<T>(c[0]);
         }
     }
 }
 
-template <int NLIN, int VEC>
-cudaError_t resize_launch(float *y, const float *x, const ResizeDesc &d, int64_t total,
+template <int NLIN, int VEC, typename T>
+cudaError_t resize_launch(T *y, const T *x, const ResizeDesc &d, int64_t total,
                           cudaStream_t stream)
 {
     unsigned blocks = (unsigned)blocks_for(total, kThreads);
     if (fits32(total * VEC))
-        resize_kernel<NLIN, VEC, uint32_t><<<blocks, kThreads, 0, stream>>>(y, x, d,
-                                                                             (uint32_t)total);
+        resize_kernel<T, NLIN, VEC, uint32_t><<<blocks, kThreads, 0, stream>>>(y, x, d,
+                                                                                (uint32_t)total);
     else
-        resize_kernel<NLIN, VEC, uint64_t><<<blocks, kThreads, 0, stream>>>(y, x, d,
-                                                                             (uint64_t)total);
+        resize_kernel<T, NLIN, VEC, uint64_t><<<blocks, kThreads, 0, stream>>>(y, x, d,
+                                                                                (uint64_t)total);
     return cudaGetLastError();
 }
 
@@ -1313,8 +1320,8 @@ extern "C" cudaError_t s4d_cuda_scatter_nd(void *out, const void *data, const in
                                       (const int *)NULL, reduction, nslots, slice, nupd, stream);
 }
 
-extern "C" cudaError_t s4d_cuda_resize_f32(float *y, const float *x, const s4d_cuda_resize *r,
-                                           cudaStream_t stream)
+template <typename T>
+static cudaError_t resize_typed(T *y, const T *x, const s4d_cuda_resize *r, cudaStream_t stream)
 {
     if (r->naxes < 1 || r->naxes > RMAX || r->nlin < 0 || r->nlin > LMAX ||
         (!r->linear && r->nlin))
@@ -1345,8 +1352,8 @@ extern "C" cudaError_t s4d_cuda_resize_f32(float *y, const float *x, const s4d_c
     for (int k = 0; k <= r->naxes; k++)
         d.div[k] = make_div(d.dims[k]);
     /* Nearest (or nothing to blend): four outputs of a row per thread when rows come in
-       fours, one float4 store. */
-    if (r->nlin == 0 && last % 4 == 0 && aligned(y, 16))
+       fours, one float4 store (float16: four stores). */
+    if (r->nlin == 0 && last % 4 == 0 && aligned(y, 4 * sizeof(T)))
         return resize_launch<0, 4>(y, x, d, total / 4, stream);
     switch (r->nlin) {
     case 0: return resize_launch<0, 1>(y, x, d, total, stream);
@@ -1354,6 +1361,18 @@ extern "C" cudaError_t s4d_cuda_resize_f32(float *y, const float *x, const s4d_c
     case 2: return resize_launch<2, 1>(y, x, d, total, stream);
     default: return resize_launch<3, 1>(y, x, d, total, stream);
     }
+}
+
+extern "C" cudaError_t s4d_cuda_resize_f32(float *y, const float *x, const s4d_cuda_resize *r,
+                                           cudaStream_t stream)
+{
+    return resize_typed<float>(y, x, r, stream);
+}
+
+extern "C" cudaError_t s4d_cuda_resize_f16(void *y, const void *x, const s4d_cuda_resize *r,
+                                           cudaStream_t stream)
+{
+    return resize_typed<__half>(static_cast<__half *>(y), static_cast<const __half *>(x), r, stream);
 }
 
 extern "C" cudaError_t s4d_cuda_grid_sample_f32(float *y, const float *x, const float *grid,

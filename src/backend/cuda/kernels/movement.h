@@ -153,6 +153,9 @@ typedef struct s4d_cuda_resize {
 
 cudaError_t s4d_cuda_resize_f32(float *y, const float *x, const s4d_cuda_resize *r,
                                 cudaStream_t stream);
+/* float16 x and y (void *): nearest copies, linear blends in float and rounds once. */
+cudaError_t s4d_cuda_resize_f16(void *y, const void *x, const s4d_cuda_resize *r,
+                                cudaStream_t stream);
 
 /*
  * GridSample, float32: x [n, c, h, w], grid [n, ho, wo, 2] -> y [n, c, ho, wo].

@@ -78,7 +78,8 @@ cudaError_t s4d_cuda_softmax(int log_out, s4d_dtype dt, int64_t outer, int64_t n
                              const void *x, void *y, cudaStream_t stream);
 
 /*
- * LayerNormalization (float32) of rows x cols. scale and bias (bias may be
+ * LayerNormalization (float32, or float16 X / Scale / B / Y when half != 0:
+ * statistics and arithmetic in float, Y rounded once) of rows x cols. scale and bias (bias may be
  * NULL) hold cols values when dense; otherwise they are broadcast over the
  * nrank normalised dims ndims with strides s_str / b_str and are first
  * expanded into ws (s4d_cuda_layernorm_workspace bytes). mean / inv_std may
@@ -91,11 +92,12 @@ typedef struct s4d_cuda_ln_args {
     int64_t s_str[S4D_CUDA_RED_MAX_RANK], b_str[S4D_CUDA_RED_MAX_RANK];
     int scale_dense, bias_dense;
     float epsilon;
+    int half; /* X, Scale, B and Y are float16; mean / inv_std stay float32 */
 } s4d_cuda_ln_args;
 
 size_t s4d_cuda_layernorm_workspace(const s4d_cuda_ln_args *a);
-cudaError_t s4d_cuda_layernorm(const s4d_cuda_ln_args *a, const float *x, const float *scale,
-                               const float *bias, float *y, float *mean, float *inv_std, void *ws,
+cudaError_t s4d_cuda_layernorm(const s4d_cuda_ln_args *a, const void *x, const void *scale,
+                               const void *bias, void *y, float *mean, float *inv_std, void *ws,
                                size_t ws_size, cudaStream_t stream);
 
 /* BatchNormalization, inference (float32): x [n, c, plane] -> y. */

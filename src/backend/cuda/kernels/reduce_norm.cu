@@ -238,10 +238,11 @@ __device__ __forceinline__ float ln_out(float v, float m, float rs, float sc, fl
     return __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(v, m), rs), sc), b);
 }
 
-template <int NCH>
+/* T: float, or __half storage (statistics and output math in float, the output rounded once). */
+template <typename T, int NCH>
 __global__ void __launch_bounds__(kThreads)
-ln_rows(const float *__restrict__ x, const float *__restrict__ sc, const float *__restrict__ bi,
-        float *__restrict__ y, float *__restrict__ mean, float *__restrict__ rstd, int64_t rows, int64_t cols,
+ln_rows(const T *__restrict__ x, const T *__restrict__ sc, const T *__restrict__ bi,
+        T *__restrict__ y, float *__restrict__ mean, float *__restrict__ rstd, int64_t rows, int64_t cols,
         float eps, int G)
 {
     constexpr int V = 4;
@@ -249,21 +250,26 @@ ln_rows(const float *__restrict__ x, const float *__restrict__ sc, const float *
     const int64_t row = (int64_t)blockIdx.x * gpb + threadIdx.x / G;
     const int lane = threadIdx.x % G;
     const bool valid = row < rows;
-    const float *px = x + (valid ? row : 0) * cols;
-    float *py = y + (valid ? row : 0) * cols;
-    const bool vec = aligned_to(px, 16) && aligned_to(py, 16) && aligned_to(sc, 16) &&
-                     (!bi || aligned_to(bi, 16));
+    const T *px = x + (valid ? row : 0) * cols;
+    T *py = y + (valid ? row : 0) * cols;
+    constexpr size_t VB = V * sizeof(T); /* bytes of one vector: 16 (float) or 8 (half) */
+    const bool vec = aligned_to(px, VB) && aligned_to(py, VB) && aligned_to(sc, VB) &&
+                     (!bi || aligned_to(bi, VB));
     float v[NCH][V];
     float sum = 0.f;
 #pragma unroll
     for (int c = 0; c < NCH; c++) {
         const int64_t e0 = (int64_t)(lane + c * G) * V;
         if (valid && vec && e0 + V <= cols) {
-            load_vec<float, V>(px + e0, v[c]);
+            T raw[V];
+            load_vec<T, V>(px + e0, raw);
+#pragma unroll
+            for (int j = 0; j < V; j++)
+                v[c][j] = Elem<T>::load(raw[j]);
         } else {
 #pragma unroll
             for (int j = 0; j < V; j++)
-                v[c][j] = valid && e0 + j < cols ? px[e0 + j] : 0.f;
+                v[c][j] = valid && e0 + j < cols ? Elem<T>::load(px[e0 + j]) : 0.f;
         }
 #pragma unroll
         for (int j = 0; j < V; j++)
@@ -296,40 +302,43 @@ ln_rows(const float *__restrict__ x, const float *__restrict__ sc, const float *
     for (int c = 0; c < NCH; c++) {
         const int64_t e0 = (int64_t)(lane + c * G) * V;
         if (vec && e0 + V <= cols) {
-            float s4[V], b4[V] = {0.f, 0.f, 0.f, 0.f}, o4[V];
-            load_vec<float, V>(sc + e0, s4);
+            T s4[V], b4[V], o4[V];
+            load_vec<T, V>(sc + e0, s4);
             if (bi)
-                load_vec<float, V>(bi + e0, b4);
+                load_vec<T, V>(bi + e0, b4);
 #pragma unroll
             for (int j = 0; j < V; j++)
-                o4[j] = ln_out(v[c][j], m, rs, s4[j], b4[j]);
-            store_vec<float, V>(py + e0, o4);
+                o4[j] = Elem<T>::store(
+                    ln_out(v[c][j], m, rs, Elem<T>::load(s4[j]), bi ? Elem<T>::load(b4[j]) : 0.f));
+            store_vec<T, V>(py + e0, o4);
         } else {
 #pragma unroll
             for (int j = 0; j < V; j++)
                 if (e0 + j < cols)
-                    py[e0 + j] = ln_out(v[c][j], m, rs, __ldg(sc + e0 + j), bi ? __ldg(bi + e0 + j) : 0.f);
+                    py[e0 + j] = Elem<T>::store(ln_out(v[c][j], m, rs, Elem<T>::load(__ldg(sc + e0 + j)),
+                                                       bi ? Elem<T>::load(__ldg(bi + e0 + j)) : 0.f));
         }
     }
 }
 
 /* A block per row for long rows: sum, squared deviations, output, each a pass over x. */
+template <typename T>
 __global__ void __launch_bounds__(kThreads)
-ln_rows_block(const float *__restrict__ x, const float *__restrict__ sc, const float *__restrict__ bi,
-              float *__restrict__ y, float *__restrict__ mean, float *__restrict__ rstd, int64_t cols, float eps)
+ln_rows_block(const T *__restrict__ x, const T *__restrict__ sc, const T *__restrict__ bi,
+              T *__restrict__ y, float *__restrict__ mean, float *__restrict__ rstd, int64_t cols, float eps)
 {
     __shared__ float sm[33];
     const int64_t row = blockIdx.x;
-    const float *px = x + row * cols;
-    float *py = y + row * cols;
+    const T *px = x + row * cols;
+    T *py = y + row * cols;
     float sum = 0.f;
     for (int64_t k = threadIdx.x; k < cols; k += kThreads)
-        sum += px[k];
+        sum += Elem<T>::load(px[k]);
     sum = block_reduce(sum, 0.f, Plus(), sm);
     const float m = sum / (float)cols;
     float sq = 0.f;
     for (int64_t k = threadIdx.x; k < cols; k += kThreads) {
-        float d = px[k] - m;
+        float d = Elem<T>::load(px[k]) - m;
         sq += d * d;
     }
     sq = block_reduce(sq, 0.f, Plus(), sm);
@@ -341,7 +350,8 @@ ln_rows_block(const float *__restrict__ x, const float *__restrict__ sc, const f
             rstd[row] = rs;
     }
     for (int64_t k = threadIdx.x; k < cols; k += kThreads)
-        py[k] = ln_out(px[k], m, rs, sc[k], bi ? bi[k] : 0.f);
+        py[k] = Elem<T>::store(ln_out(Elem<T>::load(px[k]), m, rs, Elem<T>::load(sc[k]),
+                                      bi ? Elem<T>::load(bi[k]) : 0.f));
 }
 
 struct Dims8 {
@@ -349,8 +359,9 @@ struct Dims8 {
 };
 
 /* A broadcast Scale or B expanded to cols dense values. */
+template <typename T>
 __global__ void __launch_bounds__(kThreads)
-ln_expand(const float *__restrict__ src, float *__restrict__ dst, int64_t cols, int nrank, Dims8 dims, Dims8 str)
+ln_expand(const T *__restrict__ src, T *__restrict__ dst, int64_t cols, int nrank, Dims8 dims, Dims8 str)
 {
     int64_t i = (int64_t)blockIdx.x * kThreads + threadIdx.x;
     if (i >= cols)
@@ -364,12 +375,12 @@ ln_expand(const float *__restrict__ src, float *__restrict__ dst, int64_t cols, 
     dst[i] = src[off];
 }
 
-template <int NCH>
-void launch_ln_rows(const s4d_cuda_ln_args *a, const float *x, const float *sc, const float *bi, float *y,
+template <typename T, int NCH>
+void launch_ln_rows(const s4d_cuda_ln_args *a, const T *x, const T *sc, const T *bi, T *y,
                     float *mean, float *rstd, int G, cudaStream_t s)
 {
     const int64_t blocks = ceil_div(a->rows, kThreads / G);
-    ln_rows<NCH><<<(unsigned)blocks, kThreads, 0, s>>>(x, sc, bi, y, mean, rstd, a->rows, a->cols, a->epsilon, G);
+    ln_rows<T, NCH><<<(unsigned)blocks, kThreads, 0, s>>>(x, sc, bi, y, mean, rstd, a->rows, a->cols, a->epsilon, G);
 }
 
 /* ---- BatchNormalization ---- */
@@ -446,9 +457,11 @@ extern "C" size_t s4d_cuda_layernorm_workspace(const s4d_cuda_ln_args *a)
     return (a->scale_dense ? 0 : one) + (a->bias_dense ? 0 : one);
 }
 
-extern "C" cudaError_t s4d_cuda_layernorm(const s4d_cuda_ln_args *a, const float *x, const float *scale,
-                                          const float *bias, float *y, float *mean, float *inv_std, void *ws,
-                                          size_t ws_size, cudaStream_t s)
+namespace {
+
+template <typename T>
+cudaError_t layernorm_typed(const s4d_cuda_ln_args *a, const T *x, const T *scale, const T *bias, T *y,
+                            float *mean, float *inv_std, void *ws, size_t ws_size, cudaStream_t s)
 {
     if (a->rows <= 0)
         return cudaSuccess;
@@ -457,7 +470,7 @@ extern "C" cudaError_t s4d_cuda_layernorm(const s4d_cuda_ln_args *a, const float
     char *w = static_cast<char *>(ws);
     const size_t one = ((size_t)a->cols * sizeof(float) + 255) & ~(size_t)255;
     for (int t = 0; t < 2; t++) {
-        const float *src = t == 0 ? scale : bias;
+        const T *src = t == 0 ? scale : bias;
         if (!src || (t == 0 ? a->scale_dense : a->bias_dense) || a->cols == 0)
             continue;
         Dims8 dims, str;
@@ -467,9 +480,10 @@ extern "C" cudaError_t s4d_cuda_layernorm(const s4d_cuda_ln_args *a, const float
             dims.d[d] = a->ndims[d];
             str.d[d] = t == 0 ? a->s_str[d] : a->b_str[d];
         }
-        float *dst = reinterpret_cast<float *>(w);
+        T *dst = reinterpret_cast<T *>(w);
         w += one;
-        ln_expand<<<(unsigned)ceil_div(a->cols, kThreads), kThreads, 0, s>>>(src, dst, a->cols, a->nrank, dims, str);
+        ln_expand<T><<<(unsigned)ceil_div(a->cols, kThreads), kThreads, 0, s>>>(src, dst, a->cols, a->nrank, dims,
+                                                                                 str);
         if (t == 0)
             scale = dst;
         else
@@ -478,14 +492,15 @@ extern "C" cudaError_t s4d_cuda_layernorm(const s4d_cuda_ln_args *a, const float
     if (a->cols == 0) {
         /* No values to normalise: only the statistics (mean 0, 1 / sqrt(eps)) remain. */
         const int G = 1;
-        launch_ln_rows<1>(a, x, scale, bias, y, mean, inv_std, G, s);
+        launch_ln_rows<T, 1>(a, x, scale, bias, y, mean, inv_std, G, s);
         return cudaGetLastError();
     }
     const int64_t nv = ceil_div(a->cols, 4);
     if (nv > 32 * kMaxNch) {
         if (a->rows > INT32_MAX)
             return cudaErrorInvalidValue;
-        ln_rows_block<<<(unsigned)a->rows, kThreads, 0, s>>>(x, scale, bias, y, mean, inv_std, a->cols, a->epsilon);
+        ln_rows_block<T><<<(unsigned)a->rows, kThreads, 0, s>>>(x, scale, bias, y, mean, inv_std, a->cols,
+                                                                a->epsilon);
         return cudaGetLastError();
     }
     const int G = nv <= 32 ? pow2_at_least(nv) : 32;
@@ -493,14 +508,29 @@ extern "C" cudaError_t s4d_cuda_layernorm(const s4d_cuda_ln_args *a, const float
     if (ceil_div(a->rows, kThreads / G) > INT32_MAX)
         return cudaErrorInvalidValue;
     switch (nch) {
-    case 1: launch_ln_rows<1>(a, x, scale, bias, y, mean, inv_std, G, s); break;
-    case 2: launch_ln_rows<2>(a, x, scale, bias, y, mean, inv_std, G, s); break;
-    case 4: launch_ln_rows<4>(a, x, scale, bias, y, mean, inv_std, G, s); break;
-    case 8: launch_ln_rows<8>(a, x, scale, bias, y, mean, inv_std, G, s); break;
-    case 16: launch_ln_rows<16>(a, x, scale, bias, y, mean, inv_std, G, s); break;
+    case 1: launch_ln_rows<T, 1>(a, x, scale, bias, y, mean, inv_std, G, s); break;
+    case 2: launch_ln_rows<T, 2>(a, x, scale, bias, y, mean, inv_std, G, s); break;
+    case 4: launch_ln_rows<T, 4>(a, x, scale, bias, y, mean, inv_std, G, s); break;
+    case 8: launch_ln_rows<T, 8>(a, x, scale, bias, y, mean, inv_std, G, s); break;
+    case 16: launch_ln_rows<T, 16>(a, x, scale, bias, y, mean, inv_std, G, s); break;
     default: return cudaErrorInvalidValue;
     }
     return cudaGetLastError();
+}
+
+} /* namespace */
+
+extern "C" cudaError_t s4d_cuda_layernorm(const s4d_cuda_ln_args *a, const void *x, const void *scale,
+                                          const void *bias, void *y, float *mean, float *inv_std, void *ws,
+                                          size_t ws_size, cudaStream_t s)
+{
+    if (a->half)
+        return layernorm_typed<__half>(a, static_cast<const __half *>(x), static_cast<const __half *>(scale),
+                                       static_cast<const __half *>(bias), static_cast<__half *>(y), mean, inv_std,
+                                       ws, ws_size, s);
+    return layernorm_typed<float>(a, static_cast<const float *>(x), static_cast<const float *>(scale),
+                                  static_cast<const float *>(bias), static_cast<float *>(y), mean, inv_std, ws,
+                                  ws_size, s);
 }
 
 extern "C" cudaError_t s4d_cuda_batchnorm(int64_t n, int64_t c, int64_t plane, float epsilon, const float *x,

@@ -54,6 +54,12 @@ __device__ __forceinline__ uint64_t key_of(int32_t v, bool largest)
     return largest ? (uint64_t)(uint32_t)~ord : (uint64_t)ord;
 }
 
+/* float16 widens exactly to float: the same order, NaN and -0 handled there. */
+__device__ __forceinline__ uint64_t key_of(__half v, bool largest)
+{
+    return key_of(__half2float(v), largest);
+}
+
 /* int64 orders as double, like the host reference: beyond 2^53 close values tie. */
 __device__ __forceinline__ uint64_t key_of(int64_t v, bool largest)
 {
@@ -243,7 +249,8 @@ cudaError_t topk_typed(int largest, int64_t outer, int64_t n, int64_t inner, int
 
 extern "C" int s4d_cuda_topk_dtype_ok(s4d_dtype dt)
 {
-    return dt == S4D_DTYPE_FLOAT32 || dt == S4D_DTYPE_FLOAT64 || dt == S4D_DTYPE_INT32 || dt == S4D_DTYPE_INT64;
+    return dt == S4D_DTYPE_FLOAT32 || dt == S4D_DTYPE_FLOAT16 || dt == S4D_DTYPE_FLOAT64 || dt == S4D_DTYPE_INT32 ||
+           dt == S4D_DTYPE_INT64;
 }
 
 extern "C" size_t s4d_cuda_topk_workspace(int64_t outer, int64_t n, int64_t inner)
@@ -265,6 +272,7 @@ extern "C" cudaError_t s4d_cuda_topk(s4d_dtype dt, int largest, int64_t outer, i
         return cudaErrorInvalidValue;
     switch (dt) {
     case S4D_DTYPE_FLOAT32: return topk_typed<float>(largest, outer, n, inner, k, x, values, indices, ws, stream);
+    case S4D_DTYPE_FLOAT16: return topk_typed<__half>(largest, outer, n, inner, k, x, values, indices, ws, stream);
     case S4D_DTYPE_FLOAT64: return topk_typed<double>(largest, outer, n, inner, k, x, values, indices, ws, stream);
     case S4D_DTYPE_INT32: return topk_typed<int32_t>(largest, outer, n, inner, k, x, values, indices, ws, stream);
     case S4D_DTYPE_INT64: return topk_typed<int64_t>(largest, outer, n, inner, k, x, values, indices, ws, stream);

@@ -1,7 +1,14 @@
 /*
  * Conv, s4d::FusedConv and ConvTranspose on CUDA through cuDNN (legacy
- * convolution API, NCHW, float32; the descriptors take the dtype, so fp16
- * and NHWC need new descriptor values, not a new structure).
+ * convolution API, NCHW, float32 or float16).
+ *
+ * float16: tensors, filters, bias and residual are CUDNN_DATA_HALF; the
+ * convolution's compute type stays CUDNN_DATA_FLOAT (cuDNN's pseudo-half
+ * configuration: products accumulate in float32, the output rounds once), and
+ * tensor-core math (CUDNN_TENSOR_OP_MATH) is allowed, as it loses nothing
+ * the float16 storage has not lost already. The own epilogue kernel reads
+ * float16, adds in float and rounds once. NHWC, faster for float16 tensor
+ * cores, needs the layouts of the tensors around the layer: not done here.
  *
  * Build time (prepare): descriptors, then the algorithm. cuDNN's
  * cudnnFind*AlgorithmEx times every algorithm on scratch buffers; only
@@ -204,6 +211,15 @@ typedef struct conv_args {
     size_t ws_size;
 } conv_args;
 
+/* The own epilogue on Y [n * m planes of out_plane], in the layer's dtype. */
+static cudaError_t conv_epilogue(const conv_state *st, void *y, const void *b, const void *z, int relu,
+                                 cudaStream_t s)
+{
+    if (st->dtype == S4D_DTYPE_FLOAT16)
+        return s4d_cuda_conv_epilogue_f16(y, b, z, relu, st->n * st->m, st->out_plane, st->m, s);
+    return s4d_cuda_conv_epilogue_f32(y, b, z, relu, st->n * st->m, st->out_plane, st->m, s);
+}
+
 static s4d_status conv_launch(void *arg)
 {
     const conv_args *a = arg;
@@ -217,10 +233,7 @@ static s4d_status conv_launch(void *arg)
         if (cs != CUDNN_STATUS_SUCCESS)
             return s4d_cudnn_check(a->ctx, cs, "cudnnConvolutionBackwardData");
         if (st->has_bias)
-            return s4d_cuda_check(a->ctx,
-                                  s4d_cuda_conv_epilogue_f32(a->y, a->b, NULL, 0, st->n * st->m, st->out_plane,
-                                                             st->m, a->s),
-                                  "the ConvTranspose bias kernel");
+            return s4d_cuda_check(a->ctx, conv_epilogue(st, a->y, a->b, NULL, 0, a->s), "the ConvTranspose bias kernel");
         return S4D_OK;
     }
     if (a->ch.mode == CONV_FUSED) {
@@ -237,8 +250,8 @@ static s4d_status conv_launch(void *arg)
         return s4d_cudnn_check(a->ctx, cs, "cudnnConvolutionForward");
     if (st->has_bias || st->has_z || st->relu)
         return s4d_cuda_check(a->ctx,
-                              s4d_cuda_conv_epilogue_f32(a->y, st->has_bias ? a->b : NULL, st->has_z ? a->z : NULL,
-                                                         st->relu, st->n * st->m, st->out_plane, st->m, a->s),
+                              conv_epilogue(st, a->y, st->has_bias ? a->b : NULL, st->has_z ? a->z : NULL, st->relu,
+                                            a->s),
                               "the convolution epilogue kernel");
     return S4D_OK;
 }
@@ -273,9 +286,11 @@ static s4d_status conv_run(s4d_op_ctx *ctx)
     if (s != S4D_OK)
         return s;
     if (st->prepad) {
-        s = s4d_cuda_check(ctx,
-                           s4d_cuda_pad3_f32(a.x, ctx->workspace, st->n * st->c, st->img, st->padded, st->off, a.s),
-                           "the convolution padding kernel");
+        const cudaError_t e =
+            st->dtype == S4D_DTYPE_FLOAT16
+                ? s4d_cuda_pad3_16(a.x, ctx->workspace, st->n * st->c, st->img, st->padded, st->off, a.s)
+                : s4d_cuda_pad3_f32(a.x, ctx->workspace, st->n * st->c, st->img, st->padded, st->off, a.s);
+        s = s4d_cuda_check(ctx, e, "the convolution padding kernel");
         if (s != S4D_OK)
             return s;
         a.x = ctx->workspace;
@@ -294,7 +309,7 @@ static size_t conv_ws(const s4d_op_ctx *ctx)
 /* ---- choosing ---- */
 
 typedef struct conv_key {
-    int32_t tag, device, tf32, transpose, has_bias, has_z, relu, nsp;
+    int32_t tag, device, tf32, transpose, has_bias, has_z, relu, nsp, dtype, pad_;
     int64_t n, c, m, group, k[3], stride[3], dil[3], pad[3], in_sp[3], out_sp[3];
 } conv_key;
 
@@ -310,14 +325,18 @@ static int algo_workspace(cudnnHandle_t h, const conv_state *st, int32_t algo, s
     return cs == CUDNN_STATUS_SUCCESS;
 }
 
-/* Whether a math type may run under this engine's precision: strict float32 takes FMA alone. */
-static int math_allowed(int32_t math, int tf32)
+/*
+ * Whether a math type may run under this engine's precision: strict float32
+ * takes FMA alone; tensor cores (tc) are allowed with --tf32 and for float16
+ * layers, whose inputs are no finer than the tensor cores' own.
+ */
+static int math_allowed(int32_t math, int tc)
 {
     switch (math) {
     case CUDNN_FMA_MATH: return 1;
     case CUDNN_DEFAULT_MATH:
     case CUDNN_TENSOR_OP_MATH:
-    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: return tf32;
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: return tc;
     default: return 0;
     }
 }
@@ -331,21 +350,21 @@ typedef struct conv_cand {
 
 /* Keeps the deterministic, successful, affordable candidates, in cuDNN's order (fastest first). */
 static int keep_cand(conv_cand *out, int n, int32_t algo, cudnnStatus_t status, cudnnDeterminism_t det,
-                     cudnnMathType_t math, float time, size_t memory, size_t cap, int tf32)
+                     cudnnMathType_t math, float time, size_t memory, size_t cap, int tc)
 {
     if (status != CUDNN_STATUS_SUCCESS || det != CUDNN_DETERMINISTIC || memory > cap)
         return n;
     /* Strict float32: an algorithm that reports tensor-core math is not taken; the rest run under FMA math. */
-    if (!tf32 && math != CUDNN_FMA_MATH && math != CUDNN_DEFAULT_MATH)
+    if (!tc && math != CUDNN_FMA_MATH && math != CUDNN_DEFAULT_MATH)
         return n;
     out[n].algo = algo;
-    out[n].math = tf32 ? (int32_t)math : (int32_t)CUDNN_FMA_MATH;
+    out[n].math = tc ? (int32_t)math : (int32_t)CUDNN_FMA_MATH;
     out[n].time = time;
     out[n].memory = memory;
     return n + 1;
 }
 
-/* cuDNN's candidates: timed (Find on scratch buffers) when bufs != NULL, else its heuristics. */
+/* cuDNN's candidates: timed (Find on scratch buffers) when bufs != NULL, else its heuristics. tf32: tensor cores allowed. */
 static int list_cands(cudnnHandle_t h, const conv_state *st, const conv_args *bufs, size_t cap, int tf32,
                       conv_cand *out)
 {
@@ -395,10 +414,12 @@ static s4d_status conv_choose(s4d_op_ctx *ctx, conv_state *st, const int64_t *in
     s4d_backend_ctx *bc = s4d_cuda_ctx(ctx);
     cudnnHandle_t h = bc->cudnn;
     cudaStream_t stream = bc->stream;
-    const int tf32 = bc->allow_tf32;
+    const int half = st->dtype == S4D_DTYPE_FLOAT16;
+    /* Below: "tf32" stands for "tensor cores allowed", which float16 layers always are. */
+    const int tf32 = bc->allow_tf32 || half;
     cudnnSetStream(h, stream);
     /* Find and the heuristics see the math type the run will use. */
-    cudnnSetConvolutionMathType(st->conv, tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
+    cudnnSetConvolutionMathType(st->conv, half ? CUDNN_TENSOR_OP_MATH : tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
 
     /* X (ConvTranspose: its input X too, the dy of the data gradient) and Y. */
     size_t in_bytes = tensor_bytes(st->dtype, st->n, st->c, in_sp);
@@ -432,7 +453,7 @@ static s4d_status conv_choose(s4d_op_ctx *ctx, conv_state *st, const int64_t *in
         s4d_dense_scratch_free(&sc, stream);
         return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED,
                             "cuDNN has no deterministic %s algorithm for this convolution%s",
-                            tf32 ? "float32/TF32" : "strict float32 (FMA)",
+                            half ? "float16" : tf32 ? "float32/TF32" : "strict float32 (FMA)",
                             nc < 0 ? " (it rejects the shape)" : "");
     }
     st->ch.mode = st->transpose ? CONV_BWD_DATA : CONV_PLAIN;
@@ -485,7 +506,8 @@ static s4d_status conv_apply_payload(s4d_op_ctx *ctx, conv_state *st, const void
     s4d_rbuf_u32(&r, &algo, "algorithm");
     s4d_rbuf_u32(&r, &math, "math type");
     s4d_rbuf_u32(&r, &reserved, "reserved");
-    const int tf32 = s4d_cuda_ctx(ctx)->allow_tf32;
+    const int half = st->dtype == S4D_DTYPE_FLOAT16;
+    const int tf32 = s4d_cuda_ctx(ctx)->allow_tf32 || half; /* tensor cores allowed */
     const char *why = NULL;
     if (r.failed || r.pos != size)
         why = "it is not the size of a convolution choice";
@@ -536,6 +558,7 @@ static void conv_key_make(conv_key *k, const conv_state *st, const s4d_conv_geom
     k->has_z = st->has_z;
     k->relu = st->relu;
     k->nsp = g->nsp;
+    k->dtype = (int32_t)st->dtype;
     k->n = st->n;
     k->c = st->c;
     k->m = st->m;
@@ -574,7 +597,7 @@ static s4d_status conv_finish(s4d_op_ctx *ctx, conv_state *st, const s4d_conv_ge
         s = conv_apply_payload(ctx, st, payload, size);
     } else {
         conv_key key;
-        conv_key_make(&key, st, g, group, pad, in_sp, out_sp, bc->allow_tf32);
+        conv_key_make(&key, st, g, group, pad, in_sp, out_sp, bc->allow_tf32 || st->dtype == S4D_DTYPE_FLOAT16);
         if (s4d_dense_cache_get(&key, sizeof key, &st->ch, sizeof st->ch)) {
             s = S4D_OK;
         } else {
@@ -606,8 +629,8 @@ static s4d_status conv_supports(s4d_op_ctx *ctx)
     const s4d_conv_params *p = ctx->params;
     if (!p)
         return s4d_op_error(ctx, S4D_ERR_INTERNAL, "the node has no typed parameters");
-    if (p->dtype != S4D_DTYPE_FLOAT32)
-        return s4d_op_error(ctx, S4D_ERR_DTYPE, "dtype %s: the CUDA convolution runs float32 only",
+    if (p->dtype != S4D_DTYPE_FLOAT32 && p->dtype != S4D_DTYPE_FLOAT16)
+        return s4d_op_error(ctx, S4D_ERR_DTYPE, "dtype %s: the CUDA convolution runs float32 and float16 only",
                             s4d_dtype_name(p->dtype));
     if (p->c < 1 || p->m < 1)
         return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "a convolution without input or output channels");
@@ -681,8 +704,8 @@ static s4d_status convt_supports(s4d_op_ctx *ctx)
     const s4d_convt_params *p = ctx->params;
     if (!p)
         return s4d_op_error(ctx, S4D_ERR_INTERNAL, "the node has no typed parameters");
-    if (p->dtype != S4D_DTYPE_FLOAT32)
-        return s4d_op_error(ctx, S4D_ERR_DTYPE, "dtype %s: the CUDA ConvTranspose runs float32 only",
+    if (p->dtype != S4D_DTYPE_FLOAT32 && p->dtype != S4D_DTYPE_FLOAT16)
+        return s4d_op_error(ctx, S4D_ERR_DTYPE, "dtype %s: the CUDA ConvTranspose runs float32 and float16 only",
                             s4d_dtype_name(p->dtype));
     if (p->c < 1 || p->m < 1)
         return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "a ConvTranspose without input or output channels");

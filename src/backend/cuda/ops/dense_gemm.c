@@ -23,6 +23,11 @@
  * validates it (the payload is untrusted). Strict float32 computes with
  * CUBLAS_COMPUTE_32F; --tf32 allows CUBLAS_COMPUTE_32F_FAST_TF32.
  *
+ * float16: A, B, C, D and the bias are CUDA_R_16F, the compute type
+ * CUBLAS_COMPUTE_32F (tensor cores, products accumulated in float32) and the
+ * scale type float (alpha, beta as float); D rounds once, after the
+ * epilogue. Alignment as for float32, counted in 2-byte elements.
+ *
  * Alignment: the chosen algorithm assumes 16-byte aligned operands (what the
  * engine's buffers give); for caller-bound pointers that are not, run()
  * switches to a second algorithm chosen for element alignment.
@@ -113,6 +118,23 @@ typedef struct lt_state {
 } lt_state;
 
 /* ---- problem shaping ---- */
+
+/* Bytes of one element of a product's dtype (float64, float32 or float16). */
+static size_t lt_es(s4d_dtype dt)
+{
+    return dt == S4D_DTYPE_FLOAT64 ? 8 : dt == S4D_DTYPE_FLOAT16 ? 2 : 4;
+}
+
+/* cuBLASLt's type of the operands and of the scalars (alpha, beta). */
+static cudaDataType_t lt_data_type(s4d_dtype dt)
+{
+    return dt == S4D_DTYPE_FLOAT64 ? CUDA_R_64F : dt == S4D_DTYPE_FLOAT16 ? CUDA_R_16F : CUDA_R_32F;
+}
+
+static cudaDataType_t lt_scale_type(s4d_dtype dt)
+{
+    return dt == S4D_DTYPE_FLOAT64 ? CUDA_R_64F : CUDA_R_32F;
+}
 
 /* Largest power of two <= 16 dividing v (16 for 0). */
 static unsigned pow2_align(uint64_t v)
@@ -206,10 +228,13 @@ static s4d_status lt_make_descs(s4d_op_ctx *ctx, lt_state *st)
 {
     const lt_problem *p = &st->pb;
     const int f64 = p->dtype == S4D_DTYPE_FLOAT64;
-    const cudaDataType_t t = f64 ? CUDA_R_64F : CUDA_R_32F;
-    st->compute = f64 ? CUBLAS_COMPUTE_64F
-                      : s4d_cuda_ctx(ctx)->allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    cublasStatus_t s = cublasLtMatmulDescCreate(&st->op, st->compute, t);
+    const cudaDataType_t t = lt_data_type(p->dtype);
+    /* float16 operands take the tensor cores under COMPUTE_32F already; TF32 concerns float32 operands only. */
+    st->compute = f64                                   ? CUBLAS_COMPUTE_64F
+                  : p->dtype == S4D_DTYPE_FLOAT16       ? CUBLAS_COMPUTE_32F
+                  : s4d_cuda_ctx(ctx)->allow_tf32       ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                        : CUBLAS_COMPUTE_32F;
+    cublasStatus_t s = cublasLtMatmulDescCreate(&st->op, st->compute, lt_scale_type(p->dtype));
     /* cuBLASLt's A is our B: [n, k] column major (B stored [k, n] row major), or its transpose. */
     int32_t opa = p->tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = p->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     if (s == CUBLAS_STATUS_SUCCESS)
@@ -251,7 +276,7 @@ static unsigned min_u(unsigned a, unsigned b)
 static void lt_alignments(lt_state *st)
 {
     const lt_problem *p = &st->pb;
-    const uint64_t es = p->dtype == S4D_DTYPE_FLOAT64 ? 8 : 4;
+    const uint64_t es = lt_es(p->dtype);
     unsigned a = pow2_align((uint64_t)(p->ta ? p->m : p->k) * es);
     unsigned b = pow2_align((uint64_t)(p->tb ? p->k : p->n) * es);
     unsigned d = pow2_align((uint64_t)p->n * es);
@@ -275,7 +300,7 @@ static void lt_alignments(lt_state *st)
 /* Element alignment only: what any pointer of the dtype has. */
 static void lt_min_alignments(lt_state *st)
 {
-    const unsigned es = st->dtype == S4D_DTYPE_FLOAT64 ? 8 : 4;
+    const unsigned es = (unsigned)lt_es(st->dtype);
     for (int i = 0; i < 4; i++)
         st->align[i] = es;
     st->min_aligned = 1;
@@ -345,10 +370,11 @@ static int lt_cfg_get(const cublasLtMatmulAlgo_t *algo, uint32_t *cfg, uint32_t 
 static int lt_cfg_build(cublasLtHandle_t lt, const lt_state *st, const uint32_t *cfg, uint32_t mask,
                         cublasLtMatmulAlgo_t *algo, size_t *ws)
 {
-    const cudaDataType_t t = st->dtype == S4D_DTYPE_FLOAT64 ? CUDA_R_64F : CUDA_R_32F;
+    const cudaDataType_t t = lt_data_type(st->dtype);
     memset(algo, 0, sizeof *algo);
     if (!(mask & 1u) || mask >> LT_NCFG || cfg[0] > INT_MAX ||
-        cublasLtMatmulAlgoInit(lt, st->compute, t, t, t, t, t, (int)cfg[0], algo) != CUBLAS_STATUS_SUCCESS)
+        cublasLtMatmulAlgoInit(lt, st->compute, lt_scale_type(st->dtype), t, t, t, t, (int)cfg[0], algo) !=
+            CUBLAS_STATUS_SUCCESS)
         return 0;
     for (int i = 1; i < LT_NCFG; i++) {
         if (!(mask & (1u << i)))
@@ -391,12 +417,16 @@ static s4d_status lt_launch(void *arg)
     const lt_state *st = x->st;
     const lt_problem *p = &st->pb;
     const int f64 = p->dtype == S4D_DTYPE_FLOAT64;
-    const size_t es = f64 ? 8 : 4;
+    const size_t es = lt_es(p->dtype);
     if (p->c_kind == LT_C_FILL && !x->skip_fill) {
-        cudaError_t e = f64 ? s4d_cuda_fill_bcast_f64(x->d, x->c, p->fill_rows, p->fill_cols, p->fill_rs, p->fill_cs,
-                                                      p->beta, x->s)
-                            : s4d_cuda_fill_bcast_f32(x->d, x->c, p->fill_rows, p->fill_cols, p->fill_rs, p->fill_cs,
-                                                      (float)p->beta, x->s);
+        cudaError_t e =
+            f64 ? s4d_cuda_fill_bcast_f64(x->d, x->c, p->fill_rows, p->fill_cols, p->fill_rs, p->fill_cs, p->beta,
+                                          x->s)
+            : p->dtype == S4D_DTYPE_FLOAT16
+                ? s4d_cuda_fill_bcast_f16(x->d, x->c, p->fill_rows, p->fill_cols, p->fill_rs, p->fill_cs,
+                                          (float)p->beta, x->s)
+                : s4d_cuda_fill_bcast_f32(x->d, x->c, p->fill_rows, p->fill_cols, p->fill_rs, p->fill_cs,
+                                          (float)p->beta, x->s);
         if (e != cudaSuccess)
             return s4d_cuda_check(x->ctx, e, "the GEMM addend kernel");
     }
@@ -539,7 +569,7 @@ static s4d_status lt_choose(s4d_op_ctx *ctx, lt_state *st)
                             s4d_dtype_name(p->dtype), (long long)p->m, (long long)p->n, (long long)p->k,
                             (long long)p->batch);
     int best = 0;
-    const size_t d_bytes = (size_t)(p->batch * p->m * p->n) * (p->dtype == S4D_DTYPE_FLOAT64 ? 8 : 4);
+    const size_t d_bytes = (size_t)(p->batch * p->m * p->n) * lt_es(p->dtype);
     size_t need = d_bytes + LT_WS_CAP + (p->a_const ? 0 : p->a_bytes) + (p->b_const ? 0 : p->b_bytes) +
                   (p->c_kind == LT_C_MATRIX && !p->c_const ? p->c_bytes : 0);
     if (nc > 1 && need <= LT_SCRATCH_CAP && need < s4d_dense_free_bytes() / 2) {
@@ -590,7 +620,7 @@ static s4d_status lt_choose(s4d_op_ctx *ctx, lt_state *st)
 /* The element-aligned fallback for caller-bound pointers off the 16-byte grid. */
 static void lt_choose_safe(s4d_op_ctx *ctx, lt_state *st)
 {
-    const unsigned es = st->dtype == S4D_DTYPE_FLOAT64 ? 8 : 4;
+    const unsigned es = (unsigned)lt_es(st->dtype);
     const unsigned al[4] = {es, es, es, es};
     if (st->align[0] <= es && st->align[1] <= es && st->align[2] <= es && st->align[3] <= es) {
         st->safe = st->algo;
@@ -794,8 +824,8 @@ static s4d_status lt_prepare(s4d_op_ctx *ctx, const lt_problem *p, int empty, co
 /* Limits of cuBLASLt's descriptors, checked in supports(). */
 static s4d_status lt_check_sizes(s4d_op_ctx *ctx, s4d_dtype dt, int64_t m, int64_t n, int64_t k, int64_t batch)
 {
-    if (dt != S4D_DTYPE_FLOAT32 && dt != S4D_DTYPE_FLOAT64)
-        return s4d_op_error(ctx, S4D_ERR_DTYPE, "dtype %s: the CUDA product runs float32 and float64",
+    if (dt != S4D_DTYPE_FLOAT32 && dt != S4D_DTYPE_FLOAT64 && dt != S4D_DTYPE_FLOAT16)
+        return s4d_op_error(ctx, S4D_ERR_DTYPE, "dtype %s: the CUDA product runs float32, float64 and float16",
                             s4d_dtype_name(dt));
     if (k == 0 && m > 0 && n > 0)
         return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "an inner dimension of 0 (an all-zero product) is not supported");
@@ -834,7 +864,7 @@ static void mm_problem(const s4d_op_ctx *ctx, const s4d_matmul_params *q, int fu
         lt_shape_batches(p, q->batch_rank, q->batch, sa, sb);
     }
     const s4d_tensor *a = &ctx->inputs[0], *b = &ctx->inputs[1];
-    const size_t es = q->dtype == S4D_DTYPE_FLOAT64 ? 8 : 4;
+    const size_t es = lt_es(q->dtype);
     p->a_const = a->data;
     p->b_const = b->data;
     p->a_bytes = es * (size_t)s4d_tensor_numel(a);
@@ -844,7 +874,8 @@ static void mm_problem(const s4d_op_ctx *ctx, const s4d_matmul_params *q, int fu
     p->relu = q->relu;
     if (q->has_bias) {
         const void *bias = ctx->inputs[2].data;
-        if (bias && q->dtype == S4D_DTYPE_FLOAT32) {
+        /* cuBLASLt's bias is of D's type: float32, or float16 for float16 products. */
+        if (bias && (q->dtype == S4D_DTYPE_FLOAT32 || q->dtype == S4D_DTYPE_FLOAT16)) {
             p->bias_epi = 1;
             p->bias_ptr = bias;
         } else {
@@ -923,7 +954,7 @@ static s4d_status gemm_prepare(s4d_op_ctx *ctx, const void *payload, size_t size
     p.batch = 1;
     p.alpha = q->alpha;
     p.beta = q->beta;
-    const size_t es = q->dtype == S4D_DTYPE_FLOAT64 ? 8 : 4;
+    const size_t es = lt_es(q->dtype);
     p.a_const = ctx->inputs[0].data;
     p.b_const = ctx->inputs[1].data;
     p.a_bytes = es * (size_t)s4d_tensor_numel(&ctx->inputs[0]);
@@ -934,7 +965,8 @@ static s4d_status gemm_prepare(s4d_op_ctx *ctx, const void *payload, size_t size
             p.c_kind = LT_C_MATRIX; /* a full [m, n] C: cuBLASLt reads it with beta */
             p.c_const = c;
             p.c_bytes = es * (size_t)(q->m * q->n);
-        } else if (q->c_rs == 0 && q->c_cs == 1 && q->beta == 1.0f && c && q->dtype == S4D_DTYPE_FLOAT32) {
+        } else if (q->c_rs == 0 && q->c_cs == 1 && q->beta == 1.0f && c &&
+                   (q->dtype == S4D_DTYPE_FLOAT32 || q->dtype == S4D_DTYPE_FLOAT16)) {
             p.bias_epi = 1; /* Linear layers exported as Gemm: C is the bias */
             p.bias_ptr = c;
         } else {

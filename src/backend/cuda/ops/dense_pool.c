@@ -5,6 +5,8 @@
  * output element, the taps in the host reference's order (so ties and NaN
  * pick the same element), averages summed in double as the host does. The
  * global pools reduce each plane in one block with a fixed-order tree.
+ * float16 tensors run the same kernels with float arithmetic: a maximum is
+ * exact, an average rounds once to float16.
  */
 #include <string.h>
 
@@ -17,8 +19,8 @@ static s4d_status pool_supports(s4d_op_ctx *ctx)
     const s4d_pool_params *p = ctx->params;
     if (!p)
         return s4d_op_error(ctx, S4D_ERR_INTERNAL, "the node has no typed parameters");
-    if (ctx->inputs[0].dtype != S4D_DTYPE_FLOAT32)
-        return s4d_op_error(ctx, S4D_ERR_DTYPE, "X is %s: the CUDA pools run float32 only",
+    if (ctx->inputs[0].dtype != S4D_DTYPE_FLOAT32 && ctx->inputs[0].dtype != S4D_DTYPE_FLOAT16)
+        return s4d_op_error(ctx, S4D_ERR_DTYPE, "X is %s: the CUDA pools run float32 and float16 only",
                             s4d_dtype_name(ctx->inputs[0].dtype));
     return S4D_OK;
 }
@@ -42,17 +44,19 @@ static s4d_status pool_run(s4d_op_ctx *ctx)
     g.count_include_pad = p->count_include_pad;
     g.storage_order = p->storage_order;
     int64_t *idx = p->kind == S4D_POOL_MAX && p->with_indices ? ctx->outputs[1].data : NULL;
-    return s4d_cuda_check(ctx,
-                          s4d_cuda_pool_f32(ctx->inputs[0].data, ctx->outputs[0].data, idx, &g, s4d_cuda_stream(ctx)),
-                          g.is_avg ? "the AveragePool kernel" : "the MaxPool kernel");
+    const cudaError_t e =
+        ctx->inputs[0].dtype == S4D_DTYPE_FLOAT16
+            ? s4d_cuda_pool_f16(ctx->inputs[0].data, ctx->outputs[0].data, idx, &g, s4d_cuda_stream(ctx))
+            : s4d_cuda_pool_f32(ctx->inputs[0].data, ctx->outputs[0].data, idx, &g, s4d_cuda_stream(ctx));
+    return s4d_cuda_check(ctx, e, g.is_avg ? "the AveragePool kernel" : "the MaxPool kernel");
 }
 
 static s4d_status gpool_supports(s4d_op_ctx *ctx)
 {
     if (!ctx->params)
         return s4d_op_error(ctx, S4D_ERR_INTERNAL, "the node has no typed parameters");
-    if (ctx->inputs[0].dtype != S4D_DTYPE_FLOAT32)
-        return s4d_op_error(ctx, S4D_ERR_DTYPE, "X is %s: the CUDA pools run float32 only",
+    if (ctx->inputs[0].dtype != S4D_DTYPE_FLOAT32 && ctx->inputs[0].dtype != S4D_DTYPE_FLOAT16)
+        return s4d_op_error(ctx, S4D_ERR_DTYPE, "X is %s: the CUDA pools run float32 and float16 only",
                             s4d_dtype_name(ctx->inputs[0].dtype));
     return S4D_OK;
 }
@@ -60,10 +64,12 @@ static s4d_status gpool_supports(s4d_op_ctx *ctx)
 static s4d_status gpool_run_common(s4d_op_ctx *ctx, int is_max)
 {
     const s4d_gpool_params *p = ctx->params;
-    return s4d_cuda_check(ctx,
-                          s4d_cuda_global_pool_f32(ctx->inputs[0].data, ctx->outputs[0].data, p->planes, p->plane,
-                                                   is_max, s4d_cuda_stream(ctx)),
-                          is_max ? "the GlobalMaxPool kernel" : "the GlobalAveragePool kernel");
+    const cudaError_t e = ctx->inputs[0].dtype == S4D_DTYPE_FLOAT16
+                              ? s4d_cuda_global_pool_f16(ctx->inputs[0].data, ctx->outputs[0].data, p->planes,
+                                                         p->plane, is_max, s4d_cuda_stream(ctx))
+                              : s4d_cuda_global_pool_f32(ctx->inputs[0].data, ctx->outputs[0].data, p->planes,
+                                                         p->plane, is_max, s4d_cuda_stream(ctx));
+    return s4d_cuda_check(ctx, e, is_max ? "the GlobalMaxPool kernel" : "the GlobalAveragePool kernel");
 }
 
 static s4d_status gavg_run(s4d_op_ctx *ctx) { return gpool_run_common(ctx, 0); }

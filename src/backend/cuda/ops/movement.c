@@ -553,6 +553,10 @@ static s4d_status supports_resize(s4d_op_ctx *ctx)
     const s4d_resize_params *p = ctx->params;
     if (!p)
         return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "Resize without its params");
+    const s4d_dtype dt = ctx->inputs[0].dtype;
+    if (dt != S4D_DTYPE_FLOAT32 && dt != S4D_DTYPE_FLOAT16)
+        return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "the CUDA Resize takes float32 or float16 X, not %s",
+                            s4d_dtype_name(dt));
     if (!p->linear)
         return S4D_OK;
     int n = 0;
@@ -663,9 +667,10 @@ static s4d_status run_resize(s4d_op_ctx *ctx)
     s4d_tensor *out = &ctx->outputs[0];
     if (s->identity)
         return d2d(ctx, out->data, ctx->inputs[0].data, tensor_bytes(out), "Resize copy");
-    return s4d_cuda_check(
-        ctx, s4d_cuda_resize_f32(out->data, ctx->inputs[0].data, &s->r, s4d_cuda_stream(ctx)),
-        "Resize kernel");
+    const cudaError_t e = out->dtype == S4D_DTYPE_FLOAT16
+                              ? s4d_cuda_resize_f16(out->data, ctx->inputs[0].data, &s->r, s4d_cuda_stream(ctx))
+                              : s4d_cuda_resize_f32(out->data, ctx->inputs[0].data, &s->r, s4d_cuda_stream(ctx));
+    return s4d_cuda_check(ctx, e, "Resize kernel");
 }
 
 KERNEL(k_resize, "Resize", 10, .supports = supports_resize, .prepare = prepare_resize,

@@ -174,7 +174,7 @@ static const s4d_kernel k_log_softmax = {.domain = "", .op_type = "LogSoftmax", 
 
 /* ---- LayerNormalization ---- */
 
-static void ln_args(const s4d_layernorm_params *p, s4d_cuda_ln_args *a)
+static void ln_args(const s4d_layernorm_params *p, s4d_dtype dt, s4d_cuda_ln_args *a)
 {
     memset(a, 0, sizeof *a);
     a->rows = p->rows;
@@ -188,17 +188,23 @@ static void ln_args(const s4d_layernorm_params *p, s4d_cuda_ln_args *a)
     a->scale_dense = p->scale_dense;
     a->bias_dense = p->has_bias ? p->bias_dense : 1;
     a->epsilon = p->epsilon;
+    a->half = dt == S4D_DTYPE_FLOAT16;
 }
 
 static s4d_status ln_supports(s4d_op_ctx *ctx)
 {
     if (!params_of(ctx))
         return S4D_ERR_INTERNAL;
+    /* X, Scale and B alike (the schema checked): float32, or float16 with float statistics. */
+    const s4d_dtype x = ctx->inputs[0].dtype;
     for (int i = 0; i < ctx->num_inputs; i++) {
         s4d_dtype dt = ctx->inputs[i].dtype;
-        if (dt != S4D_DTYPE_UNDEFINED && dt != S4D_DTYPE_FLOAT32)
-            return refuse_dtype(ctx, dt, "float32");
+        if (dt != S4D_DTYPE_UNDEFINED && dt != S4D_DTYPE_FLOAT32 && !(dt == S4D_DTYPE_FLOAT16 && dt == x))
+            return refuse_dtype(ctx, dt, "float32 or float16");
     }
+    for (int o = 1; o < ctx->num_outputs; o++)
+        if (ctx->outputs[o].dtype != S4D_DTYPE_FLOAT32)
+            return refuse_dtype(ctx, ctx->outputs[o].dtype, "float32 Mean / InvStdDev");
     return S4D_OK;
 }
 
@@ -208,7 +214,7 @@ static size_t ln_workspace(const s4d_op_ctx *ctx)
     if (!p)
         return 0;
     s4d_cuda_ln_args a;
-    ln_args(p, &a);
+    ln_args(p, ctx->inputs[0].dtype, &a);
     return s4d_cuda_layernorm_workspace(&a);
 }
 
@@ -218,7 +224,7 @@ static s4d_status ln_run(s4d_op_ctx *ctx)
     if (!p)
         return S4D_ERR_INTERNAL;
     s4d_cuda_ln_args a;
-    ln_args(p, &a);
+    ln_args(p, ctx->inputs[0].dtype, &a);
     cudaError_t e = s4d_cuda_layernorm(&a, ctx->inputs[0].data, ctx->inputs[1].data,
                                        p->has_bias ? ctx->inputs[2].data : NULL, ctx->outputs[0].data,
                                        ctx->num_outputs > 1 ? ctx->outputs[1].data : NULL,
@@ -265,7 +271,7 @@ static s4d_status topk_supports(s4d_op_ctx *ctx)
         return S4D_ERR_INTERNAL;
     s4d_dtype dt = ctx->inputs[0].dtype;
     if (!s4d_cuda_topk_dtype_ok(dt))
-        return refuse_dtype(ctx, dt, "float32, float64, int32 or int64");
+        return refuse_dtype(ctx, dt, "float32, float16, float64, int32 or int64");
     if (p->n > INT32_MAX)
         return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "the CUDA kernel sorts at most %d values per slice, not %lld",
                             INT32_MAX, (long long)p->n);
