@@ -31,6 +31,7 @@ static s4d_status topk_plan_make(s4d_op_ctx *ctx, topk_plan *p)
     case S4D_DTYPE_FLOAT64:
     case S4D_DTYPE_INT32:
     case S4D_DTYPE_INT64:
+    case S4D_DTYPE_FLOAT16: /* inferred for backends that run it (CUDA); the host refuses it in run */
         break;
     case S4D_DTYPE_UNDEFINED:
     case S4D_DTYPE_UINT8:
@@ -39,7 +40,6 @@ static s4d_status topk_plan_make(s4d_op_ctx *ctx, topk_plan *p)
     case S4D_DTYPE_INT16:
     case S4D_DTYPE_STRING:
     case S4D_DTYPE_BOOL:
-    case S4D_DTYPE_FLOAT16:
     case S4D_DTYPE_UINT32:
     case S4D_DTYPE_UINT64:
     case S4D_DTYPE_BFLOAT16:
@@ -185,6 +185,8 @@ static s4d_status topk_run(s4d_op_ctx *ctx)
             return st;
         p = &local;
     }
+    if (ctx->inputs[0].dtype == S4D_DTYPE_FLOAT16)
+        return s4d_op_error(ctx, S4D_ERR_DTYPE, "X is float16: the host TopK runs float32, float64, int32 and int64");
     size_t need = sizeof(topk_item) * (size_t)(p->outer * p->inner * p->n);
     if (ctx->workspace_size < need)
         return s4d_op_error(ctx, S4D_ERR_INTERNAL, "workspace of %zu bytes, need %zu", ctx->workspace_size, need);

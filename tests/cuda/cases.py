@@ -2,6 +2,7 @@
 from dataclasses import dataclass, field
 
 import numpy as np
+import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 OPSET = 17
@@ -14,6 +15,10 @@ class Case:
     inputs: dict = field(default_factory=dict)
     rtol: float = 1e-5
     atol: float = 1e-6
+    # float16 cases (half_case): device A runs this float32 twin of the model on ref_inputs
+    # (the same values, rounded to float16 and widened back), device_compare compares in NumPy.
+    ref_model: object = None
+    ref_inputs: dict = None
 
 
 NP_TO_ONNX = {
@@ -58,3 +63,44 @@ def single_op(op, inputs, out_shapes, attrs=None, consts=None, out_dtypes=None, 
     inits = [numpy_helper.from_array(v, k) for k, v in consts.items()]
     g = helper.make_graph([node], op.lower(), g_in, g_out, inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _to_half_array(a):
+    return np.asarray(a, np.float32).astype(np.float16)
+
+
+def half_case(case, rtol, atol, keep=(), name=None):
+    """The float16 version of a float32 case, for backends that run float16 (CUDA).
+
+    Every float32 graph input, initializer and graph output becomes float16, except the
+    tensors named in keep (e.g. Resize's scales, LayerNormalization's Mean / InvStdDev).
+    The reference is the float32 model run on device A with the inputs and initializers
+    rounded to float16 and widened back: both sides then see exactly the same values, and
+    what is compared is the float16 kernel's own error (its float32 accumulation and the
+    roundings of its results) against a float32 computation.
+    """
+    from onnx import numpy_helper as nh
+    keep = set(keep)
+    half = onnx.ModelProto()
+    half.CopyFrom(case.model)
+    ref = onnx.ModelProto()
+    ref.CopyFrom(case.model)
+    for m, to_half in ((half, True), (ref, False)):
+        g = m.graph
+        for vi in list(g.input) + list(g.output):
+            if vi.name not in keep and vi.type.tensor_type.elem_type == TensorProto.FLOAT and to_half:
+                vi.type.tensor_type.elem_type = TensorProto.FLOAT16
+        del g.value_info[:]
+        for i, t in enumerate(g.initializer):
+            if t.data_type != TensorProto.FLOAT or t.name in keep:
+                continue
+            h = _to_half_array(nh.to_array(t))
+            g.initializer[i].CopyFrom(nh.from_array(h if to_half else h.astype(np.float32), t.name))
+    ins, ref_ins = {}, {}
+    for k, v in case.inputs.items():
+        if np.asarray(v).dtype == np.float32 and k not in keep:
+            h = _to_half_array(v)
+            ins[k], ref_ins[k] = h, h.astype(np.float32)
+        else:
+            ins[k] = ref_ins[k] = v
+    return Case(name or case.name + "_f16", half, ins, rtol, atol, ref_model=ref, ref_inputs=ref_ins)

@@ -13,6 +13,12 @@ this machine has no usable GPU (so CTest reports a skip, not a pass).
 With S4D_TEST_BACKEND=guarded in the environment, "cuda" is the guarded test
 device (CPU kernels behind protected memory): that checks the models, the
 harness and the runtime's device path on a machine without a GPU.
+
+float16 cases (cases.half_case) carry a float32 twin: device A runs the twin
+on the same values widened to float32, device B the float16 model, and the
+outputs are compared here in NumPy (|b - a| <= atol + rtol |a|, max errors
+printed). On the guarded device a float16 case whose op the host reference
+does not run in float16 is skipped with the refusal printed.
 """
 import argparse
 import importlib
@@ -31,6 +37,47 @@ NO_GPU = 77
 
 def run(cmd):
     return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def is_float16_refusal(text):
+    """The host references refuse float16 in run with 'float16: ... runs float32 ...'."""
+    return "float16" in text and ("runs float32" in text or "float32 only" in text)
+
+
+def compare_npy(dir_a, dir_b, rtol, atol):
+    """Compares every DIR_A/<name>.npy with DIR_B/<name>.npy in float64; returns (ok, lines)."""
+    ok, lines = True, []
+    names = sorted(f for f in os.listdir(dir_a) if f.endswith(".npy"))
+    if not names:
+        return False, ["no outputs exported"]
+    for f in names:
+        pb = os.path.join(dir_b, f)
+        if not os.path.exists(pb):
+            ok = False
+            lines.append(f"{f[:-4]}: missing on device B")
+            continue
+        a = np.load(os.path.join(dir_a, f)).astype(np.float64)
+        b = np.load(pb).astype(np.float64)
+        if a.shape != b.shape:
+            ok = False
+            lines.append(f"{f[:-4]}: shape {b.shape} vs {a.shape}")
+            continue
+        nan_a, nan_b = np.isnan(a), np.isnan(b)
+        if np.any(nan_a != nan_b):
+            ok = False
+            lines.append(f"{f[:-4]}: NaN at different places ({int(nan_b.sum())} vs {int(nan_a.sum())})")
+            continue
+        a, b = np.where(nan_a, 0.0, a), np.where(nan_b, 0.0, b)
+        err = np.abs(b - a)
+        bad = err > atol + rtol * np.abs(a)
+        rel = float(np.max(err / np.maximum(np.abs(a), 1e-30))) if a.size else 0.0
+        worst = int(np.argmax(err - rtol * np.abs(a))) if a.size else 0
+        lines.append(f"{f[:-4]}: max abs err {float(err.max()) if a.size else 0.0:.3g}, max rel err "
+                     f"{rel:.3g}, {int(bad.sum())} of {a.size} beyond atol {atol:g} + rtol {rtol:g}"
+                     + (f" (worst at flat {worst}: {b.flat[worst]!r} vs {a.flat[worst]!r})"
+                        if bad.any() else ""))
+        ok = ok and not bad.any()
+    return ok, lines
 
 
 def main(argv=None):
@@ -65,6 +112,15 @@ def main(argv=None):
         if specs:
             common.append("--loadInputs=" + ",".join(specs))
         ref = os.path.join(d, "ref_" + args.a)
+        if case.ref_model is not None:
+            res = run_half(args, case, d, common, ref)
+            if res == NO_GPU:
+                return NO_GPU
+            if res is not None:
+                ran += 1
+                if res:
+                    failed.append(res)
+            continue
         a = run(common + [f"--device={args.a}", f"--exportOutput={ref}"])
         if a.returncode != 0:
             failed.append(f"{case.name}: device {args.a} failed: {a.stderr.strip()}")
@@ -89,6 +145,47 @@ def main(argv=None):
     print(f"{args.family}: {ran - len([f for f in failed if ' vs ' in f])} of {ran} cases agree "
           f"({args.b} vs {args.a}); {len(failed)} failed")
     return 1 if failed or ran == 0 else 0
+
+
+def run_half(args, case, d, common, ref):
+    """A float16 case: its float32 twin on device A, the case on device B, compared here.
+    Returns None (skipped), NO_GPU, "" (agrees) or the failure line."""
+    twin = os.path.join(d, "ref_model.onnx")
+    onnx.save(case.ref_model, twin)
+    specs = []
+    for name, arr in case.ref_inputs.items():
+        p = os.path.join(d, f"ref_in_{name}.npy")
+        np.save(p, np.ascontiguousarray(arr).reshape(np.shape(arr)))
+        specs.append(f"{name}:{p}")
+    ref_cmd = [common[0], f"--onnx={twin}"] + [c for c in common[2:] if not c.startswith("--loadInputs")]
+    if specs:
+        ref_cmd.append("--loadInputs=" + ",".join(specs))
+    out_b = os.path.join(d, "out_" + args.b)
+    extra = ["--allowFallback"] if args.fallback else []
+    b = run(common + extra + [f"--device={args.b}", f"--exportOutput={out_b}"])
+    said = b.stderr + b.stdout
+    if b.returncode != 0:
+        if args.b == "cuda" and ("no usable CUDA device" in said or "no CUDA device" in said
+                                 or "has no backend for it" in said):
+            print(f"{case.name}: no CUDA device or backend here; skipping the family")
+            return NO_GPU
+        if os.environ.get("S4D_TEST_BACKEND") == "guarded" and is_float16_refusal(said):
+            why = [ln for ln in said.splitlines() if "float16" in ln][-1:]
+            print(f"skip {case.name}: the guarded device runs the CPU kernels, which refuse float16: "
+                  f"{why}")
+            return None
+        return f"{case.name}: {args.b} failed: {(said.strip()).splitlines()[-1:]}"
+    # Device B first: where it refuses float16 (the guarded device), the reference is not needed.
+    a = run(ref_cmd + [f"--device={args.a}", f"--exportOutput={ref}"])
+    if a.returncode != 0:
+        return f"{case.name}: device {args.a} failed on the float32 twin: {a.stderr.strip()}"
+    ok, lines = compare_npy(ref, out_b, case.rtol, case.atol)
+    for ln in lines:
+        print(f"     {case.name}: {ln}")
+    if not ok:
+        return f"{case.name}: {args.b} (float16) vs {args.a} (float32 twin): " + "; ".join(lines)
+    print(f"ok   {case.name}")
+    return ""
 
 
 if __name__ == "__main__":

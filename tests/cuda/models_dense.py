@@ -13,6 +13,10 @@ Weights are scaled by 1/sqrt(fan-in) so every output is O(1): products use
 rtol 1e-4, atol 1e-4 (convolutions 3e-4: transform-based algorithms); pooling and
 the float64 products compare at 1e-6 / 1e-12 (same order of the same operations).
 
+float16 versions of the main cases and of the Sparse4Dv3 shapes (half_cases) compare the
+CUDA float16 kernels with the CPU float32 reference on the same rounded values; see the
+tolerances there.
+
 Run directly with --refusals S4DEXEC PLUGINS WORKDIR, this checks that the CUDA
 engine refuses what it does not run with a message naming the attribute (exit 77
 without a GPU).
@@ -25,7 +29,7 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cases import OPSET, Case, rand, single_op  # noqa: E402
+from cases import OPSET, Case, half_case, rand, single_op  # noqa: E402
 
 CONV_TOL = dict(rtol=1e-4, atol=3e-4)
 GEMM_TOL = dict(rtol=1e-4, atol=1e-4)
@@ -336,9 +340,109 @@ def pool_cases(rng):
     ]
 
 
+# ---- float16 (CUDA only; the host references run float32) ----
+#
+# Each case is a float32 case with its inputs and weights rounded to float16 (cases.half_case);
+# the reference is the float32 model on the CPU on exactly those rounded values. What differs
+# is then the float16 kernel's own error: products of two float16 values are exact in float32
+# and accumulate in float32 (cuDNN's compute type, cuBLASLt's COMPUTE_32F), so over k <= 2304
+# terms of O(1/sqrt(k)) each the sum is good to ~1e-6 relative; what remains is the float16
+# rounding of the result, 2^-11 = 4.9e-4 relative, twice where an epilogue adds bias or
+# residual to an output already rounded (plain conv + own epilogue). Outputs are O(1) (weights
+# scaled by 1/sqrt(fan-in)), so rtol 2e-3 with atol 2e-3 for convolutions (cuDNN's
+# Winograd / FFT transforms add float32 error of their own) and atol 1e-3 for products leave
+# a factor ~2 over the worst case; max pools are exact (the maximum of float16 values is one of
+# them), averages round once (rtol 1e-3).
+CONV16_TOL = dict(rtol=2e-3, atol=2e-3)
+GEMM16_TOL = dict(rtol=2e-3, atol=1e-3)
+MAXPOOL16_TOL = dict(rtol=0.0, atol=0.0)
+AVGPOOL16_TOL = dict(rtol=1e-3, atol=1e-5)
+
+
+def half_cases(rng):
+    h = []
+    f32 = [
+        (conv_case(rng, "conv2d_3x3_pad1", (2, 8, 17, 19), (16, 8, 3, 3), dict(pads=[1, 1, 1, 1]),
+                   (17, 19)), CONV16_TOL),
+        (conv_case(rng, "conv2d_asym_pads", (2, 3, 14, 15), (4, 3, 3, 2), dict(pads=[0, 2, 1, 0]),
+                   (conv_out(14, 3, 1, 1, 0, 1), conv_out(15, 2, 1, 1, 2, 0))), CONV16_TOL),
+        (conv_case(rng, "conv2d_groups4_stride2", (2, 16, 12, 13), (12, 4, 3, 3),
+                   dict(group=4, pads=[1, 1, 1, 1], strides=[2, 2]), (6, 7)), CONV16_TOL),
+        (conv_case(rng, "conv2d_depthwise", (1, 32, 20, 20), (32, 1, 5, 5), dict(group=32, pads=[2, 2, 2, 2]),
+                   (20, 20)), CONV16_TOL),
+        (conv_case(rng, "conv2d_odd_channels_nobias", (2, 5, 9, 11), (7, 5, 3, 3), {}, (7, 9), bias=False),
+         CONV16_TOL),
+        (conv_case(rng, "conv1d_asym_stride2", (2, 6, 31), (5, 6, 4), dict(pads=[1, 2], strides=[2]),
+                   (conv_out(31, 4, 2, 1, 1, 2),)), CONV16_TOL),
+        (conv_case(rng, "conv3d_pad1", (1, 4, 6, 7, 8), (6, 4, 3, 3, 3), dict(pads=[1, 1, 1, 1, 1, 1]),
+                   (6, 7, 8)), CONV16_TOL),
+        (fused_conv_case(rng, "fusedconv_bias_add_relu", (2, 8, 15, 17), (8, 8, 3, 3),
+                         dict(pads=[1, 1, 1, 1]), (15, 17)), CONV16_TOL),
+        (fused_conv_case(rng, "fusedconv_add_only", (2, 8, 15, 17), (8, 8, 1, 1), {}, (15, 17), relu=False),
+         CONV16_TOL),
+        (fused_conv_case(rng, "fusedconv_relu_nobias", (2, 6, 9, 10), (12, 6, 3, 3), dict(pads=[1, 1, 1, 1]),
+                         (9, 10), bias=False, residual=False), CONV16_TOL),
+        (fused_conv_case(rng, "fusedconv_planes_over_65535", (700, 4, 5, 5), (100, 4, 3, 3),
+                         dict(pads=[1, 1, 1, 1]), (5, 5)), CONV16_TOL),
+        # Sparse4Dv3 backbone shapes (ResNet50 + FPN on 6 x 3 x 256 x 704).
+        (fused_conv_case(rng, "v3_stem_7x7s2_relu", (6, 3, 256, 704), (64, 3, 7, 7),
+                         dict(strides=[2, 2], pads=[3, 3, 3, 3]), (128, 352), residual=False), CONV16_TOL),
+        (fused_conv_case(rng, "v3_layer1_3x3_relu", (6, 64, 64, 176), (64, 64, 3, 3), dict(pads=[1, 1, 1, 1]),
+                         (64, 176), residual=False), CONV16_TOL),
+        (fused_conv_case(rng, "v3_layer1_expand_residual", (6, 64, 64, 176), (256, 64, 1, 1), {}, (64, 176)),
+         CONV16_TOL),
+        (conv_case(rng, "v3_fpn_p2_3x3_256", (6, 256, 64, 176), (256, 256, 3, 3), dict(pads=[1, 1, 1, 1]),
+                   (64, 176)), CONV16_TOL),
+        (fused_conv_case(rng, "v3_layer2_3x3s2_relu", (6, 128, 64, 176), (128, 128, 3, 3),
+                         dict(strides=[2, 2], pads=[1, 1, 1, 1]), (32, 88), residual=False), CONV16_TOL),
+        (conv_case(rng, "v3_fpn_lateral_1x1_2048", (6, 2048, 8, 22), (256, 2048, 1, 1), {}, (8, 22)),
+         CONV16_TOL),
+    ]
+    f32 += [(c, CONV16_TOL) for c in conv_transpose_cases(rng)[:3]]
+    f32 += [
+        # Sparse4Dv3 head products.
+        (matmul_case(rng, "mm_head_900x256x256", (1, 900, 256), (256, 256), (1, 900, 256)), GEMM16_TOL),
+        (matmul_case(rng, "mm_head_900x512x1024", (1, 900, 512), (512, 1024), (1, 900, 1024)), GEMM16_TOL),
+        (matmul_case(rng, "mm_head_cams_6x900x256x416", (6, 900, 256), (256, 416), (6, 900, 416)), GEMM16_TOL),
+        (matmul_case(rng, "mm_attention_8x900x32x1800", (8, 900, 32), (8, 32, 1800), (8, 900, 1800),
+                     b_const=False), GEMM16_TOL),
+        (linear_case(rng, "linear_relu_900x256", (1, 900, 256), 256), GEMM16_TOL),
+        (linear_case(rng, "linear_ffn_900x512x1024", (1, 900, 512), 1024), GEMM16_TOL),
+        (linear_case(rng, "linear_rank3_bias_norelu", (6, 900, 256), 416, relu=False, bias_rank=3), GEMM16_TOL),
+        (linear_case(rng, "linear_anchor_encoder_11x256", (1, 900, 11), 256), GEMM16_TOL),
+        # Odd sizes: rows of 13 / 9 halves break the 16-byte alignment (element-aligned algorithms).
+        (matmul_case(rng, "mm_odd_unaligned", (3, 5, 13), (3, 13, 9), (3, 5, 9), b_const=False), GEMM16_TOL),
+        (matmul_case(rng, "mm_bcast_batch", (2, 1, 5, 7), (3, 7, 4), (2, 3, 5, 4), b_const=False), GEMM16_TOL),
+        (matmul_case(rng, "mm_1d_b", (3, 5, 7), (7,), (3, 5)), GEMM16_TOL),
+        (gemm_case(rng, "gemm_linear_transB_bias", 900, 256, 512, tb=1, c_shape=(256,)), GEMM16_TOL),
+        (gemm_case(rng, "gemm_transAB_alpha_beta", 12, 14, 9, ta=1, tb=1, alpha=0.5, beta=-2.0,
+                   c_shape=(1, 14)), GEMM16_TOL),
+        (gemm_case(rng, "gemm_c_column_rows_over_65535", 70000, 8, 16, c_shape=(70000, 1), beta=1.5),
+         GEMM16_TOL),
+        (gemm_case(rng, "gemm_c_matrix", 33, 20, 17, ta=1, c_shape=(33, 20)), GEMM16_TOL),
+        (gemm_case(rng, "gemm_c_input", 20, 30, 40, c_shape=(20, 30), c_const=False, beta=0.5), GEMM16_TOL),
+        # Pools.
+        (pool_case(rng, "maxpool_r50_3x3s2", "MaxPool", (6, 64, 128, 352),
+                   dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]), (6, 64, 64, 176)), MAXPOOL16_TOL),
+        (pool_case(rng, "maxpool_ceil_dil_indices", "MaxPool", (2, 3, 11, 12),
+                   dict(kernel_shape=[3, 2], strides=[2, 3], dilations=[2, 1], ceil_mode=1), (2, 3, 4, 4),
+                   with_indices=True), MAXPOOL16_TOL),
+        (pool_case(rng, "avgpool_pads_include", "AveragePool", (2, 3, 10, 11),
+                   dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 2, 0, 1], count_include_pad=1),
+                   (2, 3, 5, 6)), AVGPOOL16_TOL),
+        (pool_case(rng, "globalavg_fpn_level", "GlobalAveragePool", (6, 256, 8, 22), {}, (6, 256, 1, 1)),
+         AVGPOOL16_TOL),
+        (pool_case(rng, "globalmax_3d", "GlobalMaxPool", (2, 3, 4, 5, 6), {}, (2, 3, 1, 1, 1)), MAXPOOL16_TOL),
+    ]
+    for c, tol in f32:
+        h.append(half_case(c, **tol))
+    return h
+
+
 def cases():
     rng = np.random.default_rng(20240611)
-    return conv_cases(rng) + conv_transpose_cases(rng) + product_cases(rng) + pool_cases(rng)
+    return conv_cases(rng) + conv_transpose_cases(rng) + product_cases(rng) + pool_cases(rng) + \
+        half_cases(np.random.default_rng(1516))
 
 
 # ---- refusals (run directly) ----

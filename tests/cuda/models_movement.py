@@ -20,7 +20,7 @@ reach both devices.
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper, shape_inference
 
-from cases import NP_TO_ONNX, Case, rand
+from cases import NP_TO_ONNX, Case, half_case, rand
 
 SEED = 20240617
 I64_MAX = np.iinfo(np.int64).max
@@ -457,6 +457,30 @@ def grid_sample_cases(rng):
     return out
 
 
+def half_resize_cases(rng):
+    """float16 Resize (CUDA only: the host runs it in float32) against the float32 reference on
+    the same rounded values: nearest copies exactly; linear blends in float32 and rounds once to
+    half (2^-11 relative), so rtol 1e-3 with atol 1e-4 for values in [-2, 2)."""
+    keep = ("roi", "scales")
+    fpn = {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
+    x = data(rng, (6, 256, 8, 22))
+    out = [half_case(exact("resize_fpn_level4_x2", resize_model(x, scales=[1, 1, 2, 2], **fpn), {"x": x}),
+                     rtol=0.0, atol=0.0, keep=keep)]
+    x = data(rng, (2, 3, 5, 8))
+    out.append(half_case(exact("resize_nearest_rows_of_four", resize_model(x, scales=[1, 1, 2.0, 1.5],
+                                                                           mode="nearest"), {"x": x}),
+                         rtol=0.0, atol=0.0, keep=keep))
+    x = data(rng, (1, 3, 17, 23))
+    out.append(half_case(exact("resize_linear_half_pixel", resize_model(x, sizes=[1, 3, 40, 31], mode="linear"),
+                               {"x": x}), rtol=1e-3, atol=1e-4, keep=keep))
+    x = data(rng, (1, 2, 5, 6, 7))
+    out.append(half_case(exact("resize_linear_asymmetric_3d",
+                               resize_model(x, scales=[1, 1, 1.5, 2, 0.5], mode="linear",
+                                            coordinate_transformation_mode="asymmetric"), {"x": x}),
+                         rtol=1e-3, atol=1e-4, keep=keep))
+    return out
+
+
 def cases():
     rng = np.random.default_rng(SEED)
     out = []
@@ -464,4 +488,4 @@ def cases():
                  expand_tile_cases, gather_cases, scatter_cases, shape_cases, resize_cases,
                  grid_sample_cases):
         out += make(rng)
-    return out
+    return out + half_resize_cases(np.random.default_rng(1516))

@@ -10,13 +10,16 @@ float (double for float64) along fixed reduction trees. Tolerances, per case:
   softmax, layer norm, log-sum-exp: a few float32 ulps of O(1) values, rtol 1e-5;
   BatchNormalization: the kernel rounds like the host (no FMA), rtol 1e-6;
   float16 data: one half ulp, rtol = atol = 1e-3.
+float16 versions made by cases.half_case (half_cases) compare the float16 kernel with
+the float32 reference on the same rounded values: LayerNorm's statistics are float32 in
+both, so only Y's rounding to half (2^-11 relative) differs: rtol 1e-3, atol 2e-4.
 Every input is random (seeded), never all zeros, valid for the op; a few cases
 carry NaN or ties on purpose.
 """
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from cases import Case, rand, single_op
+from cases import Case, half_case, rand, single_op
 
 REDUCE_OPS = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare",
               "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp"]
@@ -344,7 +347,29 @@ def topk_cases(rng):
     return out
 
 
+def half_cases(rng):
+    """float16 LayerNorm and TopK (CUDA only: the host runs them in float32) and Softmax of the head."""
+    ln16 = dict(rtol=1e-3, atol=2e-4, keep=("mean", "inv_std"))
+    out = [
+        half_case(ln_case(rng, [1, 900, 256], -1, stats=True, name="LayerNorm_v3_256_stats"), **ln16),
+        half_case(ln_case(rng, [1, 900, 512], -1, name="LayerNorm_v3_512"), **ln16),
+        half_case(ln_case(rng, [3, 4, 6], -2, scale_shape=[1, 6], bias_shape=[4, 1], stats=True,
+                          name="LayerNorm_broadcast_params"), **ln16),
+        half_case(ln_case(rng, [3, 2, 2049], 1, stats=True, name="LayerNorm_long_rows_odd"), **ln16),
+        half_case(ln_case(rng, [4, 3000], -1, bias_shape=None, name="LayerNorm_long_rows_no_bias"), **ln16),
+        half_case(ln_case(rng, [7, 3], -1, stats=True), **ln16),
+        # A float16 op the host runs too: on the guarded device this takes the half_case path end to end.
+        half_case(softmax_case(rng, [1, 900, 8, 312], -1, ops=("Softmax",), name="Softmax_v3_weights_groups_first"),
+                  rtol=1e-3, atol=1e-4),
+        # float16 TopK: exact (float16 keys widen to float exactly, ties break by index alike).
+        half_case(topk_case(rng, [1, 900], 300, name="TopK_v3_decoder_300_of_900"), rtol=0.0, atol=0.0),
+        half_case(topk_case(rng, [2, 5000], 100, axis=1), rtol=0.0, atol=0.0),
+        half_case(topk_case(rng, [3, 20000, 2], 1000, axis=1, largest=0), rtol=0.0, atol=0.0),
+    ]
+    return out
+
+
 def cases():
     rng = np.random.default_rng(20240611)
     return reduce_cases(rng) + arg_cases(rng) + softmax_cases(rng) + ln_cases(rng) + bn_cases(rng) + \
-        topk_cases(rng)
+        topk_cases(rng) + half_cases(np.random.default_rng(1516))
