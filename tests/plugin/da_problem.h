@@ -165,4 +165,38 @@ __attribute__((unused)) static s4d_status enqueue(const s4d_plugin *p, problem *
 
 #define OUT_N (BS * NA * C)
 
+/* float <-> IEEE float16 bits, round to nearest even (normal, subnormal, inf, NaN). */
+__attribute__((unused)) static uint16_t f32_to_f16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t sign = (u >> 16) & 0x8000u, mag = u & 0x7fffffffu;
+    if (mag >= 0x7f800000u)
+        return (uint16_t)(sign | 0x7c00u | (mag > 0x7f800000u ? 0x200u : 0u));
+    if (mag >= 0x477ff000u) /* rounds to 65520 or more: infinity */
+        return (uint16_t)(sign | 0x7c00u);
+    if (mag < 0x38800000u) { /* below 2^-14: subnormal half (or zero) */
+        float a;
+        memcpy(&a, &mag, 4);
+        return (uint16_t)(sign | (uint32_t)lrintf(a * 16777216.0f)); /* units of 2^-24, nearest even */
+    }
+    uint32_t h = ((mag - 0x38000000u) >> 13), rest = mag & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u)))
+        h++;
+    return (uint16_t)(sign | h);
+}
+
+__attribute__((unused)) static float f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;
+    if (e == 0) {
+        float f = (float)m / 16777216.0f;
+        return sign ? -f : f;
+    }
+    u = e == 31 ? sign | 0x7f800000u | (m << 13) : sign | ((e + 112u) << 23) | (m << 13);
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
 #endif

@@ -442,6 +442,89 @@ static void test_node_errors(s4d_plugin_registry *r)
     CHECK(p == NULL);
 }
 
+/*
+ * ABI 2 negotiation, position by position: features, weights and the output
+ * take float16 and float32, the output the dtype of features; locations
+ * float32 only; indices int32 (int64 on the CPU); everything linear.
+ */
+static void test_supports_format(s4d_plugin *p, problem *pb)
+{
+    CHECK(p->supports_format != NULL);
+    if (!p->supports_format)
+        return;
+    s4d_plugin_tensor_desc d[6];
+    input_descs(pb, d);
+    int64_t od[] = {BS, NA, C};
+    d[5] = desc(S4D_DTYPE_FLOAT32, 3, od);
+    for (int pos = 0; pos < 6; pos++)
+        CHECK_STATUS(p->supports_format(p, pos, d, 5, 1), S4D_OK);
+    d[0].dtype = d[4].dtype = d[5].dtype = S4D_DTYPE_FLOAT16;
+    for (int pos = 0; pos < 6; pos++)
+        CHECK_STATUS(p->supports_format(p, pos, d, 5, 1), S4D_OK);
+    d[5].dtype = S4D_DTYPE_FLOAT32; /* the output follows features */
+    CHECK_STATUS(p->supports_format(p, 5, d, 5, 1), S4D_ERR_DTYPE);
+    d[5].dtype = S4D_DTYPE_FLOAT16;
+    d[3].dtype = S4D_DTYPE_FLOAT16; /* locations stay float32 */
+    CHECK_STATUS(p->supports_format(p, 3, d, 5, 1), S4D_ERR_DTYPE);
+    d[3].dtype = S4D_DTYPE_FLOAT32;
+    d[4].dtype = S4D_DTYPE_FLOAT64;
+    CHECK_STATUS(p->supports_format(p, 4, d, 5, 1), S4D_ERR_DTYPE);
+    d[4].dtype = S4D_DTYPE_FLOAT16;
+    d[1].dtype = S4D_DTYPE_INT64; /* narrowed on the CPU */
+    CHECK_STATUS(p->supports_format(p, 1, d, 5, 1), S4D_OK);
+    d[1].dtype = S4D_DTYPE_INT32;
+    d[0].format = S4D_FORMAT_NHWC;
+    CHECK_STATUS(p->supports_format(p, 0, d, 5, 1), S4D_ERR_UNSUPPORTED);
+    d[0].format = S4D_FORMAT_LINEAR;
+    d[2].device = S4D_DEVICE_CUDA; /* mixed devices */
+    CHECK_STATUS(p->supports_format(p, 2, d, 5, 1), S4D_ERR_UNSUPPORTED);
+    CHECK_STATUS(p->supports_format(p, 6, d, 5, 1), S4D_ERR_INVALID_ARG);
+    CHECK_STATUS(p->supports_format(p, 0, d, 4, 1), S4D_ERR_INVALID_ARG);
+}
+
+/* The CPU path in float16 (features, weights, output) against float64 on the same rounded values. */
+static void test_half_cpu(s4d_plugin *p, problem *pb)
+{
+    static problem r;
+    static uint16_t feat16[BS * 512 * C], w16[sizeof(pb->w) / sizeof(float)], out16[OUT_N];
+    static double ref[OUT_N];
+    const int64_t nf = BS * pb->F * C, nw = (int64_t)(sizeof(pb->w) / sizeof(float));
+    CHECK(nf <= (int64_t)(sizeof(feat16) / sizeof(feat16[0])));
+    if (nf > (int64_t)(sizeof(feat16) / sizeof(feat16[0])))
+        return;
+    r = *pb;
+    r.feat = malloc(sizeof(float) * (size_t)nf);
+    for (int64_t i = 0; i < nf; i++) {
+        feat16[i] = f32_to_f16(pb->feat[i]);
+        r.feat[i] = f16_to_f32(feat16[i]);
+    }
+    for (int64_t i = 0; i < nw; i++) {
+        w16[i] = f32_to_f16(pb->w[i]);
+        r.w[i] = f16_to_f32(w16[i]);
+    }
+    reference(&r, ref);
+    s4d_plugin_tensor in[5], o;
+    run_tensors(pb, NULL, in, &o);
+    in[0].desc.dtype = in[4].desc.dtype = o.desc.dtype = S4D_DTYPE_FLOAT16;
+    in[0].data = feat16;
+    in[4].data = w16;
+    o.data = out16;
+    s4d_plugin_run_info run = cpu_run(2);
+    s4d_errbuf err;
+    CHECK_STATUS(p->enqueue(p, in, 5, &o, 1, &run, &err), S4D_OK);
+    /* float32 accumulation, one rounding of the result to half: 2^-11 relative, plus slack. */
+    double worst = 0.0;
+    for (int i = 0; i < OUT_N; i++) {
+        double e = fabs((double)f16_to_f32(out16[i]) - ref[i]), lim = 1e-3 * fabs(ref[i]) + 1e-4;
+        worst = e / lim > worst ? e / lim : worst;
+        if (!(e <= lim))
+            break;
+    }
+    printf("float16 cpu enqueue: worst error / tolerance %g\n", worst);
+    CHECK(worst <= 1.0);
+    free(r.feat);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -469,6 +552,8 @@ int main(int argc, char **argv)
         test_int64_indices(p, &pb);
         test_pooled(p, &pb);
         test_serialize(r, p, &pb);
+        test_supports_format(p, &pb);
+        test_half_cpu(p, &pb);
         p->destroy(p);
     }
     test_node_errors(r);

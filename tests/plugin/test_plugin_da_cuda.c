@@ -1,7 +1,9 @@
 /*
  * The deformable aggregation plugin on a GPU: the CUDA enqueue (both
  * kernels) on a non-default stream against the plugin's CPU enqueue and the
- * float64 reference. Exits 77 (CTest: skipped) where no GPU is usable.
+ * float64 reference, and in float16 (features, weights, output; negotiated
+ * through supports_format) against float64 on the same rounded values and
+ * the CPU's float16 enqueue. Exits 77 (CTest: skipped) where no GPU is usable.
  * The test is its own minimal host (dlopen + a host table), so it needs only
  * the op library and runs on machines built without the engine's deps.
  * Usage: test_plugin_da_cuda <libs4d_plugins.so>
@@ -153,6 +155,130 @@ done:
     p->destroy(p);
 }
 
+/*
+ * float16 features, weights and output on the GPU. Both sides see the same
+ * values: features and weights rounded to half, the reference in float64 on
+ * those. The op accumulates in float32 and rounds the result once to half
+ * (2^-11 relative), so |gpu - ref| <= 1e-3 |ref| + 1e-4; against the CPU's
+ * float16 enqueue the same bound (each side one rounding off).
+ */
+static void run_half_on_gpu(const s4d_plugin_creator *c, problem *pb, int64_t deterministic)
+{
+    static problem r;
+    static uint16_t feat16[BS * 512 * C], w16[sizeof(pb->w) / sizeof(float)], gpu16[OUT_N], cpu16[OUT_N];
+    static double ref[OUT_N];
+    const int64_t nf = BS * pb->F * C, nw = (int64_t)(sizeof(pb->w) / sizeof(float));
+    CHECK(nf <= (int64_t)(sizeof(feat16) / sizeof(feat16[0])));
+    if (nf > (int64_t)(sizeof(feat16) / sizeof(feat16[0])))
+        return;
+    s4d_errbuf err;
+    s4d_plugin_field fields[1] = {{.abi_version = S4D_PLUGIN_ABI_VERSION,
+                                   .struct_size = sizeof(s4d_plugin_field),
+                                   .name = "deterministic",
+                                   .type = S4D_PLUGIN_FIELD_INT,
+                                   .count = 1,
+                                   .data = &deterministic}};
+    s4d_plugin_fields pf = {.abi_version = S4D_PLUGIN_ABI_VERSION,
+                            .struct_size = sizeof(pf),
+                            .count = c->num_fields,
+                            .fields = fields};
+    s4d_plugin *p = NULL;
+    CHECK_STATUS(c->create(c, "da_gpu_half", &pf, &p, &err), S4D_OK);
+    if (!p)
+        return;
+    void *dev[5] = {NULL}, *dout = NULL, *ws = NULL;
+    cudaStream_t stream = NULL;
+    r = *pb;
+    r.feat = malloc(sizeof(float) * (size_t)nf);
+    if (!r.feat) {
+        p->destroy(p);
+        return;
+    }
+    for (int64_t i = 0; i < nf; i++) {
+        feat16[i] = f32_to_f16(pb->feat[i]);
+        r.feat[i] = f16_to_f32(feat16[i]);
+    }
+    for (int64_t i = 0; i < nw; i++) {
+        w16[i] = f32_to_f16(pb->w[i]);
+        r.w[i] = f16_to_f32(w16[i]);
+    }
+    reference(&r, ref);
+
+    s4d_plugin_tensor in[5], o;
+    run_tensors(pb, NULL, in, &o);
+    in[0].desc.dtype = in[4].desc.dtype = o.desc.dtype = S4D_DTYPE_FLOAT16;
+    in[0].data = feat16;
+    in[4].data = w16;
+    /* The CPU's float16 enqueue, for the cross-check. */
+    o.data = cpu16;
+    s4d_plugin_run_info crun = {.abi_version = S4D_PLUGIN_ABI_VERSION, .struct_size = sizeof(crun),
+                                .device = S4D_DEVICE_CPU, .num_threads = 1};
+    CHECK_STATUS(p->enqueue(p, in, 5, &o, 1, &crun, &err), S4D_OK);
+
+    s4d_plugin_tensor_desc d[6];
+    for (int i = 0; i < 5; i++) {
+        in[i].desc.device = S4D_DEVICE_CUDA;
+        d[i] = in[i].desc;
+    }
+    o.desc.device = S4D_DEVICE_CUDA;
+    d[5] = o.desc;
+    /* What the engine's negotiation asks, position by position; and the inferred output dtype. */
+    CHECK(p->supports_format != NULL);
+    for (int pos = 0; p->supports_format && pos < 6; pos++)
+        CHECK_STATUS(p->supports_format(p, pos, d, 5, 1), S4D_OK);
+    s4d_plugin_tensor_desc od = d[5];
+    od.dtype = S4D_DTYPE_UNDEFINED;
+    CHECK_STATUS(p->get_output_descs(p, d, 5, &od, 1, &err), S4D_OK);
+    CHECK(od.dtype == S4D_DTYPE_FLOAT16);
+    od.device = S4D_DEVICE_CUDA;
+    CHECK_STATUS(p->supports(p, d, 5, &od, 1, &err), S4D_OK);
+    size_t ws_size = p->workspace_size(p, d, 5, &od, 1);
+
+    size_t bytes[5] = {sizeof(uint16_t) * (size_t)nf, sizeof(pb->shape), sizeof(pb->start), sizeof(pb->loc),
+                       sizeof(uint16_t) * (size_t)nw};
+    for (int i = 0; i < 5; i++) {
+        dev[i] = to_device(in[i].data, bytes[i]);
+        CHECK(dev[i] != NULL);
+        if (!dev[i])
+            goto done;
+        in[i].data = dev[i];
+    }
+    CUDA_CHECK(cudaMalloc(&dout, sizeof(gpu16)));
+    CUDA_CHECK(cudaMemset(dout, 0xff, sizeof(gpu16))); /* NaN: every element must be written */
+    if (ws_size > 0)
+        CUDA_CHECK(cudaMalloc(&ws, ws_size));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    o.data = dout;
+    s4d_plugin_run_info run = {.abi_version = S4D_PLUGIN_ABI_VERSION,
+                               .struct_size = sizeof(run),
+                               .device = S4D_DEVICE_CUDA,
+                               .stream = stream,
+                               .workspace = ws,
+                               .workspace_size = ws_size};
+    CHECK_STATUS(p->enqueue(p, in, 5, &o, 1, &run, &err), S4D_OK);
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    CUDA_CHECK(cudaMemcpy(gpu16, dout, sizeof(gpu16), cudaMemcpyDeviceToHost));
+    double worst_ref = 0.0, worst_cpu = 0.0;
+    for (int i = 0; i < OUT_N; i++) {
+        const double g = f16_to_f32(gpu16[i]), lim = 1e-3 * fabs(ref[i]) + 1e-4;
+        const double er = fabs(g - ref[i]) / lim, ec = fabs(g - (double)f16_to_f32(cpu16[i])) / lim;
+        worst_ref = (er > worst_ref || isnan(er)) ? (isnan(er) ? INFINITY : er) : worst_ref;
+        worst_cpu = (ec > worst_cpu || isnan(ec)) ? (isnan(ec) ? INFINITY : ec) : worst_cpu;
+    }
+    printf("%s::%s float16 deterministic=%d: worst |gpu - float64| / tol %g, |gpu - cpu float16| / tol %g\n",
+           c->plugin_namespace, c->name, (int)deterministic, worst_ref, worst_cpu);
+    CHECK(worst_ref <= 1.0 && worst_cpu <= 1.0);
+done:
+    if (stream)
+        cudaStreamDestroy(stream);
+    for (int i = 0; i < 5; i++)
+        cudaFree(dev[i]);
+    cudaFree(dout);
+    cudaFree(ws);
+    free(r.feat);
+    p->destroy(p);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -190,6 +316,8 @@ int main(int argc, char **argv)
     if (main_c) {
         run_on_gpu(main_c, &pb, 0);
         run_on_gpu(main_c, &pb, 1);
+        run_half_on_gpu(main_c, &pb, 0);
+        run_half_on_gpu(main_c, &pb, 1);
     }
     if (alias_c)
         run_on_gpu(alias_c, &pb, 0);
