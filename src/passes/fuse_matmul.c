@@ -9,10 +9,10 @@
 #include "passes/fuse_passes.h"
 #include "util/util.h"
 
-/* Whether constant c adds like a bias of length n to an output of rank r. */
-static int is_bias(const s4d_tensor *c, int64_t n, int r)
+/* Whether constant c adds like a bias of length n to an output of rank r and dtype dt. */
+static int is_bias(const s4d_tensor *c, int64_t n, int r, s4d_dtype dt)
 {
-    return c && c->dtype == S4D_DTYPE_FLOAT32 && c->rank >= 1 && c->rank <= r && c->dims[c->rank - 1] == n &&
+    return c && c->dtype == dt && c->rank >= 1 && c->rank <= r && c->dims[c->rank - 1] == n &&
            s4d_tensor_numel(c) == n;
 }
 
@@ -29,7 +29,9 @@ s4d_status s4d_pass_fuse_matmul_add(s4d_ir_graph *g, char *err, size_t errsz)
             continue;
         int y = g->nodes[i].outputs[0];
         const s4d_tensor *yt = &g->values[y].t;
-        if (yt->dtype != S4D_DTYPE_FLOAT32 || yt->rank < 1 || g->values[g->nodes[i].inputs[1]].t.rank < 2)
+        /* float16 fuses too: FusedMatMul runs it on CUDA (bias added in float before one rounding). */
+        if ((yt->dtype != S4D_DTYPE_FLOAT32 && yt->dtype != S4D_DTYPE_FLOAT16) || yt->rank < 1 ||
+            g->values[g->nodes[i].inputs[1]].t.rank < 2)
             continue;
         int64_t n = yt->dims[yt->rank - 1];
         int bias = -1, add_at = -1, relu_at = -1;
@@ -37,7 +39,7 @@ s4d_status s4d_pass_fuse_matmul_add(s4d_ir_graph *g, char *err, size_t errsz)
         if (s4d_fuse_is_op(g, j, "Add") && g->nodes[j].num_inputs == 2) {
             const s4d_ir_node *add = &g->nodes[j];
             int other = add->inputs[0] == y ? add->inputs[1] : add->inputs[0];
-            if (other != y && is_bias(s4d_fuse_const(g, other), n, yt->rank)) {
+            if (other != y && is_bias(s4d_fuse_const(g, other), n, yt->rank, yt->dtype)) {
                 bias = other;
                 add_at = j;
                 y = add->outputs[0];

@@ -396,8 +396,8 @@ extern "C" cudaError_t s4d_cuda_pad3_f32(const float *x, float *xp, int64_t plan
             return cudaErrorInvalidValue;
     const int threads = row_threads(padded[2]);
     dim3 grid((unsigned)min64(ceil_div(padded[2], threads), kMaxGridX), (unsigned)min64(rows, kMaxGridYZ));
-    pad3_kernel<float><<<grid, threads, 0, stream>>>(x, xp, rows, img[0], img[1], img[2], padded[0], padded[1], padded[2],
-                                              off[0], off[1], off[2]);
+    pad3_kernel<float><<<grid, threads, 0, stream>>>(x, xp, rows, img[0], img[1], img[2], padded[0], padded[1],
+                                                     padded[2], off[0], off[1], off[2]);
     return cudaGetLastError();
 }
 

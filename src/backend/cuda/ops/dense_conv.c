@@ -233,7 +233,8 @@ static s4d_status conv_launch(void *arg)
         if (cs != CUDNN_STATUS_SUCCESS)
             return s4d_cudnn_check(a->ctx, cs, "cudnnConvolutionBackwardData");
         if (st->has_bias)
-            return s4d_cuda_check(a->ctx, conv_epilogue(st, a->y, a->b, NULL, 0, a->s), "the ConvTranspose bias kernel");
+            return s4d_cuda_check(a->ctx, conv_epilogue(st, a->y, a->b, NULL, 0, a->s),
+                                  "the ConvTranspose bias kernel");
         return S4D_OK;
     }
     if (a->ch.mode == CONV_FUSED) {
@@ -364,7 +365,10 @@ static int keep_cand(conv_cand *out, int n, int32_t algo, cudnnStatus_t status, 
     return n + 1;
 }
 
-/* cuDNN's candidates: timed (Find on scratch buffers) when bufs != NULL, else its heuristics. tf32: tensor cores allowed. */
+/*
+ * cuDNN's candidates: timed (Find on scratch buffers) when bufs != NULL, else
+ * its heuristics. tf32: tensor cores allowed (TF32 or float16).
+ */
 static int list_cands(cudnnHandle_t h, const conv_state *st, const conv_args *bufs, size_t cap, int tf32,
                       conv_cand *out)
 {
