@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The float16 CUDA kernels on a GPU in one call: the float16 device comparisons
-# (dense, reduce, movement families: CUDA float16 against the CPU float32
-# reference on the same rounded values), the aggregation plugin's CUDA test
+# (family dense16, and the float16 cases of the reduce and movement families:
+# CUDA float16 against the CPU float32 reference on the same rounded values),
+# the aggregation plugin's CUDA test
 # (float16 included), then bench/dense/fp16_bench.py (v3 dense layers and the
 # whole v3 backbone, float32 strict / TF32 / float16).
 #
@@ -41,8 +42,8 @@ fi
 EXEC=$BUILD/bin/s4dexec
 PLUG=$BUILD/lib/libs4d_plugins.so
 
-for fam in dense reduce movement; do
-  limit=60; [ $fam = dense ] && limit=150
+for fam in dense16 reduce movement; do
+  limit=60; [ $fam = dense16 ] && limit=150
   step "compare_$fam" $limit "$PY" tests/cuda/device_compare.py "$fam" "$EXEC" "$PLUG" "$OUT/cases_$fam" -k _f16
   rc=$?
   note "float16 device_compare $fam: exit $rc - $(grep -E "^$fam: " "$LOG" | tail -1)"
