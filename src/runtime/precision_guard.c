@@ -261,6 +261,7 @@ typedef struct run_state {
     const int *match;     /* candidate: per layer, the reference layer with its name, or -1 */
     const float **cp;     /* candidate: per tensor, its reference values (borrowed) */
     double *terr;         /* candidate: per tensor, its error */
+    double *serr;         /* candidate: per tensor, its error before the Casts it went through */
     float *buf;           /* scratch: widened output */
     uint8_t *raw;         /* scratch: raw output bytes */
     measure *m;
@@ -298,9 +299,11 @@ static s4d_status hook(s4d_context *c, int li, void *user)
             continue;
         }
         const float *ref = NULL;
+        int passes = rs->match[li] < 0 && l->num_inputs == 1 && l->inputs[0] >= 0 &&
+                     l->num_outputs == 1;
         if (rs->match[li] >= 0)
             ref = rs->ref_out[(size_t)rs->match[li] * MAXO + j];
-        else if (l->num_inputs == 1 && l->inputs[0] >= 0 && l->num_outputs == 1)
+        else if (passes)
             ref = rs->cp[l->inputs[0]]; /* a Cast or copy layer: the same values */
         rs->cp[ti] = ref;
         if (!ref)
@@ -317,6 +320,8 @@ static s4d_status hook(s4d_context *c, int li, void *user)
         }
         double e = rel_l2(vals, ref, n);
         rs->terr[ti] = e;
+        /* The rounding a Cast adds to a layer's input is that layer's own doing. */
+        rs->serr[ti] = passes && rs->serr[l->inputs[0]] >= 0 ? rs->serr[l->inputs[0]] : e;
         any = 1;
         if (e > out_err || isnan(e))
             out_err = e;
@@ -325,10 +330,10 @@ static s4d_status hook(s4d_context *c, int li, void *user)
         return S4D_OK;
     for (int j = 0; j < l->num_inputs; j++) {
         int ti = l->inputs[j];
-        if (ti < 0 || !is_float(p->tensors[ti].dtype) || rs->terr[ti] < 0)
+        if (ti < 0 || !is_float(p->tensors[ti].dtype) || rs->serr[ti] < 0)
             continue;
-        if (rs->terr[ti] > in_err)
-            in_err = rs->terr[ti];
+        if (rs->serr[ti] > in_err || isnan(rs->serr[ti]))
+            in_err = rs->serr[ti];
     }
     double score;
     if (!isfinite(in_err))
@@ -444,6 +449,7 @@ static s4d_status evaluate(guard *gd, const s4d_engine *e16, measure *m, char *e
     float **ref_out = calloc((size_t)p32->num_layers * MAXO + 1, sizeof *ref_out);
     const float **cp = calloc((size_t)p16->num_tensors + 1, sizeof *cp);
     double *terr = malloc(((size_t)p16->num_tensors + 1) * sizeof *terr);
+    double *serr = malloc(((size_t)p16->num_tensors + 1) * sizeof *serr);
     size_t big = largest_tensor(p16);
     size_t big32 = largest_tensor(p32);
     if (big32 > big)
@@ -452,7 +458,7 @@ static s4d_status evaluate(guard *gd, const s4d_engine *e16, measure *m, char *e
     uint8_t *raw = malloc(big + 64);
     s4d_namemap names = {0};
     s4d_context *c32 = NULL, *c16 = NULL;
-    if (!match || !ref_out || !cp || !terr || !buf || !raw) {
+    if (!match || !ref_out || !cp || !terr || !serr || !buf || !raw) {
         st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
         goto done;
     }
@@ -470,7 +476,7 @@ static s4d_status evaluate(guard *gd, const s4d_engine *e16, measure *m, char *e
     if (st == S4D_OK)
         st = make_context(e16, &c16, err, errsz);
     for (int s = 0; st == S4D_OK && s < cal->num_sets; s++) {
-        run_state r32 = {gd->ref, 1, ref_out, NULL, NULL, NULL, buf, raw, m, err, errsz};
+        run_state r32 = {gd->ref, 1, ref_out, NULL, NULL, NULL, NULL, buf, raw, m, err, errsz};
         s4d_context_set_layer_hook(c32, hook, &r32);
         st = bind_inputs(c32, gd->ref, cal, s, err, errsz);
         if (st == S4D_OK && (st = s4d_context_run(c32, NULL)) != S4D_OK && st != S4D_ERR_NO_MEMORY)
@@ -479,16 +485,16 @@ static s4d_status evaluate(guard *gd, const s4d_engine *e16, measure *m, char *e
             break;
         for (int t = 0; t < p16->num_tensors; t++) {
             cp[t] = NULL;
-            terr[t] = -1;
+            terr[t] = serr[t] = -1;
         }
         for (int i = 0; i < p16->num_inputs; i++) {
             int ti = p16->inputs[i];
-            terr[ti] = 0;
+            terr[ti] = serr[ti] = 0;
             /* Graph inputs are the same bytes in both runs. */
             if (p16->tensors[ti].dtype == S4D_DTYPE_FLOAT32)
                 cp[ti] = cal->arrays[s * cal->num_inputs + i].data;
         }
-        run_state r16 = {e16, 0, ref_out, match, cp, terr, buf, raw, m, err, errsz};
+        run_state r16 = {e16, 0, ref_out, match, cp, terr, serr, buf, raw, m, err, errsz};
         s4d_context_set_layer_hook(c16, hook, &r16);
         st = bind_inputs(c16, e16, cal, s, err, errsz);
         if (st == S4D_OK && (st = s4d_context_run(c16, NULL)) != S4D_OK && st != S4D_ERR_NO_MEMORY)
@@ -523,6 +529,7 @@ done:
     free(ref_out);
     free(cp);
     free(terr);
+    free(serr);
     free(buf);
     free(raw);
     return st;
