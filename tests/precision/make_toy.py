@@ -55,6 +55,42 @@ def main(out):
     # Inputs for the run that is compared with the float64 reference.
     np.save(os.path.join(out, "x.npy"), rng.uniform(-1, 1, (8, 32)).astype(np.float32))
     np.save(os.path.join(out, "z.npy"), rng.uniform(0, 2, (8, 16)).astype(np.float32))
+    main_chain(out)
+
+
+def main_chain(out):
+    """chain.onnx: y = Sqrt(Mul(Exp(Add(z, c)), 1e-4)) * 2 + 0.5, with the fragile Exp in the
+    middle: in float16 Exp overflows; with Exp alone in float32 its output still overflows
+    when it is cast to float16 for the Mul, so the guard must move the Mul as well. The
+    benign layers around them must stay float16."""
+    rng = np.random.default_rng(16)
+    c = np.full((1, 16), 10.5, np.float32)
+    k = np.full((1, 16), 1e-4, np.float32)
+    two = np.full((1, 16), 2.0, np.float32)
+    half = np.full((1, 16), 0.5, np.float32)
+    nodes = [
+        helper.make_node("Add", ["z", "c"], ["zc"], name="shift"),
+        helper.make_node("Exp", ["zc"], ["e"], name="exp_mid"),
+        helper.make_node("Mul", ["e", "k"], ["small"], name="shrink"),
+        helper.make_node("Sqrt", ["small"], ["t"], name="squash"),
+        helper.make_node("Mul", ["t", "two"], ["t2"], name="double"),
+        helper.make_node("Add", ["t2", "half"], ["y"], name="offset"),
+    ]
+    graph = helper.make_graph(
+        nodes, "chain_fp16",
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [8, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 16])],
+        [numpy_helper.from_array(c, "c"), numpy_helper.from_array(k, "k"),
+         numpy_helper.from_array(two, "two"), numpy_helper.from_array(half, "half")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, os.path.join(out, "chain.onnx"))
+    for s in range(3):
+        d = os.path.join(out, "calib_chain", "frame%d" % s)
+        os.makedirs(d, exist_ok=True)
+        np.save(os.path.join(d, "z.npy"), rng.uniform(0.5, 2, (8, 16)).astype(np.float32))
+    np.save(os.path.join(out, "z_chain.npy"), rng.uniform(0.5, 2, (8, 16)).astype(np.float32))
 
 
 if __name__ == "__main__":

@@ -291,3 +291,25 @@ def test_python_api_passes_the_precision_options(toy, monkeypatch):
         se.build(onnx_path, device="cuda", fp16=True, layer_precisions={"nosuch": "fp16"})
     with pytest.raises(Exception, match="is not 'fp32' or 'fp16'"):
         se.build(onnx_path, device="cuda", fp16=True, layer_precisions={"tanh": "half"})
+
+
+def test_guard_moves_a_fragile_pair_in_the_middle_and_puts_back_the_rest(toy):
+    shutil.rmtree(os.path.join(toy, "out_chain"), ignore_errors=True)
+    out = s4dexec(toy, "--onnx=chain.onnx", "--device=cuda", "--fp16", "--calib=calib_chain",
+                  "--dumpLayerInfo", "--loadInputs=z:z_chain.npy", "--exportOutput=out_chain")
+    # Exp first (it overflows); then the Mul it feeds, which overflows on Exp's float32
+    # output cast to float16; the batch of two also took 'shift', which is put back.
+    assert moved(out) == ["exp_mid", "shrink"], out
+    assert "put back in fp16: 'shift' (not needed)" in out, out
+    assert "3 calibration sets" in out
+    assert "builds: 1 float32 reference + 4 fp16 candidates" in out, out
+    prec = precisions(out)
+    assert prec["exp_mid"] == "float32" and prec["shrink"] == "float32", out
+    for name in ("shift", "squash", "double", "offset"):
+        assert prec[name] == "float16", (name, out)
+    m = re.search(r"output 'y': rel_l2 before inf, after (\S+) \(tolerance 0.01\) ok", out)
+    assert m and float(m.group(1)) <= 1e-2, out
+    z = np.load(os.path.join(toy, "z_chain.npy")).astype(np.float64)
+    want = np.sqrt(np.exp(z + 10.5) * np.float64(np.float32(1e-4))) * 2 + 0.5
+    got = np.load(os.path.join(toy, "out_chain", "y.npy"))
+    assert 0 < rel_l2(got, want) <= 1e-2
