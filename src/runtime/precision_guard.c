@@ -98,12 +98,6 @@ static void calib_free(calib *c)
     free(c->set_names);
 }
 
-static int ends_with(const char *s, const char *tail)
-{
-    size_t a = strlen(s), b = strlen(tail);
-    return a >= b && strcmp(s + a - b, tail) == 0;
-}
-
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -118,6 +112,16 @@ static s4d_status calib_load(const char *dir, const s4d_engine *e, calib *c, cha
         return s4d_fmt_err(err, errsz, S4D_ERR_IO, "calibration directory '%s' cannot be opened",
                            dir);
     int npy = 0, cap = 0;
+    /* One set when a graph input's file is in DIR itself (other .npy files there are
+       ignored: a golden sequence's folder keeps more), else one set per folder. */
+    for (int i = 0; i < s4d_engine_num_inputs(e) && !npy; i++) {
+        s4d_tensor_info ti;
+        s4d_engine_input_info(e, i, &ti);
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s.npy", dir, ti.name);
+        struct stat sb;
+        npy = stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+    }
     char **subs = NULL;
     struct dirent *de;
     s4d_status st = S4D_OK;
@@ -129,9 +133,7 @@ static s4d_status calib_load(const char *dir, const s4d_engine *e, calib *c, cha
         struct stat sb;
         if (stat(path, &sb) != 0)
             continue;
-        if (S_ISREG(sb.st_mode) && ends_with(de->d_name, ".npy")) {
-            npy++;
-        } else if (S_ISDIR(sb.st_mode)) {
+        if (S_ISDIR(sb.st_mode)) {
             if (c->num_sets == cap) {
                 cap = cap ? cap * 2 : 16;
                 char **n = realloc(subs, (size_t)cap * sizeof *n);
@@ -163,8 +165,9 @@ static s4d_status calib_load(const char *dir, const s4d_engine *e, calib *c, cha
         c->set_names[0] = NULL;
     } else if (!c->num_sets) {
         return s4d_fmt_err(err, errsz, S4D_ERR_NOT_FOUND,
-                           "calibration directory '%s' is empty: give one .npy per graph input "
-                           "(DIR/<input>.npy) or one folder per set (DIR/<set>/<input>.npy)",
+                           "calibration directory '%s' has no calibration set: give one .npy per "
+                           "graph input (DIR/<input>.npy) or one folder per set "
+                           "(DIR/<set>/<input>.npy)",
                            dir);
     } else {
         qsort(c->set_names, (size_t)c->num_sets, sizeof(char *), cmp_str);

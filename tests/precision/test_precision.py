@@ -255,7 +255,10 @@ def test_calibration_errors_are_clear(toy):
     assert "'c_sets/b/z.npy' is missing (graph input 'z')" in out, out
     make_calib(toy, "c_empty", [])
     out = s4dexec(toy, "--onnx=toy.onnx", "--device=cuda", "--fp16", "--calib=c_empty", ok=False)
-    assert "calibration directory 'c_empty' is empty" in out, out
+    assert "calibration directory 'c_empty' has no calibration set" in out, out
+    make_calib(toy, "c_other", [("other.npy", (3,), np.float32)])
+    out = s4dexec(toy, "--onnx=toy.onnx", "--device=cuda", "--fp16", "--calib=c_other", ok=False)
+    assert "calibration directory 'c_other' has no calibration set" in out, out
     out = s4dexec(toy, "--onnx=toy.onnx", "--device=cuda", "--fp16", "--calib=nodir", ok=False)
     assert "calibration directory 'nodir' cannot be opened" in out, out
 
