@@ -29,6 +29,8 @@
 /* Input error below which a layer's output error counts as its own: float16's rounding. */
 #define ERR_FLOOR 1e-3
 #define MAX_PUT_BACK_TRIALS 3
+/* The largest finite float16. */
+#define FP16_MAX 65504.0
 
 typedef struct text {
     char *s;
@@ -254,6 +256,7 @@ typedef struct measure {
     double *score;     /* per candidate layer: amplification, worst over the sets */
     double *layer_err; /* per candidate layer: its outputs' error */
     double *in_err;    /* per candidate layer: its inputs' error */
+    double *range;     /* per candidate layer: the largest magnitude of its float32 outputs */
 } measure;
 
 /* The hook's state for one run. */
@@ -265,6 +268,7 @@ typedef struct run_state {
     const float **cp;     /* candidate: per tensor, its reference values (borrowed) */
     double *terr;         /* candidate: per tensor, its error */
     double *serr;         /* candidate: per tensor, its error before the Casts it went through */
+    double *ref_max;      /* per reference layer: the largest magnitude of its float32 outputs */
     float *buf;           /* scratch: widened output */
     uint8_t *raw;         /* scratch: raw output bytes */
     measure *m;
@@ -274,6 +278,46 @@ typedef struct run_state {
 
 #define MAXO 16
 
+/* Widens a tensor's elements to float (integers and bools for comparing them); 0 when
+   the dtype is not one the guard compares. */
+static int widen_to_float(s4d_dtype dt, const void *raw, size_t n, float *out)
+{
+    switch (dt) {
+    case S4D_DTYPE_FLOAT32: memcpy(out, raw, n * sizeof(float)); return 1;
+    case S4D_DTYPE_FLOAT16:
+        for (size_t k = 0; k < n; k++)
+            out[k] = s4d_half_to_float(((const uint16_t *)raw)[k]);
+        return 1;
+    case S4D_DTYPE_INT64:
+        for (size_t k = 0; k < n; k++)
+            out[k] = (float)((const int64_t *)raw)[k];
+        return 1;
+    case S4D_DTYPE_INT32:
+        for (size_t k = 0; k < n; k++)
+            out[k] = (float)((const int32_t *)raw)[k];
+        return 1;
+    case S4D_DTYPE_BOOL:
+    case S4D_DTYPE_UINT8:
+        for (size_t k = 0; k < n; k++)
+            out[k] = (float)((const uint8_t *)raw)[k];
+        return 1;
+    case S4D_DTYPE_INT8:
+        for (size_t k = 0; k < n; k++)
+            out[k] = (float)((const int8_t *)raw)[k];
+        return 1;
+    default: return 0;
+    }
+}
+
+/* Integers (indices from a TopK, ids) are right or wrong: the fraction that differ. */
+static double mismatch(const float *a, const float *b, size_t n)
+{
+    size_t bad = 0;
+    for (size_t k = 0; k < n; k++)
+        bad += a[k] != b[k];
+    return n ? (double)bad / (double)n : 0;
+}
+
 static s4d_status hook(s4d_context *c, int li, void *user)
 {
     run_state *rs = user;
@@ -281,29 +325,33 @@ static s4d_status hook(s4d_context *c, int li, void *user)
     const s4d_plan_layer *l = &p->layers[li];
     double out_err = 0, in_err = 0;
     int half = 0, any = 0;
+    int passes = !rs->reference && rs->match[li] < 0 && l->num_inputs == 1 &&
+                 l->inputs[0] >= 0 && l->num_outputs == 1;
     for (int j = 0; j < l->num_outputs && j < MAXO; j++) {
         int ti = l->outputs[j];
         const s4d_plan_tensor *t = &p->tensors[ti];
-        if (!is_float(t->dtype))
-            continue;
         size_t n = tensor_numel(t);
         if (rs->reference) {
-            if (t->dtype != S4D_DTYPE_FLOAT32)
-                continue;
             float *copy = malloc(n * sizeof(float) + 4);
             if (!copy)
                 return s4d_fmt_err(rs->err, rs->errsz, S4D_ERR_NO_MEMORY, "out of memory");
-            s4d_status st = s4d_context_layer_output(c, li, j, copy);
+            s4d_status st = s4d_context_layer_output(c, li, j, rs->raw);
             if (st != S4D_OK) {
                 free(copy);
                 return s4d_fmt_err(rs->err, rs->errsz, st, "%s", s4d_context_errmsg(c));
             }
+            if (!widen_to_float(t->dtype, rs->raw, n, copy)) {
+                free(copy);
+                continue;
+            }
+            if (t->dtype == S4D_DTYPE_FLOAT32)
+                for (size_t k = 0; k < n; k++)
+                    if (fabsf(copy[k]) > rs->ref_max[li] && isfinite(copy[k]))
+                        rs->ref_max[li] = fabsf(copy[k]);
             rs->ref_out[(size_t)li * MAXO + j] = copy;
             continue;
         }
         const float *ref = NULL;
-        int passes = rs->match[li] < 0 && l->num_inputs == 1 && l->inputs[0] >= 0 &&
-                     l->num_outputs == 1;
         if (rs->match[li] >= 0)
             ref = rs->ref_out[(size_t)rs->match[li] * MAXO + j];
         else if (passes)
@@ -314,14 +362,10 @@ static s4d_status hook(s4d_context *c, int li, void *user)
         s4d_status st = s4d_context_layer_output(c, li, j, rs->raw);
         if (st != S4D_OK)
             return s4d_fmt_err(rs->err, rs->errsz, st, "%s", s4d_context_errmsg(c));
-        const float *vals = (const float *)rs->raw;
-        if (t->dtype == S4D_DTYPE_FLOAT16) {
-            for (size_t k = 0; k < n; k++)
-                rs->buf[k] = s4d_half_to_float(((const uint16_t *)rs->raw)[k]);
-            vals = rs->buf;
-            half = 1;
-        }
-        double e = rel_l2(vals, ref, n);
+        if (!widen_to_float(t->dtype, rs->raw, n, rs->buf))
+            continue;
+        half |= t->dtype == S4D_DTYPE_FLOAT16;
+        double e = is_float(t->dtype) ? rel_l2(rs->buf, ref, n) : mismatch(rs->buf, ref, n);
         rs->terr[ti] = e;
         /* The rounding a Cast adds to a layer's input is that layer's own doing. */
         rs->serr[ti] = passes && rs->serr[l->inputs[0]] >= 0 ? rs->serr[l->inputs[0]] : e;
@@ -333,22 +377,25 @@ static s4d_status hook(s4d_context *c, int li, void *user)
         return S4D_OK;
     for (int j = 0; j < l->num_inputs; j++) {
         int ti = l->inputs[j];
-        if (ti < 0 || !is_float(p->tensors[ti].dtype) || rs->serr[ti] < 0)
+        if (ti < 0 || rs->serr[ti] < 0)
             continue;
         if (rs->serr[ti] > in_err || isnan(rs->serr[ti]))
             in_err = rs->serr[ti];
     }
     double score;
-    if (!isfinite(in_err))
+    if (rs->ref_max[rs->match[li]] > FP16_MAX)
+        score = INFINITY; /* its float32 outputs do not fit in float16 */
+    else if (!isfinite(in_err))
         score = 0; /* it inherits the error; whoever made it is to blame */
     else if (!isfinite(out_err))
         score = INFINITY;
     else
         score = out_err / (in_err > ERR_FLOOR ? in_err : ERR_FLOOR);
-    if (score > rs->m->score[li]) {
+    if (score > rs->m->score[li] || (score == rs->m->score[li] && out_err > rs->m->layer_err[li])) {
         rs->m->score[li] = score;
         rs->m->layer_err[li] = out_err;
         rs->m->in_err[li] = in_err;
+        rs->m->range[li] = rs->ref_max[rs->match[li]];
     }
     return S4D_OK;
 }
@@ -446,13 +493,14 @@ static s4d_status evaluate(guard *gd, const s4d_engine *e16, measure *m, char *e
     for (int o = 0; o < gd->num_outputs; o++)
         m->out_err[o] = 0;
     for (int i = 0; i < nl; i++)
-        m->score[i] = m->layer_err[i] = m->in_err[i] = 0;
+        m->score[i] = m->layer_err[i] = m->in_err[i] = m->range[i] = 0;
     s4d_status st = S4D_OK;
     int *match = malloc(((size_t)nl + 1) * sizeof *match);
     float **ref_out = calloc((size_t)p32->num_layers * MAXO + 1, sizeof *ref_out);
     const float **cp = calloc((size_t)p16->num_tensors + 1, sizeof *cp);
     double *terr = malloc(((size_t)p16->num_tensors + 1) * sizeof *terr);
     double *serr = malloc(((size_t)p16->num_tensors + 1) * sizeof *serr);
+    double *ref_max = calloc((size_t)p32->num_layers + 1, sizeof *ref_max);
     size_t big = largest_tensor(p16);
     size_t big32 = largest_tensor(p32);
     if (big32 > big)
@@ -461,7 +509,7 @@ static s4d_status evaluate(guard *gd, const s4d_engine *e16, measure *m, char *e
     uint8_t *raw = malloc(big + 64);
     s4d_namemap names = {0};
     s4d_context *c32 = NULL, *c16 = NULL;
-    if (!match || !ref_out || !cp || !terr || !serr || !buf || !raw) {
+    if (!match || !ref_out || !cp || !terr || !serr || !ref_max || !buf || !raw) {
         st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
         goto done;
     }
@@ -479,7 +527,8 @@ static s4d_status evaluate(guard *gd, const s4d_engine *e16, measure *m, char *e
     if (st == S4D_OK)
         st = make_context(e16, &c16, err, errsz);
     for (int s = 0; st == S4D_OK && s < cal->num_sets; s++) {
-        run_state r32 = {gd->ref, 1, ref_out, NULL, NULL, NULL, NULL, buf, raw, m, err, errsz};
+        run_state r32 = {gd->ref, 1, ref_out, NULL, NULL, NULL, NULL, ref_max, buf, raw, m, err,
+                         errsz};
         s4d_context_set_layer_hook(c32, hook, &r32);
         st = bind_inputs(c32, gd->ref, cal, s, err, errsz);
         if (st == S4D_OK && (st = s4d_context_run(c32, NULL)) != S4D_OK && st != S4D_ERR_NO_MEMORY)
@@ -497,7 +546,8 @@ static s4d_status evaluate(guard *gd, const s4d_engine *e16, measure *m, char *e
             if (p16->tensors[ti].dtype == S4D_DTYPE_FLOAT32)
                 cp[ti] = cal->arrays[s * cal->num_inputs + i].data;
         }
-        run_state r16 = {e16, 0, ref_out, match, cp, terr, serr, buf, raw, m, err, errsz};
+        run_state r16 = {e16, 0, ref_out, match, cp, terr, serr, ref_max, buf, raw, m, err,
+                         errsz};
         s4d_context_set_layer_hook(c16, hook, &r16);
         st = bind_inputs(c16, e16, cal, s, err, errsz);
         if (st == S4D_OK && (st = s4d_context_run(c16, NULL)) != S4D_OK && st != S4D_ERR_NO_MEMORY)
@@ -533,6 +583,7 @@ done:
     free(cp);
     free(terr);
     free(serr);
+    free(ref_max);
     free(buf);
     free(raw);
     return st;
@@ -599,7 +650,9 @@ static s4d_status measure_alloc(measure *m, int no, int nl)
     m->score = calloc((size_t)nl + 1, sizeof(double));
     m->layer_err = calloc((size_t)nl + 1, sizeof(double));
     m->in_err = calloc((size_t)nl + 1, sizeof(double));
-    return m->out_err && m->score && m->layer_err && m->in_err ? S4D_OK : S4D_ERR_NO_MEMORY;
+    m->range = calloc((size_t)nl + 1, sizeof(double));
+    return m->out_err && m->score && m->layer_err && m->in_err && m->range ? S4D_OK
+                                                                           : S4D_ERR_NO_MEMORY;
 }
 
 static void measure_free(measure *m)
@@ -608,6 +661,7 @@ static void measure_free(measure *m)
     free(m->score);
     free(m->layer_err);
     free(m->in_err);
+    free(m->range);
     memset(m, 0, sizeof *m);
 }
 
@@ -802,15 +856,28 @@ s4d_status s4d_precision_guard(const void *data, size_t size, const s4d_build_op
         }
         qsort(r, (size_t)nr, sizeof *r, cmp_ranked);
         iter++;
-        int take = k < nr ? k : nr;
+        /* Layers that break float16 outright (overflow, NaN) all go at once; otherwise
+           the top k, k doubling, so that the rebuilds grow with log(moved). */
+        int broken = 0;
+        while (broken < nr && isinf(r[broken].score))
+            broken++;
+        int take = broken ? broken : (k < nr ? k : nr);
+        if (!broken)
+            k *= 2;
         for (int q = 0; q < take; q++) {
             const s4d_plan_layer *l = &p->layers[r[q].layer];
             char why[256];
             fmt_err(e1, sizeof e1, m.layer_err[r[q].layer]);
             fmt_err(e2, sizeof e2, m.in_err[r[q].layer]);
-            snprintf(why, sizeof why,
-                     "iteration %d: its outputs' rel_l2 %s from inputs' %s (amplification %.3g)",
-                     iter, e1, e2, r[q].score);
+            if (m.range[r[q].layer] > FP16_MAX)
+                snprintf(why, sizeof why,
+                         "iteration %d: its float32 outputs reach %.4g, past float16's 65504",
+                         iter, m.range[r[q].layer]);
+            else
+                snprintf(why, sizeof why,
+                         "iteration %d: its outputs' error %s from inputs' %s (amplification "
+                         "%.3g)",
+                         iter, e1, e2, r[q].score);
             if (add_moved(&gs, l->name, iter, why) != S4D_OK) {
                 free(r);
                 st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
@@ -819,8 +886,7 @@ s4d_status s4d_precision_guard(const void *data, size_t size, const s4d_build_op
             progress("  moving '%s' (%s) to fp32: %s", l->name, l->op_type, why);
         }
         free(r);
-        last_batch = take;
-        k *= 2;
+        last_batch = broken ? 0 : take;
         s4d_engine_destroy(cur);
         cur = NULL;
         progress("rebuilding (iteration %d)", iter);
