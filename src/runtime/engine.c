@@ -561,7 +561,7 @@ s4d_status s4d_engine_build_onnx_memory(const void *data, size_t size,
         (o.num_output_tolerances > 0 && !o.output_tolerances))
         return s4d_fmt_err(ERRBUF(err), S4D_ERR_INVALID_ARG,
                            "num_layer_precisions / num_output_tolerances without their array");
-    if (!(o.accuracy >= 0) || o.accuracy > 1e30)
+    if (!(o.accuracy >= 0))
         return s4d_fmt_err(ERRBUF(err), S4D_ERR_INVALID_ARG,
                            "accuracy %g: give a relative L2 tolerance > 0 (0: the default 1e-2)",
                            o.accuracy);
