@@ -33,6 +33,28 @@ typedef struct text {
 
 static void text_add(text *t, const char *fmt, ...) S4D_PRINTF(2, 3);
 
+/* Appends s whole (text_add formats one line of bounded length). */
+static void text_put(text *t, const char *s)
+{
+    size_t k = strlen(s);
+    if (t->failed)
+        return;
+    if (t->len + k + 1 > t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 1024;
+        while (cap < t->len + k + 1)
+            cap *= 2;
+        char *n = realloc(t->s, cap);
+        if (!n) {
+            t->failed = 1;
+            return;
+        }
+        t->s = n;
+        t->cap = cap;
+    }
+    memcpy(t->s + t->len, s, k + 1);
+    t->len += k;
+}
+
 static void text_add(text *t, const char *fmt, ...)
 {
     if (t->failed)
@@ -645,7 +667,7 @@ s4d_status s4d_pass_precision(s4d_ir_graph *g, const s4d_build_config *cfg, char
                  "their kernel, %d pinned to fp32, %d by the accuracy guard); %d cast layers\n",
                  chosen, eligible, by_kernel, by_user, by_guard, num_anchors);
         if (notes_t.s)
-            text_add(&head, "%s", notes_t.s);
+            text_put(&head, notes_t.s);
         if (head.failed) {
             free(head.s);
             st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");

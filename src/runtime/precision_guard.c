@@ -40,6 +40,28 @@ typedef struct text {
 
 static void text_add(text *t, const char *fmt, ...) S4D_PRINTF(2, 3);
 
+/* Appends s whole (text_add formats one line of bounded length). */
+static void text_put(text *t, const char *s)
+{
+    size_t k = strlen(s);
+    if (t->failed)
+        return;
+    if (t->len + k + 1 > t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 1024;
+        while (cap < t->len + k + 1)
+            cap *= 2;
+        char *n = realloc(t->s, cap);
+        if (!n) {
+            t->failed = 1;
+            return;
+        }
+        t->s = n;
+        t->cap = cap;
+    }
+    memcpy(t->s + t->len, s, k + 1);
+    t->len += k;
+}
+
 static void text_add(text *t, const char *fmt, ...)
 {
     char line[2048];
@@ -953,7 +975,7 @@ s4d_status s4d_precision_guard(const void *data, size_t size, const s4d_build_op
     text_add(&rep, "builds: 1 float32 reference + %d fp16 candidate%s\n", gs.builds,
              gs.builds == 1 ? "" : "s");
     if (cur->plan->precision_report)
-        text_add(&rep, "%s", cur->plan->precision_report);
+        text_put(&rep, cur->plan->precision_report);
     if (rep.failed) {
         st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
         goto done;
