@@ -102,7 +102,8 @@ typedef struct s4d_layer_precision {
 /* The accuracy asked of one output by the fp16 accuracy guard (--accuracy=name:tol). */
 typedef struct s4d_output_tolerance {
     const char *output;  /* a graph output's name */
-    double rel_l2;       /* largest relative L2 error against the float32 network */
+    double rel_l2;       /* largest relative L2 error against the float32 network; INFINITY:
+                            measured and reported, never acted on */
 } s4d_output_tolerance;
 
 /* Build options. */

@@ -24,7 +24,11 @@ reports latency, like build/bin/s4dexec. Exit status 0 only on success.
   --saveEngine=FILE      write the built engine to FILE
   --loadEngine=FILE      load an engine file instead of building
   --device=cpu|cuda      device to build for (default cpu)
-  --fp16                 allow float16 layers (refused on the CPU backend)
+  --fp16                 float16 layers where their kernel runs them (refused on the CPU)
+  --layerPrecisions=name:fp32|fp16[,...]  pin layers to a precision (--fp16)
+  --precisionConstraints=obey|prefer      obey: a pin the kernel cannot run fails
+  --calib=DIR            the fp16 accuracy guard's calibration inputs
+  --accuracy=X[,name:X]  the guard's relative L2 tolerance per output (default 1e-2)
   --shapes=name:AxBxC[,name:...]
                          fix an input's symbolic dimensions, or the values of a
                          shape-carrying input, at build
@@ -122,12 +126,52 @@ def _npy(path):
         raise ValueError(f"{path}: {e}") from None
 
 
+def _layer_precisions(v, out):
+    """--layerPrecisions=name:fp32,name2:fp16 (s4dexec's rules and messages)."""
+    if not v:
+        raise UsageError("--layerPrecisions: no layers given")
+    for item in v.split(","):
+        name, colon, prec = item.rpartition(":")
+        if not colon or not name:
+            raise UsageError(f"--layerPrecisions: '{item}' is not name:fp32 or name:fp16")
+        if prec not in ("fp32", "float32", "fp16", "float16"):
+            raise UsageError(f"--layerPrecisions: layer '{name}': precision '{prec}' is not "
+                             f"fp32 or fp16")
+        out[name] = "fp16" if prec in ("fp16", "float16") else "fp32"
+
+
+def _tolerance(text, what):
+    try:
+        d = float(text)
+    except ValueError:
+        d = float("nan")
+    if not d > 0:
+        raise UsageError(f"--accuracy: {what}: '{text}' is not a relative L2 tolerance > 0 "
+                         f"(or inf)")
+    return d
+
+
+def _accuracy(v, o):
+    """--accuracy=1e-2 or --accuracy=1e-2,name:tol (s4dexec's rules and messages)."""
+    if not v:
+        raise UsageError("--accuracy: no tolerance given")
+    for item in v.split(","):
+        name, colon, tol = item.rpartition(":")
+        if not colon:
+            o["accuracy"] = _tolerance(item, "default")
+        elif not name:
+            raise UsageError("--accuracy: an item has no output name before ':'")
+        else:
+            o["tolerances"][name] = _tolerance(tol, name)
+
+
 def parse_args(argv):
     o = {"onnx": None, "plugins": [], "save": None, "load": None, "device": "cpu",
          "device_given": False, "fp16": False, "shapes": {}, "fallback": False, "tf32": False,
          "inputs": {}, "seed": 1, "export": None, "compare": None, "rtol": 1e-3, "atol": 1e-5,
          "iterations": 10, "warmup": 2, "threads": 0, "graph": False, "dump": False,
-         "profile": False, "verbose": False, "help": False}
+         "profile": False, "verbose": False, "help": False, "precisions": {}, "obey": False,
+         "calib": None, "accuracy": None, "tolerances": {}}
     valued = {"--onnx": "onnx", "--saveEngine": "save", "--loadEngine": "load",
               "--exportOutput": "export", "--compareOutputs": "compare"}
     switches = {"--fp16": ("fp16", True), "--allowFallback": ("fallback", True),
@@ -164,6 +208,18 @@ def parse_args(argv):
             o[key] = _int(v, flag, 1 if flag == "--iterations" else 0)
         elif flag in ("--rtol", "--atol"):
             o[flag[2:]] = _float(v, flag)
+        elif flag == "--layerPrecisions":
+            _layer_precisions(v, o["precisions"])
+        elif flag == "--precisionConstraints":
+            if v not in ("obey", "prefer", "none"):
+                raise UsageError(f"--precisionConstraints={v}: give obey or prefer")
+            o["obey"] = v == "obey"
+        elif flag == "--calib":
+            if not v:
+                raise UsageError("--calib: no directory given")
+            o["calib"] = v
+        elif flag == "--accuracy":
+            _accuracy(v, o)
         else:
             raise UsageError(f"unknown argument '{a}' (see --help)")
     if not o["onnx"] and not o["load"]:
@@ -219,22 +275,30 @@ def run_main(o):
         for ns, name, ver in creators:
             print(f"  namespace '{ns}' name '{name}' version '{ver}'")
     if o["onnx"]:
+        if o["verbose"]:
+            os.environ["S4D_BUILD_LOG"] = "1"  # the fp16 guard's progress on stderr
         b = se.Builder(device=o["device"], fp16=o["fp16"], tf32=o["tf32"],
-                       allow_fallback=o["fallback"])
+                       allow_fallback=o["fallback"], layer_precisions=o["precisions"] or None,
+                       obey_precisions=o["obey"], calib_dir=o["calib"], accuracy=o["accuracy"],
+                       output_tolerances=o["tolerances"] or None)
         b._auto = o["shapes"]
         t0 = time.perf_counter()
         engine = b.build(o["onnx"])
         print(f"[build] {o['onnx']}: {engine.num_layers} layers in "
               f"{(time.perf_counter() - t0) * 1e3:.1f} ms")
     else:
-        if o["fp16"] or o["shapes"] or o["fallback"] or o["tf32"]:
-            raise UsageError("--fp16, --shapes, --allowFallback and --tf32 apply when building "
+        if (o["fp16"] or o["shapes"] or o["fallback"] or o["tf32"] or o["precisions"]
+                or o["obey"] or o["calib"] or o["accuracy"] or o["tolerances"]):
+            raise UsageError("--fp16, --shapes, --allowFallback, --tf32, --layerPrecisions, "
+                             "--precisionConstraints, --calib and --accuracy apply when building "
                              "(--onnx); a loaded engine keeps what it was built with")
         engine = se.Engine.load(o["load"])
         if o["device_given"] and engine.device != o["device"]:
             raise UsageError(f"--device={o['device']}, but {o['load']} was built for "
                              f"{engine.device}")
         print(f"[load] {o['load']}: {engine.num_layers} layers")
+    for line in (engine.precision_report or "").splitlines():
+        print(f"[precision] {line}")
     with engine:
         if o["save"]:
             try:

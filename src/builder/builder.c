@@ -158,11 +158,9 @@ s4d_status s4d_build_plan(s4d_ir_graph *g, const s4d_build_config *cfg, s4d_plan
         return s4d_fmt_err(err, errsz, S4D_ERR_UNSUPPORTED,
                            "fp16: the CPU backend computes in float32 only; build without "
                            "fp16 (fp16 engines need the CUDA backend)");
-    if (cfg->fp16)
-        return s4d_fmt_err(err, errsz, S4D_ERR_UNSUPPORTED,
-                           "fp16: this version builds float32 engines only on %s; build "
-                           "without fp16",
-                           target->name);
+    if (!cfg->fp16 && cfg->num_layer_precisions)
+        return s4d_fmt_err(err, errsz, S4D_ERR_INVALID_ARG,
+                           "layer precisions apply to fp16 builds; build with fp16 (--fp16)");
     st = s4d_apply_input_specs(g, cfg->input_specs, cfg->num_input_specs, err, errsz);
     if (st == S4D_OK)
         st = resolve(g, cfg, err, errsz);
@@ -187,8 +185,15 @@ s4d_status s4d_build_plan(s4d_ir_graph *g, const s4d_build_config *cfg, s4d_plan
         st = s4d_pass_fuse(g, err, errsz);
     if (st == S4D_OK)
         st = s4d_pass_remove_dead(g, err, errsz);
+    char *notes = NULL;
+    if (st == S4D_OK && cfg->fp16)
+        st = s4d_pass_precision(g, cfg, &notes, err, errsz);
     if (st == S4D_OK)
         st = s4d_plan_from_ir(g, cfg, out, err, errsz);
+    if (st == S4D_OK)
+        (*out)->precision_report = notes;
+    else
+        free(notes);
     /* Inference bounds what ops read and write; this also bounds graph inputs no node reads
        and plugin outputs, so that every engine built is one the loader accepts. */
     for (int i = 0; st == S4D_OK && i < (*out)->num_tensors; i++) {

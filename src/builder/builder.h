@@ -9,6 +9,9 @@
  *                              supports the node, else the CPU when fallback is
  *                              allowed, else one error listing every such node
  *   fusions                    those the node's device has kernels for
+ *   precision (fp16 builds)    float16 where the layer's kernel runs it and
+ *                              neither a pin nor the accuracy guard keeps it
+ *                              in float32; Cast layers at the borders
  *   lower                      tensors, layers, copy layers between devices,
  *                              memory plan per device, weights blob
  */
@@ -29,6 +32,12 @@ typedef struct s4d_build_config {
     void *registry; /* plugin registry; NULL: default */
     const s4d_input_spec *input_specs;
     int num_input_specs;
+    /* fp16 builds (precision.c) */
+    const s4d_layer_precision *layer_precisions;
+    int num_layer_precisions;
+    int obey_precisions;
+    const char *const *guard_fp32; /* layers the accuracy guard keeps in float32 */
+    int num_guard_fp32;
 } s4d_build_config;
 
 /*
@@ -50,6 +59,20 @@ s4d_status s4d_pass_place(s4d_ir_graph *g, const s4d_build_config *cfg, char *er
    negotiation); S4D_OK, else the reason in why. */
 s4d_status s4d_node_supported(const s4d_ir_graph *g, const s4d_ir_node *n,
                               const struct s4d_backend *be, char *why, size_t whysz);
+
+/* The same question with the node's tensors (e.g. as float16) and params (NULL: the
+   node's) given. */
+s4d_status s4d_node_supported_as(const s4d_ir_node *n, const struct s4d_backend *be,
+                                 const s4d_tensor *in, s4d_tensor *out, void *params, char *why,
+                                 size_t whysz);
+
+/*
+ * The precision pass (precision.c, docs/precision.md): chooses float16 layers
+ * and inserts the Cast layers. *notes (malloc'd) summarises the choice for the
+ * precision report.
+ */
+s4d_status s4d_pass_precision(s4d_ir_graph *g, const s4d_build_config *cfg, char **notes,
+                              char *err, size_t errsz);
 
 /*
  * IR -> plan: keeps live nodes and the values they touch, inserts copy layers

@@ -44,18 +44,12 @@ static s4d_status node_tensors(const s4d_ir_graph *g, const s4d_ir_node *n, s4d_
     return S4D_OK;
 }
 
-s4d_status s4d_node_supported(const s4d_ir_graph *g, const s4d_ir_node *n,
-                              const s4d_backend *be, char *why, size_t whysz)
+s4d_status s4d_node_supported_as(const s4d_ir_node *n, const s4d_backend *be,
+                                 const s4d_tensor *in, s4d_tensor *out, void *params, char *why,
+                                 size_t whysz)
 {
-    s4d_tensor *in = calloc((size_t)n->num_inputs + 1, sizeof *in);
-    s4d_tensor *out = calloc((size_t)n->num_outputs + 1, sizeof *out);
     s4d_status st = S4D_OK;
     why[0] = 0;
-    if (!in || !out) {
-        st = s4d_fmt_err(why, whysz, S4D_ERR_NO_MEMORY, "out of memory");
-        goto done;
-    }
-    node_tensors(g, n, in, out);
     switch (n->kind) {
     case S4D_LAYER_OP: {
         const s4d_kernel *k = be->find_kernel(n->schema->domain, n->schema->op_type, n->opset);
@@ -66,6 +60,8 @@ s4d_status s4d_node_supported(const s4d_ir_graph *g, const s4d_ir_node *n,
         if (k->supports) {
             s4d_op_ctx ctx;
             s4d_ir_node_ctx(n, in, out, why, whysz, &ctx);
+            if (params)
+                ctx.params = params;
             st = k->supports(&ctx);
             if (st != S4D_OK && !why[0])
                 s4d_fmt_err(why, whysz, st, "the %s kernel does not take it", be->name);
@@ -78,7 +74,22 @@ s4d_status s4d_node_supported(const s4d_ir_graph *g, const s4d_ir_node *n,
         break;
     case S4D_LAYER_COPY: break;
     }
-done:
+    return st;
+}
+
+s4d_status s4d_node_supported(const s4d_ir_graph *g, const s4d_ir_node *n,
+                              const s4d_backend *be, char *why, size_t whysz)
+{
+    s4d_tensor *in = calloc((size_t)n->num_inputs + 1, sizeof *in);
+    s4d_tensor *out = calloc((size_t)n->num_outputs + 1, sizeof *out);
+    s4d_status st = S4D_OK;
+    why[0] = 0;
+    if (!in || !out) {
+        st = s4d_fmt_err(why, whysz, S4D_ERR_NO_MEMORY, "out of memory");
+    } else {
+        node_tensors(g, n, in, out);
+        st = s4d_node_supported_as(n, be, in, out, NULL, why, whysz);
+    }
     free(in);
     free(out);
     return st;

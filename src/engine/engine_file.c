@@ -25,6 +25,8 @@
 #define SEC_IO SEC_ID('I', 'O', 'I', 'O')
 #define SEC_LAYERS SEC_ID('L', 'A', 'Y', 'R')
 #define SEC_WEIGHTS SEC_ID('W', 'G', 'H', 'T')
+/* Optional: the precision report of an fp16 build (a u32-length string). */
+#define SEC_PRECISION SEC_ID('P', 'R', 'E', 'C')
 #define SEC_REQUIRED 1u
 #define SEC_HEADER 16u
 
@@ -222,6 +224,14 @@ s4d_status s4d_plan_serialize(const s4d_plan *p, uint8_t **data, size_t *size, c
     put_tensors(&w, p);
     put_io(&w, p);
     put_layers(&w, p);
+    uint32_t nsec = 5;
+    if (p->precision_report) {
+        /* Optional, so that a reader without it still loads the engine. */
+        size_t pat = begin_section(&w, SEC_PRECISION, 0);
+        s4d_wbuf_str(&w, p->precision_report);
+        end_section(&w, pat);
+        nsec++;
+    }
     size_t at = begin_section(&w, SEC_WEIGHTS, SEC_REQUIRED);
     s4d_wbuf_bytes(&w, p->weights, (size_t)p->weights_size);
     end_section(&w, at);
@@ -238,7 +248,7 @@ s4d_status s4d_plan_serialize(const s4d_plan *p, uint8_t **data, size_t *size, c
     s4d_wbuf_u32(&hw, S4D_ENGINE_HEADER_SIZE);
     s4d_wbuf_u64(&hw, body);
     s4d_wbuf_u64(&hw, sum);
-    s4d_wbuf_u32(&hw, 5); /* sections */
+    s4d_wbuf_u32(&hw, nsec); /* sections */
     s4d_wbuf_u32(&hw, 0); /* reserved */
     if (hw.failed) {
         s4d_wbuf_free(&hw);
@@ -918,6 +928,16 @@ s4d_status s4d_plan_deserialize(const uint8_t *data, size_t size, s4d_plan **out
         case SEC_LAYERS: slot = 3; rd.section = "LAYR"; break;
         case SEC_WEIGHTS: slot = 4; rd.section = "WGHT"; break;
         default: break;
+        }
+        if (slot < 0 && id == SEC_PRECISION && !p->precision_report) {
+            rd.section = "PREC";
+            p->precision_report = s4d_rbuf_str(&rd.r, "precision report");
+            if (!p->precision_report || rd.r.pos != rd.r.size) {
+                st = bad(&rd, "the precision report is malformed%s%lld", "", 0);
+                goto fail;
+            }
+            pos += (size_t)ssize;
+            continue;
         }
         if (slot < 0) {
             char tag[5];

@@ -35,5 +35,6 @@ void s4d_plan_destroy(s4d_plan *p)
     free(p->inputs);
     free(p->outputs);
     s4d_aligned_free(p->weights);
+    free(p->precision_report);
     free(p);
 }

@@ -96,6 +96,10 @@ typedef struct s4d_plan {
     uint64_t arena_size[S4D_NUM_DEVICES];
     uint64_t arena_size_unplanned[S4D_NUM_DEVICES];
     uint64_t workspace_size[S4D_NUM_DEVICES];
+    /* fp16 builds: what the precision pass and the accuracy guard chose, as
+       text (docs/precision.md); NULL for a float32 engine. Stored in the
+       optional PREC section. */
+    char *precision_report;
 } s4d_plan;
 
 /* Frees the plan, its layers' params and plugin instances (not kernel states). */

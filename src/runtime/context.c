@@ -52,6 +52,8 @@ struct s4d_context {
     void **graph_views;    /* per io: the pointers the graph was captured with */
     void *stream;          /* the main device's stream */
     void *last_stream;     /* the stream of the last enqueue */
+    s4d_layer_hook hook;   /* called after each layer (the accuracy guard), or NULL */
+    void *hook_user;
     char errmsg[2048];
 };
 
@@ -441,6 +443,8 @@ static s4d_status run_layers(s4d_context *c, void *stream)
         s4d_status st = run_layer(c, i, stream);
         if (st != S4D_OK)
             return st;
+        if (c->hook && (st = c->hook(c, i, c->hook_user)) != S4D_OK)
+            return st;
         if (c->profile)
             be->event_record(c->ev[2 * i + 1], stream);
     }
@@ -452,7 +456,7 @@ static int graph_eligible(const s4d_context *c)
 {
     const s4d_plan *p = plan_of(c);
     const s4d_backend *be = c->dev[p->device].be;
-    if (!c->use_graph || c->profile || !be->graph_begin)
+    if (!c->use_graph || c->profile || c->hook || !be->graph_begin)
         return 0;
     for (int i = 0; i < p->num_layers; i++)
         if (p->layers[i].device != p->device)
@@ -629,5 +633,33 @@ s4d_status s4d_context_layer_time(const s4d_context *c, int index, double *ms)
     if (!c || !ms || index < 0 || index >= plan_of(c)->num_layers)
         return S4D_ERR_INVALID_ARG;
     *ms = c->times[index];
+    return S4D_OK;
+}
+
+void s4d_context_set_layer_hook(s4d_context *c, s4d_layer_hook hook, void *user)
+{
+    c->hook = hook;
+    c->hook_user = user;
+}
+
+s4d_status s4d_context_layer_output(s4d_context *c, int layer, int index, void *dst)
+{
+    const s4d_plan *p = plan_of(c);
+    if (layer < 0 || layer >= p->num_layers || index < 0 ||
+        index >= p->layers[layer].num_outputs)
+        return cerr(c, S4D_ERR_INVALID_ARG, "layer %d output %d: out of range", layer, index);
+    const s4d_plan_layer *l = &p->layers[layer];
+    const s4d_plan_tensor *t = &p->tensors[l->outputs[index]];
+    const s4d_tensor *out = c->lt + c->lt_off[layer] + l->num_inputs + index;
+    ctx_dev *dv = &c->dev[t->device];
+    char msg[1024];
+    s4d_status st = dv->be->copy(dv->bctx, dst, out->data, (size_t)t->bytes,
+                                 dv->be->host_memory ? S4D_COPY_DEVICE_TO_DEVICE
+                                                     : S4D_COPY_DEVICE_TO_HOST,
+                                 NULL, msg, sizeof msg);
+    if (st == S4D_OK)
+        st = dv->be->synchronize(dv->bctx, NULL, msg, sizeof msg);
+    if (st != S4D_OK)
+        return cerr(c, st, "reading layer '%s' output %d: %s", l->name, index, msg);
     return S4D_OK;
 }

@@ -553,19 +553,51 @@ s4d_status s4d_engine_build_onnx_memory(const void *data, size_t size,
     cfg.input_specs = o.input_specs;
     cfg.num_input_specs = o.num_input_specs;
 
+    cfg.layer_precisions = o.layer_precisions;
+    cfg.num_layer_precisions = o.layer_precisions ? o.num_layer_precisions : 0;
+    cfg.obey_precisions = o.obey_precisions != 0;
+    if (o.num_layer_precisions < 0 || o.num_output_tolerances < 0 ||
+        (o.num_layer_precisions > 0 && !o.layer_precisions) ||
+        (o.num_output_tolerances > 0 && !o.output_tolerances))
+        return s4d_fmt_err(ERRBUF(err), S4D_ERR_INVALID_ARG,
+                           "num_layer_precisions / num_output_tolerances without their array");
+    if (!(o.accuracy >= 0))
+        return s4d_fmt_err(ERRBUF(err), S4D_ERR_INVALID_ARG,
+                           "accuracy %g: give a relative L2 tolerance > 0 (0: the default 1e-2)",
+                           o.accuracy);
+    if (o.calib_dir && !cfg.fp16)
+        return s4d_fmt_err(ERRBUF(err), S4D_ERR_INVALID_ARG,
+                           "calib_dir (--calib) drives the fp16 accuracy guard; build with fp16 "
+                           "(--fp16)");
+    if (o.calib_dir && cfg.fp16) {
+        /* The CPU refuses fp16 before any calibration file is read. */
+        const s4d_backend *be = s4d_backend_get(cfg.device);
+        if (be && be->host_memory)
+            return s4d_fmt_err(ERRBUF(err), S4D_ERR_UNSUPPORTED,
+                               "fp16: the CPU backend computes in float32 only; build without "
+                               "fp16 (fp16 engines need the CUDA backend)");
+        return s4d_precision_guard(data, size, &o, &cfg, out, ERRBUF(err));
+    }
+    return s4d_engine_build_config(data, size, &cfg, out, ERRBUF(err));
+}
+
+s4d_status s4d_engine_build_config(const void *data, size_t size, const s4d_build_config *cfg,
+                                   s4d_engine **out, char *err, size_t errsz)
+{
+    *out = NULL;
     s4d_ir_graph *g = NULL;
-    s4d_status st = s4d_onnx_import(data, size, &g, ERRBUF(err));
+    s4d_status st = s4d_onnx_import(data, size, &g, err, errsz);
     if (st != S4D_OK)
         return st;
-    s4d_engine *e = engine_new(o.registry);
+    s4d_engine *e = engine_new(cfg->registry);
     if (!e) {
         s4d_ir_graph_destroy(g);
-        return s4d_fmt_err(ERRBUF(err), S4D_ERR_NO_MEMORY, "out of memory");
+        return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
     }
-    st = s4d_build_plan(g, &cfg, &e->plan, ERRBUF(err));
+    st = s4d_build_plan(g, cfg, &e->plan, err, errsz);
     s4d_ir_graph_destroy(g);
     if (st == S4D_OK)
-        st = engine_finish(e, 0, ERRBUF(err));
+        st = engine_finish(e, 0, err, errsz);
     if (st != S4D_OK) {
         engine_free(e);
         return st;
@@ -767,6 +799,11 @@ s4d_status s4d_engine_layer_details(const s4d_engine *e, int index, s4d_layer_de
     v.is_copy = l->kind == S4D_LAYER_COPY;
     memcpy(d, &v, v.struct_size);
     return S4D_OK;
+}
+
+const char *s4d_engine_precision_report(const s4d_engine *e)
+{
+    return e ? e->plan->precision_report : NULL;
 }
 
 s4d_status s4d_engine_target(const s4d_engine *e, s4d_engine_target_info *info)

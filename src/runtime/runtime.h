@@ -14,6 +14,7 @@
 #include <pthread.h>
 
 #include "backend/backend.h"
+#include "builder/builder.h"
 #include "engine/plan.h"
 #include "s4d/engine.h"
 
@@ -40,5 +41,31 @@ void s4d_engine_layer_tensors(const s4d_engine *e, const s4d_plan_layer *l, int 
 
 /* Sets the engine's error message (thread-safe) and returns status. */
 s4d_status s4d_engine_set_error(s4d_engine *e, s4d_status status, const char *msg);
+
+/*
+ * Called after each layer of a run (not with graphs): the accuracy guard
+ * reads every layer's outputs this way. A status other than S4D_OK stops the
+ * run with it.
+ */
+typedef s4d_status (*s4d_layer_hook)(s4d_context *c, int layer, void *user);
+void s4d_context_set_layer_hook(s4d_context *c, s4d_layer_hook hook, void *user);
+
+/* Copies output `index` of layer `layer` from the last run into dst (host,
+   its tensor's bytes) and waits for it. */
+s4d_status s4d_context_layer_output(s4d_context *c, int layer, int index, void *dst);
+
+/* Builds an engine from ONNX bytes with a resolved config (no accuracy guard). */
+s4d_status s4d_engine_build_config(const void *data, size_t size, const s4d_build_config *cfg,
+                                   s4d_engine **out, char *err, size_t errsz);
+
+/*
+ * The fp16 accuracy guard (precision_guard.c, docs/precision.md): builds the
+ * float32 reference and fp16 candidates of the model, runs them on the
+ * calibration sets in o->calib_dir and moves the layers that cause errors
+ * above tolerance to float32. *out is the final fp16 engine with its report.
+ */
+s4d_status s4d_precision_guard(const void *data, size_t size, const s4d_build_options *o,
+                               const s4d_build_config *cfg, s4d_engine **out, char *err,
+                               size_t errsz);
 
 #endif /* S4D_RUNTIME_RUNTIME_H */

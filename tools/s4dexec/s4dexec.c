@@ -54,6 +54,13 @@ typedef struct options {
     int use_graph;
     int no_transfers;
     int tf32;
+    s4d_layer_precision precisions[MAX_LOADS];
+    int num_precisions;
+    int obey;
+    const char *calib;
+    double accuracy;
+    s4d_output_tolerance tolerances[MAX_LOADS];
+    int num_tolerances;
 } options;
 
 static const char *usage_text =
@@ -69,7 +76,20 @@ static const char *usage_text =
     "  --loadEngine=FILE      load an engine file instead of building\n"
     "  --device=cpu|cuda      device to build for (default cpu; cuda fails clearly on a\n"
     "                         machine without a usable GPU or a build without CUDA)\n"
-    "  --fp16                 allow float16 layers (refused on the CPU backend)\n"
+    "  --fp16                 float16 layers where their kernel runs them, casts at the\n"
+    "                         borders (refused on the CPU backend; docs/precision.md)\n"
+    "  --layerPrecisions=name:fp32|fp16[,name:...]\n"
+    "                         pin layers (--dumpLayerInfo names) to a precision (--fp16)\n"
+    "  --precisionConstraints=obey|prefer\n"
+    "                         obey: a pin the layer's kernel cannot run fails the build;\n"
+    "                         prefer (default): it stays float32 with a warning\n"
+    "  --calib=DIR            the fp16 accuracy guard: calibration inputs DIR/<input>.npy\n"
+    "                         or DIR/<set>/<input>.npy; layers that cause output errors\n"
+    "                         above --accuracy are moved to float32\n"
+    "  --accuracy=X[,name:X...]\n"
+    "                         the guard's tolerance: relative L2 per output against the\n"
+    "                         float32 network (default 1e-2); name:X for one output\n"
+    "                         (name:inf: measured and reported, never acted on)\n"
     "  --shapes=name:AxBxC[,name:...]\n"
     "                         fix an input's symbolic dimensions at build; for an input\n"
     "                         whose shape the model fixes (a shape-carrying input such as a\n"
@@ -201,6 +221,110 @@ static void free_options(options *o)
         free(o->shape_values[i]);
     }
     o->num_shapes = 0;
+    for (int i = 0; i < o->num_precisions; i++)
+        free((char *)o->precisions[i].layer);
+    o->num_precisions = 0;
+    for (int i = 0; i < o->num_tolerances; i++)
+        free((char *)o->tolerances[i].output);
+    o->num_tolerances = 0;
+}
+
+/* The next comma-separated item of *p (malloc'd), or NULL at the end. */
+static char *next_item(const char **p)
+{
+    const char *s = *p;
+    if (!*s)
+        return NULL;
+    const char *e = strchr(s, ',');
+    size_t n = e ? (size_t)(e - s) : strlen(s);
+    char *item = malloc(n + 1);
+    if (!item)
+        return NULL;
+    memcpy(item, s, n);
+    item[n] = 0;
+    *p = e ? e + 1 : s + n;
+    return item;
+}
+
+/* --layerPrecisions=name:fp32,name2:fp16 (a name may hold ':'; the last one splits). */
+static int parse_precisions(options *o, const char *v)
+{
+    if (!*v)
+        return fail("--layerPrecisions: no layers given");
+    char *item;
+    while ((item = next_item(&v))) {
+        char *colon = strrchr(item, ':');
+        if (!colon || colon == item) {
+            int r = fail("--layerPrecisions: '%s' is not name:fp32 or name:fp16", item);
+            free(item);
+            return r;
+        }
+        *colon = 0;
+        const char *prec = colon + 1;
+        s4d_dtype dt;
+        if (strcmp(prec, "fp32") == 0 || strcmp(prec, "float32") == 0)
+            dt = S4D_DTYPE_FLOAT32;
+        else if (strcmp(prec, "fp16") == 0 || strcmp(prec, "float16") == 0)
+            dt = S4D_DTYPE_FLOAT16;
+        else {
+            int r = fail("--layerPrecisions: layer '%s': precision '%s' is not fp32 or fp16", item,
+                         prec);
+            free(item);
+            return r;
+        }
+        if (o->num_precisions == MAX_LOADS) {
+            free(item);
+            return fail("--layerPrecisions: more than %d layers", MAX_LOADS);
+        }
+        o->precisions[o->num_precisions].layer = item;
+        o->precisions[o->num_precisions].dtype = dt;
+        o->num_precisions++;
+    }
+    return 0;
+}
+
+static int parse_tol(const char *s, const char *what, double *out)
+{
+    char *end;
+    double d = strtod(s, &end);
+    if (!*s || *end || !(d > 0))
+        return fail("--accuracy: %s: '%s' is not a relative L2 tolerance > 0 (or inf)", what, s);
+    *out = d;
+    return 0;
+}
+
+/* --accuracy=1e-2 or --accuracy=name:tol,... (a bare number sets the default). */
+static int parse_accuracy(options *o, const char *v)
+{
+    if (!*v)
+        return fail("--accuracy: no tolerance given");
+    char *item;
+    while ((item = next_item(&v))) {
+        char *colon = strrchr(item, ':');
+        int r;
+        if (!colon) {
+            r = parse_tol(item, "default", &o->accuracy);
+            free(item);
+            if (r)
+                return r;
+            continue;
+        }
+        *colon = 0;
+        double t = 0;
+        if (!*item || (r = parse_tol(colon + 1, *item ? item : "(no name)", &t)) != 0) {
+            r = *item ? 1 : fail("--accuracy: an item has no output name before ':'");
+            free(item);
+            return r;
+        }
+        if (o->num_tolerances == MAX_LOADS) {
+            free(item);
+            return fail("--accuracy: more than %d outputs", MAX_LOADS);
+        }
+        o->tolerances[o->num_tolerances].output = item;
+        o->tolerances[o->num_tolerances].rel_l2 = t;
+        o->num_tolerances++;
+    }
+    return 0;
 }
 
 /* --shapes=name:AxBxC,name2:D: the numbers may be fractional (values of a scales input). */
@@ -339,6 +463,23 @@ static int parse_args(int argc, char **argv, options *o, int *help)
             o->tf32 = 1;
         } else if (strcmp(a, "--noTF32") == 0) {
             o->tf32 = 0;
+        } else if ((v = flag_value(a, "--layerPrecisions"))) {
+            if (parse_precisions(o, v))
+                return 1;
+        } else if ((v = flag_value(a, "--precisionConstraints"))) {
+            if (strcmp(v, "obey") == 0)
+                o->obey = 1;
+            else if (strcmp(v, "prefer") == 0 || strcmp(v, "none") == 0)
+                o->obey = 0;
+            else
+                return fail("--precisionConstraints=%s: give obey or prefer", v);
+        } else if ((v = flag_value(a, "--calib"))) {
+            if (!*v)
+                return fail("--calib: no directory given");
+            o->calib = v;
+        } else if ((v = flag_value(a, "--accuracy"))) {
+            if (parse_accuracy(o, v))
+                return 1;
         } else {
             return fail("unknown argument '%s' (see --help)", a);
         }
@@ -771,14 +912,25 @@ static int run_main(const options *o)
         bo.num_input_specs = o->num_shapes;
         bo.allow_fallback = o->allow_fallback;
         bo.tf32 = o->tf32;
+        bo.layer_precisions = o->precisions;
+        bo.num_layer_precisions = o->num_precisions;
+        bo.obey_precisions = o->obey;
+        bo.calib_dir = o->calib;
+        bo.accuracy = o->accuracy;
+        bo.output_tolerances = o->tolerances;
+        bo.num_output_tolerances = o->num_tolerances;
+        if (o->verbose)
+            setenv("S4D_BUILD_LOG", "1", 1); /* the fp16 guard's progress on stderr */
         double t0 = now_ms();
         if (s4d_engine_build_onnx_file(o->onnx, &bo, &e, &err) != S4D_OK)
             return fail("%s", err.msg);
         printf("[build] %s: %d layers in %.1f ms\n", o->onnx, s4d_engine_num_layers(e),
                now_ms() - t0);
     } else {
-        if (o->fp16 || o->num_shapes || o->allow_fallback || o->tf32)
-            return fail("--fp16, --shapes, --allowFallback and --tf32 apply when building "
+        if (o->fp16 || o->num_shapes || o->allow_fallback || o->tf32 || o->num_precisions ||
+            o->obey || o->calib || o->accuracy > 0 || o->num_tolerances)
+            return fail("--fp16, --shapes, --allowFallback, --tf32, --layerPrecisions, "
+                        "--precisionConstraints, --calib and --accuracy apply when building "
                         "(--onnx); a loaded engine keeps what it was built with");
         if (s4d_engine_load_file(o->load_engine, NULL, &e, &err) != S4D_OK)
             return fail("%s", err.msg);
@@ -789,6 +941,13 @@ static int run_main(const options *o)
             return r;
         }
         printf("[load] %s: %d layers\n", o->load_engine, s4d_engine_num_layers(e));
+    }
+    const char *report = s4d_engine_precision_report(e);
+    for (const char *q = report; q && *q;) {
+        const char *nl = strchr(q, '\n');
+        int n = nl ? (int)(nl - q) : (int)strlen(q);
+        printf("[precision] %.*s\n", n, q);
+        q += n + (nl ? 1 : 0);
     }
     int rc = 0;
     if (o->save_engine) {

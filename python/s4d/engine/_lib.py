@@ -41,11 +41,24 @@ class InputSpec(ctypes.Structure):
                 ("dims", ctypes.c_int64 * MAX_DIMS), ("values", ctypes.POINTER(ctypes.c_double))]
 
 
+class LayerPrecision(ctypes.Structure):
+    _fields_ = [("layer", ctypes.c_char_p), ("dtype", ctypes.c_int)]
+
+
+class OutputTolerance(ctypes.Structure):
+    _fields_ = [("output", ctypes.c_char_p), ("rel_l2", ctypes.c_double)]
+
+
 class BuildOptions(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("device", ctypes.c_int), ("fp16", ctypes.c_int),
                 ("fold_constants", ctypes.c_int), ("registry", ctypes.c_void_p),
                 ("input_specs", ctypes.POINTER(InputSpec)), ("num_input_specs", ctypes.c_int),
-                ("allow_fallback", ctypes.c_int), ("tf32", ctypes.c_int)]
+                ("allow_fallback", ctypes.c_int), ("tf32", ctypes.c_int),
+                ("layer_precisions", ctypes.POINTER(LayerPrecision)),
+                ("num_layer_precisions", ctypes.c_int), ("obey_precisions", ctypes.c_int),
+                ("calib_dir", ctypes.c_char_p), ("accuracy", ctypes.c_double),
+                ("output_tolerances", ctypes.POINTER(OutputTolerance)),
+                ("num_output_tolerances", ctypes.c_int)]
 
 
 class LoadOptions(ctypes.Structure):
@@ -146,6 +159,7 @@ _PROTOTYPES = {
     "s4d_engine_activation_bytes_unplanned": (ctypes.c_size_t, [ctypes.c_void_p]),
     "s4d_engine_weight_bytes": (ctypes.c_size_t, [ctypes.c_void_p]),
     "s4d_engine_device": (ctypes.c_int, [ctypes.c_void_p]),
+    "s4d_engine_precision_report": (ctypes.c_char_p, [ctypes.c_void_p]),
     "s4d_engine_target": (c_status, [ctypes.c_void_p, ctypes.POINTER(TargetInfo)]),
     "s4d_engine_layer_details": (c_status, [ctypes.c_void_p, ctypes.c_int,
                                             ctypes.POINTER(LayerDetails)]),

@@ -12,7 +12,7 @@ import contextlib
 import ctypes
 import os
 import threading
-from typing import Dict, List, NamedTuple, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -339,10 +339,17 @@ class Builder:
     libraries to load first; registry: the plugin Registry (default: the
     process default); allow_fallback: nodes the device cannot run go to the
     CPU; fold_constants: fold constant subgraphs at build (default True).
+    fp16 builds (docs/precision.md): layer_precisions: {layer: "fp32" | "fp16"}
+    pins; obey_precisions: a pin the layer's kernel cannot run fails the build;
+    calib_dir: calibration inputs for the accuracy guard; accuracy: its
+    default relative L2 tolerance per output (None: 1e-2); output_tolerances:
+    {output: tolerance} overrides.
     """
 
     def __init__(self, device="cpu", fp16=False, tf32=False, shapes=None, values=None,
-                 plugins=None, registry=None, allow_fallback=False, fold_constants=True):
+                 plugins=None, registry=None, allow_fallback=False, fold_constants=True,
+                 layer_precisions=None, obey_precisions=False, calib_dir=None, accuracy=None,
+                 output_tolerances=None):
         self.device = device
         self.fp16 = fp16
         self.tf32 = tf32
@@ -352,6 +359,11 @@ class Builder:
         self.registry = registry
         self.allow_fallback = allow_fallback
         self.fold_constants = fold_constants
+        self.layer_precisions = layer_precisions
+        self.obey_precisions = obey_precisions
+        self.calib_dir = calib_dir
+        self.accuracy = accuracy
+        self.output_tolerances = output_tolerances
         self._auto = None  # trtexec's --shapes: the library decides shape or values
 
     def build(self, onnx) -> "Engine":
@@ -367,6 +379,7 @@ class Builder:
         opts.allow_fallback = int(bool(self.allow_fallback))
         opts.fold_constants = int(bool(self.fold_constants))
         specs, n, keep = _make_specs(self.shapes, self.values, self._auto)
+        keep = [keep] + _precision_options(opts, self)
         hold = reg._hold()
         opts.registry = hold.ptr
         if n:
@@ -393,13 +406,58 @@ class Builder:
         return Engine._wrap(out.value, hold)
 
 
+_PRECISIONS = {"fp32": 1, "float32": 1, "fp16": 10, "float16": 10}  # s4d_dtype codes
+
+
+def _precision_options(opts, b):
+    """Fills the fp16 precision fields of opts; returns what must stay alive during the build."""
+    keep = []
+    if b.layer_precisions:
+        items = list(dict(b.layer_precisions).items())
+        arr = (_lib.LayerPrecision * len(items))()
+        for i, (name, prec) in enumerate(items):
+            if prec not in _PRECISIONS:
+                raise InvalidArgumentError(f"layer_precisions: layer '{name}': precision "
+                                           f"{prec!r} is not 'fp32' or 'fp16'")
+            enc = str(name).encode()
+            keep.append(enc)
+            arr[i].layer = enc
+            arr[i].dtype = _PRECISIONS[prec]
+        opts.layer_precisions = ctypes.cast(arr, ctypes.POINTER(_lib.LayerPrecision))
+        opts.num_layer_precisions = len(items)
+        keep.append(arr)
+    opts.obey_precisions = int(bool(b.obey_precisions))
+    if b.calib_dir is not None:
+        enc = os.fsencode(b.calib_dir)
+        keep.append(enc)
+        opts.calib_dir = enc
+    if b.accuracy is not None:
+        opts.accuracy = float(b.accuracy)
+    if b.output_tolerances:
+        items = list(dict(b.output_tolerances).items())
+        arr = (_lib.OutputTolerance * len(items))()
+        for i, (name, tol) in enumerate(items):
+            enc = str(name).encode()
+            keep.append(enc)
+            arr[i].output = enc
+            arr[i].rel_l2 = float(tol)
+        opts.output_tolerances = ctypes.cast(arr, ctypes.POINTER(_lib.OutputTolerance))
+        opts.num_output_tolerances = len(items)
+        keep.append(arr)
+    return keep
+
+
 def build(onnx, device="cpu", fp16=False, tf32=False, shapes=None, values=None, plugins=None,
-          registry=None, allow_fallback=False, fold_constants=True) -> "Engine":
+          registry=None, allow_fallback=False, fold_constants=True, layer_precisions=None,
+          obey_precisions=False, calib_dir=None, accuracy=None,
+          output_tolerances=None) -> "Engine":
     """Builds an engine from an ONNX model (path, bytes or onnx.ModelProto);
     the options are Builder's."""
     return Builder(device=device, fp16=fp16, tf32=tf32, shapes=shapes, values=values,
                    plugins=plugins, registry=registry, allow_fallback=allow_fallback,
-                   fold_constants=fold_constants).build(onnx)
+                   fold_constants=fold_constants, layer_precisions=layer_precisions,
+                   obey_precisions=obey_precisions, calib_dir=calib_dir, accuracy=accuracy,
+                   output_tolerances=output_tolerances).build(onnx)
 
 
 # ---------------------------------------------------------------- engines
@@ -530,6 +588,15 @@ class Engine:
         libraries, library_version."""
         self._ptr()
         return dict(self._target)
+
+    @property
+    def precision_report(self) -> Optional[str]:
+        """What an fp16 build chose (docs/precision.md): the accuracy guard's
+        tolerance, each output's error before and after, the layers moved to
+        float32. None for a float32 engine."""
+        with self._use() as ptr:
+            r = _lib.lib().s4d_engine_precision_report(ptr)
+            return None if r is None else r.decode()
 
     @property
     def activation_bytes(self) -> int:

@@ -11,6 +11,15 @@
  * backend.h), runs the CPU kernels underneath, and tells plugins they run on
  * the CPU. S4D_GUARDED_DECLINE=Op1,Op2 makes it refuse those op types, to
  * test placement fallback.
+ *
+ * float16: a layer with float16 tensors runs by widening its float16 inputs
+ * (constants included) to float32 in its workspace, running the CPU kernel on
+ * the float32 copies and rounding each float16 output to nearest even: float16
+ * storage with float32 arithmetic, which is what the CUDA float16 kernels do
+ * (float32 accumulation). It reproduces the rounding of every stored tensor,
+ * not a GPU's accumulation order. Cast runs natively (the CPU Cast converts
+ * float16). S4D_GUARDED_NO_FP16=Op1,Op2 makes it refuse float16 for those op
+ * types, to test layers whose kernel has no float16 path.
  */
 #define _DEFAULT_SOURCE
 #include <pthread.h>
@@ -21,6 +30,7 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "ops/broadcast.h"
 #include "util/util.h"
 
 typedef struct region {
@@ -73,10 +83,10 @@ static s4d_status g_target_info(s4d_target_info *info)
     return S4D_OK;
 }
 
-/* Whether S4D_GUARDED_DECLINE lists op_type. */
-static int declined(const char *op_type)
+/* Whether the comma-separated list in environment variable var names op_type. */
+static int listed(const char *var, const char *op_type)
 {
-    const char *list = getenv("S4D_GUARDED_DECLINE");
+    const char *list = getenv(var);
     if (!list || !op_type)
         return 0;
     size_t n = strlen(op_type);
@@ -98,26 +108,212 @@ static const s4d_kernel *inner_kernel(const s4d_op_ctx *ctx)
     return s4d_backend_cpu()->find_kernel(s->domain, s->op_type, s->since_version);
 }
 
+/* ---- float16 emulation ---- */
+
+#define EMU_MAX_TENSORS 64
+#define EMU_ALIGN 64
+
+/* A float32 view of a layer whose float16 tensors the CPU kernel cannot take. */
+typedef struct emu {
+    s4d_op_ctx ctx;
+    s4d_tensor in[EMU_MAX_TENSORS];
+    s4d_tensor out[EMU_MAX_TENSORS];
+    void *owned[EMU_MAX_TENSORS + 1]; /* build time: widened constants (malloc'd) */
+} emu;
+
+static int has_half(const s4d_op_ctx *ctx)
+{
+    for (int i = 0; i < ctx->num_inputs; i++)
+        if (ctx->inputs[i].rank >= 0 && ctx->inputs[i].dtype == S4D_DTYPE_FLOAT16)
+            return 1;
+    for (int i = 0; i < ctx->num_outputs; i++)
+        if (ctx->outputs[i].rank >= 0 && ctx->outputs[i].dtype == S4D_DTYPE_FLOAT16)
+            return 1;
+    return 0;
+}
+
+/* Cast converts float16 itself; everything else with float16 tensors is widened. */
+static int emulated(const s4d_op_ctx *ctx)
+{
+    return has_half(ctx) && strcmp(ctx->op_type, "Cast") != 0 &&
+           strcmp(ctx->op_type, "CastLike") != 0;
+}
+
+static size_t numel(const s4d_tensor *t)
+{
+    size_t n = 1;
+    for (int d = 0; d < t->rank; d++)
+        n *= (size_t)t->dims[d];
+    return n;
+}
+
+static size_t up(size_t n)
+{
+    return (n + EMU_ALIGN - 1) / EMU_ALIGN * EMU_ALIGN;
+}
+
+static void widen(float *dst, const uint16_t *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = s4d_half_to_float(src[i]);
+}
+
+/* Bytes the emulation adds in front of the inner kernel's workspace. */
+static size_t emu_bytes(const s4d_op_ctx *ctx)
+{
+    size_t b = up(ctx->schema->params_size);
+    for (int i = 0; i < ctx->num_inputs; i++)
+        if (ctx->inputs[i].rank >= 0 && ctx->inputs[i].dtype == S4D_DTYPE_FLOAT16)
+            b += up(numel(&ctx->inputs[i]) * sizeof(float));
+    for (int i = 0; i < ctx->num_outputs; i++)
+        if (ctx->outputs[i].rank >= 0 && ctx->outputs[i].dtype == S4D_DTYPE_FLOAT16)
+            b += up(numel(&ctx->outputs[i]) * sizeof(float));
+    return b;
+}
+
+/*
+ * Makes the float32 view and infers it again, so that params describe float32
+ * tensors. scratch: the workspace at run time (widened inputs, float32
+ * outputs, params); NULL at build time (constants widened into malloc'd copies,
+ * outputs without data, params malloc'd). On success the caller runs
+ * e->ctx and, at build time, calls emu_free.
+ */
+static s4d_status emu_make(const s4d_op_ctx *ctx, uint8_t *scratch, emu *e)
+{
+    memset(e, 0, sizeof *e);
+    if (ctx->num_inputs > EMU_MAX_TENSORS || ctx->num_outputs > EMU_MAX_TENSORS)
+        return S4D_ERR_UNSUPPORTED;
+    e->ctx = *ctx;
+    e->ctx.inputs = e->in;
+    e->ctx.outputs = e->out;
+    size_t at = 0;
+    size_t psize = ctx->schema->params_size;
+    if (psize) {
+        if (scratch) {
+            e->ctx.params = scratch;
+        } else {
+            e->owned[0] = calloc(1, psize);
+            if (!e->owned[0])
+                return S4D_ERR_NO_MEMORY;
+            e->ctx.params = e->owned[0];
+        }
+        memset(e->ctx.params, 0, psize);
+    }
+    at += up(psize);
+    for (int i = 0; i < ctx->num_inputs; i++) {
+        e->in[i] = ctx->inputs[i];
+        if (e->in[i].rank < 0 || e->in[i].dtype != S4D_DTYPE_FLOAT16)
+            continue;
+        e->in[i].dtype = S4D_DTYPE_FLOAT32;
+        size_t n = numel(&e->in[i]);
+        e->in[i].data = NULL;
+        if (ctx->inputs[i].data) {
+            float *w = scratch ? (float *)(scratch + at) : malloc(n * sizeof(float) + 1);
+            if (!w)
+                return S4D_ERR_NO_MEMORY;
+            if (!scratch)
+                e->owned[1 + i] = w;
+            widen(w, ctx->inputs[i].data, n);
+            e->in[i].data = w;
+        }
+        if (scratch)
+            at += up(n * sizeof(float));
+    }
+    for (int i = 0; i < ctx->num_outputs; i++) {
+        memset(&e->out[i], 0, sizeof e->out[i]);
+        e->out[i].rank = -1;
+    }
+    s4d_status st = s4d_op_infer(&e->ctx);
+    if (st != S4D_OK)
+        return st;
+    for (int i = 0; i < ctx->num_outputs; i++) {
+        const s4d_tensor *o = &ctx->outputs[i];
+        if (o->rank < 0)
+            continue;
+        s4d_dtype want = o->dtype == S4D_DTYPE_FLOAT16 ? S4D_DTYPE_FLOAT32 : o->dtype;
+        if (e->out[i].dtype != want || e->out[i].rank != o->rank)
+            return s4d_op_error(&e->ctx, S4D_ERR_UNSUPPORTED,
+                                "float16 emulation: output %d is %s when widened", i,
+                                s4d_dtype_name(e->out[i].dtype));
+        e->out[i].data = o->data;
+        if (o->dtype == S4D_DTYPE_FLOAT16) {
+            e->out[i].data = scratch ? scratch + at : NULL;
+            if (scratch)
+                at += up(numel(o) * sizeof(float));
+        }
+    }
+    if (scratch) {
+        e->ctx.workspace = scratch + at;
+        e->ctx.workspace_size = ctx->workspace_size > at ? ctx->workspace_size - at : 0;
+    }
+    return S4D_OK;
+}
+
+static void emu_free(emu *e)
+{
+    for (int i = 0; i <= EMU_MAX_TENSORS; i++)
+        free(e->owned[i]);
+}
+
 static s4d_status g_supports(s4d_op_ctx *ctx)
 {
-    if (declined(ctx->op_type))
+    if (listed("S4D_GUARDED_DECLINE", ctx->op_type))
         return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED,
                             "the guarded test device declines it (S4D_GUARDED_DECLINE)");
     const s4d_kernel *k = inner_kernel(ctx);
-    return k && k->supports ? k->supports(ctx) : S4D_OK;
+    if (!emulated(ctx))
+        return k && k->supports ? k->supports(ctx) : S4D_OK;
+    if (listed("S4D_GUARDED_NO_FP16", ctx->op_type))
+        return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED,
+                            "the guarded test device has no float16 path for it "
+                            "(S4D_GUARDED_NO_FP16)");
+    emu e;
+    s4d_status st = emu_make(ctx, NULL, &e);
+    if (st == S4D_OK && k && k->supports)
+        st = k->supports(&e.ctx);
+    if (st != S4D_OK && !ctx->err[0])
+        s4d_op_error(ctx, st, "float16 emulation: the CPU kernel does not take it widened: %s",
+                     e.ctx.err && e.ctx.err[0] ? e.ctx.err : s4d_status_string(st));
+    emu_free(&e);
+    return st;
 }
 
 static size_t g_workspace(const s4d_op_ctx *ctx)
 {
     const s4d_kernel *k = inner_kernel(ctx);
-    return k && k->workspace_size ? k->workspace_size(ctx) : 0;
+    if (!emulated(ctx))
+        return k && k->workspace_size ? k->workspace_size(ctx) : 0;
+    emu e;
+    size_t ws = 0;
+    if (emu_make(ctx, NULL, &e) == S4D_OK)
+        ws = k && k->workspace_size ? k->workspace_size(&e.ctx) : 0;
+    emu_free(&e);
+    return emu_bytes(ctx) + ws;
 }
 
 static s4d_status g_run(s4d_op_ctx *ctx)
 {
     const s4d_kernel *k = inner_kernel(ctx);
     guard_open();
-    s4d_status st = k->run(ctx);
+    s4d_status st;
+    if (!emulated(ctx)) {
+        st = k->run(ctx);
+    } else {
+        emu e;
+        st = emu_make(ctx, ctx->workspace, &e);
+        if (st == S4D_OK)
+            st = k->run(&e.ctx);
+        for (int i = 0; st == S4D_OK && i < ctx->num_outputs; i++) {
+            const s4d_tensor *o = &ctx->outputs[i];
+            if (o->rank < 0 || o->dtype != S4D_DTYPE_FLOAT16)
+                continue;
+            const float *src = e.out[i].data;
+            uint16_t *dst = o->data;
+            size_t n = numel(o);
+            for (size_t j = 0; j < n; j++)
+                dst[j] = s4d_float_to_half(src[j]);
+        }
+    }
     guard_close();
     return st;
 }

@@ -1,0 +1,1009 @@
+/*
+ * The fp16 accuracy guard (docs/precision.md). It builds the float32
+ * reference of the model and fp16 candidates on the target device, runs them
+ * on every calibration set and measures each graph output's relative L2
+ * error against the reference. While some output is above its tolerance it
+ * ranks the float16 layers by how much they amplify error - the relative L2
+ * of a layer's outputs over the largest of its inputs', both against the
+ * reference run, read through a per-layer hook of the context - and moves
+ * the top k (k = 1, 2, 4, ...) to float32, so that the number of rebuilds
+ * grows with the logarithm of the layers moved. Afterwards it tries to put
+ * back the less suspicious half of the last batch. Layers the user pinned
+ * are never changed.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ops/broadcast.h"
+#include "runtime/runtime.h"
+#include "s4d/npy.h"
+#include "util/util.h"
+
+#define DEFAULT_TOLERANCE 1e-2
+/* Input error below which a layer's output error counts as its own: float16's rounding. */
+#define ERR_FLOOR 1e-3
+#define MAX_PUT_BACK_TRIALS 3
+/* The largest finite float16. */
+#define FP16_MAX 65504.0
+
+typedef struct text {
+    char *s;
+    size_t len, cap;
+    int failed;
+} text;
+
+static void text_add(text *t, const char *fmt, ...) S4D_PRINTF(2, 3);
+
+/* Appends s whole (text_add formats one line of bounded length). */
+static void text_put(text *t, const char *s)
+{
+    size_t k = strlen(s);
+    if (t->failed)
+        return;
+    if (t->len + k + 1 > t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 1024;
+        while (cap < t->len + k + 1)
+            cap *= 2;
+        char *n = realloc(t->s, cap);
+        if (!n) {
+            t->failed = 1;
+            return;
+        }
+        t->s = n;
+        t->cap = cap;
+    }
+    memcpy(t->s + t->len, s, k + 1);
+    t->len += k;
+}
+
+static void text_add(text *t, const char *fmt, ...)
+{
+    char line[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    size_t k = strlen(line);
+    if (t->failed)
+        return;
+    if (t->len + k + 1 > t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 4096;
+        while (cap < t->len + k + 1)
+            cap *= 2;
+        char *s = realloc(t->s, cap);
+        if (!s) {
+            t->failed = 1;
+            return;
+        }
+        t->s = s;
+        t->cap = cap;
+    }
+    memcpy(t->s + t->len, line, k + 1);
+    t->len += k;
+}
+
+/* Progress on stderr when S4D_BUILD_LOG is set (s4dexec --verbose sets it). */
+static void progress(const char *fmt, ...) S4D_PRINTF(1, 2);
+
+static void progress(const char *fmt, ...)
+{
+    const char *env = getenv("S4D_BUILD_LOG");
+    if (!env || !env[0] || strcmp(env, "0") == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "[fp16 guard] ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+/* ---- calibration sets ---- */
+
+typedef struct calib {
+    int num_sets, num_inputs;
+    char **set_names;
+    s4d_npy *arrays; /* num_sets * num_inputs */
+} calib;
+
+static void calib_free(calib *c)
+{
+    for (int i = 0; c->arrays && i < c->num_sets * c->num_inputs; i++)
+        s4d_npy_free(&c->arrays[i]);
+    for (int i = 0; c->set_names && i < c->num_sets; i++)
+        free(c->set_names[i]);
+    free(c->arrays);
+    free(c->set_names);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static s4d_status calib_load(const char *dir, const s4d_engine *e, calib *c, char *err,
+                             size_t errsz)
+{
+    memset(c, 0, sizeof *c);
+    DIR *d = opendir(dir);
+    if (!d)
+        return s4d_fmt_err(err, errsz, S4D_ERR_IO, "calibration directory '%s' cannot be opened",
+                           dir);
+    int npy = 0, cap = 0;
+    /* One set when a graph input's file is in DIR itself (other .npy files there are
+       ignored: a golden sequence's folder keeps more), else one set per folder. */
+    for (int i = 0; i < s4d_engine_num_inputs(e) && !npy; i++) {
+        s4d_tensor_info ti;
+        s4d_engine_input_info(e, i, &ti);
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s.npy", dir, ti.name);
+        struct stat sb;
+        npy = stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+    }
+    char **subs = NULL;
+    struct dirent *de;
+    s4d_status st = S4D_OK;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        struct stat sb;
+        if (stat(path, &sb) != 0)
+            continue;
+        if (S_ISDIR(sb.st_mode)) {
+            if (c->num_sets == cap) {
+                cap = cap ? cap * 2 : 16;
+                char **n = realloc(subs, (size_t)cap * sizeof *n);
+                if (!n) {
+                    st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
+                    break;
+                }
+                subs = n;
+            }
+            subs[c->num_sets] = s4d_strdup(de->d_name);
+            if (!subs[c->num_sets]) {
+                st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
+                break;
+            }
+            c->num_sets++;
+        }
+    }
+    closedir(d);
+    c->set_names = subs;
+    if (st != S4D_OK)
+        return st;
+    if (npy) {
+        /* The directory itself is the one set. */
+        for (int i = 0; i < c->num_sets; i++)
+            free(subs[i]);
+        c->num_sets = 1;
+        if (!c->set_names && !(c->set_names = malloc(sizeof(char *))))
+            return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
+        c->set_names[0] = NULL;
+    } else if (!c->num_sets) {
+        return s4d_fmt_err(err, errsz, S4D_ERR_NOT_FOUND,
+                           "calibration directory '%s' has no calibration set: give one .npy per "
+                           "graph input (DIR/<input>.npy) or one folder per set "
+                           "(DIR/<set>/<input>.npy)",
+                           dir);
+    } else {
+        qsort(c->set_names, (size_t)c->num_sets, sizeof(char *), cmp_str);
+    }
+    c->num_inputs = s4d_engine_num_inputs(e);
+    c->arrays = calloc((size_t)c->num_sets * (size_t)c->num_inputs + 1, sizeof *c->arrays);
+    if (!c->arrays)
+        return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
+    for (int s = 0; s < c->num_sets; s++) {
+        for (int i = 0; i < c->num_inputs; i++) {
+            s4d_tensor_info ti;
+            s4d_engine_input_info(e, i, &ti);
+            char path[4096];
+            if (c->set_names[s])
+                snprintf(path, sizeof path, "%s/%s/%s.npy", dir, c->set_names[s], ti.name);
+            else
+                snprintf(path, sizeof path, "%s/%s.npy", dir, ti.name);
+            struct stat sb;
+            if (stat(path, &sb) != 0)
+                return s4d_fmt_err(err, errsz, S4D_ERR_NOT_FOUND,
+                                   "calibration: '%s' is missing (graph input '%s')", path,
+                                   ti.name);
+            s4d_npy *a = &c->arrays[s * c->num_inputs + i];
+            s4d_errbuf eb;
+            st = s4d_npy_load(path, a, &eb);
+            if (st != S4D_OK)
+                return s4d_fmt_err(err, errsz, st, "calibration: %s", eb.msg);
+            int same = a->dtype == ti.dtype && a->rank == ti.rank;
+            for (int k = 0; same && k < ti.rank; k++)
+                same = a->dims[k] == ti.dims[k];
+            if (!same) {
+                char want[200], got[200];
+                s4d_dims_str(ti.rank, ti.dims, want, sizeof want);
+                s4d_dims_str(a->rank, a->dims, got, sizeof got);
+                return s4d_fmt_err(err, errsz, S4D_ERR_SHAPE,
+                                   "calibration: '%s' is %s%s; graph input '%s' is %s%s", path,
+                                   s4d_dtype_name(a->dtype), got, ti.name,
+                                   s4d_dtype_name(ti.dtype), want);
+            }
+        }
+    }
+    return S4D_OK;
+}
+
+/* ---- measuring ---- */
+
+/* ||a - b|| / ||b||; a non-finite value in a where b is finite is an infinite error. */
+static double rel_l2(const float *a, const float *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double x = a[i], y = b[i];
+        if (!isfinite(y)) {
+            if (x == y)
+                continue;
+            return INFINITY;
+        }
+        if (!isfinite(x))
+            return INFINITY;
+        num += (x - y) * (x - y);
+        den += y * y;
+    }
+    if (den == 0)
+        return num == 0 ? 0 : INFINITY;
+    return sqrt(num / den);
+}
+
+static int is_float(s4d_dtype t)
+{
+    return t == S4D_DTYPE_FLOAT32 || t == S4D_DTYPE_FLOAT16;
+}
+
+static size_t tensor_numel(const s4d_plan_tensor *t)
+{
+    size_t n = 1;
+    for (int d = 0; d < t->rank; d++)
+        n *= (size_t)t->dims[d];
+    return n;
+}
+
+/* What one evaluation of a candidate measures. */
+typedef struct measure {
+    double *out_err;   /* per graph output: the worst over the sets */
+    double *score;     /* per candidate layer: amplification, worst over the sets */
+    double *layer_err; /* per candidate layer: its outputs' error */
+    double *in_err;    /* per candidate layer: its inputs' error */
+    double *range;     /* per candidate layer: the largest magnitude of its float32 outputs */
+} measure;
+
+/* The hook's state for one run. */
+typedef struct run_state {
+    const s4d_engine *e;
+    int reference;        /* capturing the float32 reference */
+    float **ref_out;      /* reference: per layer * MAXO outputs (float32 copies) */
+    const int *match;     /* candidate: per layer, the reference layer with its name, or -1 */
+    const float **cp;     /* candidate: per tensor, its reference values (borrowed) */
+    double *terr;         /* candidate: per tensor, its error */
+    double *serr;         /* candidate: per tensor, its error before the Casts it went through */
+    double *ref_max;      /* per reference layer: the largest magnitude of its float32 outputs */
+    float *buf;           /* scratch: widened output */
+    uint8_t *raw;         /* scratch: raw output bytes */
+    measure *m;
+    char *err;
+    size_t errsz;
+} run_state;
+
+#define MAXO 16
+
+/* Widens a tensor's elements to float (integers and bools for comparing them); 0 when
+   the dtype is not one the guard compares. */
+static int widen_to_float(s4d_dtype dt, const void *raw, size_t n, float *out)
+{
+    switch (dt) {
+    case S4D_DTYPE_FLOAT32: memcpy(out, raw, n * sizeof(float)); return 1;
+    case S4D_DTYPE_FLOAT16:
+        for (size_t k = 0; k < n; k++)
+            out[k] = s4d_half_to_float(((const uint16_t *)raw)[k]);
+        return 1;
+    case S4D_DTYPE_INT64:
+        for (size_t k = 0; k < n; k++)
+            out[k] = (float)((const int64_t *)raw)[k];
+        return 1;
+    case S4D_DTYPE_INT32:
+        for (size_t k = 0; k < n; k++)
+            out[k] = (float)((const int32_t *)raw)[k];
+        return 1;
+    case S4D_DTYPE_BOOL:
+    case S4D_DTYPE_UINT8:
+        for (size_t k = 0; k < n; k++)
+            out[k] = (float)((const uint8_t *)raw)[k];
+        return 1;
+    case S4D_DTYPE_INT8:
+        for (size_t k = 0; k < n; k++)
+            out[k] = (float)((const int8_t *)raw)[k];
+        return 1;
+    default: return 0;
+    }
+}
+
+/* Integers (indices from a TopK, ids) are right or wrong: the fraction that differ. */
+static double mismatch(const float *a, const float *b, size_t n)
+{
+    size_t bad = 0;
+    for (size_t k = 0; k < n; k++)
+        bad += a[k] != b[k];
+    return n ? (double)bad / (double)n : 0;
+}
+
+static s4d_status hook(s4d_context *c, int li, void *user)
+{
+    run_state *rs = user;
+    const s4d_plan *p = rs->e->plan;
+    const s4d_plan_layer *l = &p->layers[li];
+    double out_err = 0, in_err = 0;
+    int half = 0, any = 0;
+    int passes = !rs->reference && rs->match[li] < 0 && l->num_inputs == 1 &&
+                 l->inputs[0] >= 0 && l->num_outputs == 1;
+    for (int j = 0; j < l->num_outputs && j < MAXO; j++) {
+        int ti = l->outputs[j];
+        const s4d_plan_tensor *t = &p->tensors[ti];
+        size_t n = tensor_numel(t);
+        if (rs->reference) {
+            float *copy = malloc(n * sizeof(float) + 4);
+            if (!copy)
+                return s4d_fmt_err(rs->err, rs->errsz, S4D_ERR_NO_MEMORY, "out of memory");
+            s4d_status st = s4d_context_layer_output(c, li, j, rs->raw);
+            if (st != S4D_OK) {
+                free(copy);
+                return s4d_fmt_err(rs->err, rs->errsz, st, "%s", s4d_context_errmsg(c));
+            }
+            if (!widen_to_float(t->dtype, rs->raw, n, copy)) {
+                free(copy);
+                continue;
+            }
+            if (t->dtype == S4D_DTYPE_FLOAT32)
+                for (size_t k = 0; k < n; k++)
+                    if (fabsf(copy[k]) > rs->ref_max[li] && isfinite(copy[k]))
+                        rs->ref_max[li] = fabsf(copy[k]);
+            rs->ref_out[(size_t)li * MAXO + j] = copy;
+            continue;
+        }
+        const float *ref = NULL;
+        if (rs->match[li] >= 0)
+            ref = rs->ref_out[(size_t)rs->match[li] * MAXO + j];
+        else if (passes)
+            ref = rs->cp[l->inputs[0]]; /* a Cast or copy layer: the same values */
+        rs->cp[ti] = ref;
+        if (!ref)
+            continue;
+        s4d_status st = s4d_context_layer_output(c, li, j, rs->raw);
+        if (st != S4D_OK)
+            return s4d_fmt_err(rs->err, rs->errsz, st, "%s", s4d_context_errmsg(c));
+        if (!widen_to_float(t->dtype, rs->raw, n, rs->buf))
+            continue;
+        half |= t->dtype == S4D_DTYPE_FLOAT16;
+        double e = is_float(t->dtype) ? rel_l2(rs->buf, ref, n) : mismatch(rs->buf, ref, n);
+        rs->terr[ti] = e;
+        /* The rounding a Cast adds to a layer's input is that layer's own doing. */
+        rs->serr[ti] = passes && rs->serr[l->inputs[0]] >= 0 ? rs->serr[l->inputs[0]] : e;
+        any = 1;
+        if (e > out_err || isnan(e))
+            out_err = e;
+    }
+    if (rs->reference || rs->match[li] < 0 || !half || !any)
+        return S4D_OK;
+    for (int j = 0; j < l->num_inputs; j++) {
+        int ti = l->inputs[j];
+        if (ti < 0 || rs->serr[ti] < 0)
+            continue;
+        if (rs->serr[ti] > in_err || isnan(rs->serr[ti]))
+            in_err = rs->serr[ti];
+    }
+    double score;
+    if (rs->ref_max[rs->match[li]] > FP16_MAX)
+        score = INFINITY; /* its float32 outputs do not fit in float16 */
+    else if (!isfinite(in_err))
+        score = 0; /* it inherits the error; whoever made it is to blame */
+    else if (!isfinite(out_err))
+        score = INFINITY;
+    else
+        score = out_err / (in_err > ERR_FLOOR ? in_err : ERR_FLOOR);
+    if (score > rs->m->score[li] || (score == rs->m->score[li] && out_err > rs->m->layer_err[li])) {
+        rs->m->score[li] = score;
+        rs->m->layer_err[li] = out_err;
+        rs->m->in_err[li] = in_err;
+        rs->m->range[li] = rs->ref_max[rs->match[li]];
+    }
+    return S4D_OK;
+}
+
+/* Binds set s to the context's inputs, in engine input order. */
+static s4d_status bind_inputs(s4d_context *c, const s4d_engine *e, const calib *cal, int s,
+                              char *err, size_t errsz)
+{
+    for (int i = 0; i < cal->num_inputs; i++) {
+        const s4d_npy *a = &cal->arrays[s * cal->num_inputs + i];
+        s4d_tensor_info ti;
+        s4d_engine_input_info(e, i, &ti);
+        s4d_status st = s4d_context_bind(c, ti.name, a->dtype, a->rank, a->dims, a->data);
+        if (st != S4D_OK)
+            return s4d_fmt_err(err, errsz, st, "calibration: binding '%s': %s", ti.name,
+                               s4d_context_errmsg(c));
+    }
+    return S4D_OK;
+}
+
+/* Everything one evaluation needs; reference outputs are per set. */
+typedef struct guard {
+    const s4d_engine *ref;
+    const calib *cal;
+    int num_outputs;
+    float **ref_outputs; /* per set * output */
+    size_t max_bytes;    /* the largest float tensor of any engine, in bytes (float32) */
+} guard;
+
+static s4d_status make_context(const s4d_engine *e, s4d_context **c, char *err, size_t errsz)
+{
+    s4d_context_options co;
+    s4d_context_options_init(&co);
+    s4d_errbuf eb;
+    s4d_status st = s4d_context_create(e, &co, c, &eb);
+    if (st != S4D_OK)
+        return s4d_fmt_err(err, errsz, st, "%s", eb.msg);
+    return S4D_OK;
+}
+
+static size_t largest_tensor(const s4d_plan *p)
+{
+    size_t m = 16;
+    for (int i = 0; i < p->num_tensors; i++) {
+        size_t n = tensor_numel(&p->tensors[i]) * sizeof(float);
+        if ((size_t)p->tensors[i].bytes > n)
+            n = (size_t)p->tensors[i].bytes;
+        if (n > m)
+            m = n;
+    }
+    return m;
+}
+
+/* Runs the reference on every set once: keeps its graph outputs. */
+static s4d_status reference_outputs(guard *gd, char *err, size_t errsz)
+{
+    const s4d_engine *e = gd->ref;
+    const calib *cal = gd->cal;
+    gd->num_outputs = s4d_engine_num_outputs(e);
+    gd->ref_outputs = calloc((size_t)cal->num_sets * (size_t)gd->num_outputs + 1, sizeof(float *));
+    if (!gd->ref_outputs)
+        return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
+    s4d_context *c = NULL;
+    s4d_status st = make_context(e, &c, err, errsz);
+    for (int s = 0; st == S4D_OK && s < cal->num_sets; s++) {
+        st = bind_inputs(c, e, cal, s, err, errsz);
+        if (st == S4D_OK && (st = s4d_context_run(c, NULL)) != S4D_OK)
+            s4d_fmt_err(err, errsz, st, "float32 reference run: %s", s4d_context_errmsg(c));
+        for (int o = 0; st == S4D_OK && o < gd->num_outputs; o++) {
+            s4d_tensor_info ti;
+            s4d_engine_output_info(e, o, &ti);
+            const void *data;
+            st = s4d_context_output(c, ti.name, &data, NULL);
+            if (st != S4D_OK || ti.dtype != S4D_DTYPE_FLOAT32)
+                continue; /* only float32 outputs are compared */
+            float *copy = malloc(ti.bytes + 4);
+            if (!copy) {
+                st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
+                break;
+            }
+            memcpy(copy, data, ti.bytes);
+            gd->ref_outputs[s * gd->num_outputs + o] = copy;
+        }
+    }
+    s4d_context_destroy(c);
+    return st;
+}
+
+/* Measures candidate e16 on every set (outputs and per-layer amplification). */
+static s4d_status evaluate(guard *gd, const s4d_engine *e16, measure *m, char *err, size_t errsz)
+{
+    const s4d_plan *p16 = e16->plan, *p32 = gd->ref->plan;
+    const calib *cal = gd->cal;
+    int nl = p16->num_layers;
+    for (int o = 0; o < gd->num_outputs; o++)
+        m->out_err[o] = 0;
+    for (int i = 0; i < nl; i++)
+        m->score[i] = m->layer_err[i] = m->in_err[i] = m->range[i] = 0;
+    s4d_status st = S4D_OK;
+    int *match = malloc(((size_t)nl + 1) * sizeof *match);
+    float **ref_out = calloc((size_t)p32->num_layers * MAXO + 1, sizeof *ref_out);
+    const float **cp = calloc((size_t)p16->num_tensors + 1, sizeof *cp);
+    double *terr = malloc(((size_t)p16->num_tensors + 1) * sizeof *terr);
+    double *serr = malloc(((size_t)p16->num_tensors + 1) * sizeof *serr);
+    double *ref_max = calloc((size_t)p32->num_layers + 1, sizeof *ref_max);
+    size_t big = largest_tensor(p16);
+    size_t big32 = largest_tensor(p32);
+    if (big32 > big)
+        big = big32;
+    float *buf = malloc(big + 64);
+    uint8_t *raw = malloc(big + 64);
+    s4d_namemap names = {0};
+    s4d_context *c32 = NULL, *c16 = NULL;
+    if (!match || !ref_out || !cp || !terr || !serr || !ref_max || !buf || !raw) {
+        st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < p32->num_layers; i++)
+        if (s4d_namemap_put(&names, p32->layers[i].name, i) != 0) {
+            st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
+            goto done;
+        }
+    for (int i = 0; i < nl; i++) {
+        const s4d_plan_layer *l = &p16->layers[i];
+        int k = l->kind == S4D_LAYER_COPY ? -1 : s4d_namemap_get(&names, l->name);
+        match[i] = k >= 0 && p32->layers[k].num_outputs == l->num_outputs ? k : -1;
+    }
+    st = make_context(gd->ref, &c32, err, errsz);
+    if (st == S4D_OK)
+        st = make_context(e16, &c16, err, errsz);
+    for (int s = 0; st == S4D_OK && s < cal->num_sets; s++) {
+        run_state r32 = {gd->ref, 1, ref_out, NULL, NULL, NULL, NULL, ref_max, buf, raw, m, err,
+                         errsz};
+        s4d_context_set_layer_hook(c32, hook, &r32);
+        st = bind_inputs(c32, gd->ref, cal, s, err, errsz);
+        if (st == S4D_OK && (st = s4d_context_run(c32, NULL)) != S4D_OK && st != S4D_ERR_NO_MEMORY)
+            s4d_fmt_err(err, errsz, st, "float32 reference run: %s", s4d_context_errmsg(c32));
+        if (st != S4D_OK)
+            break;
+        for (int t = 0; t < p16->num_tensors; t++) {
+            cp[t] = NULL;
+            terr[t] = serr[t] = -1;
+        }
+        for (int i = 0; i < p16->num_inputs; i++) {
+            int ti = p16->inputs[i];
+            terr[ti] = serr[ti] = 0;
+            /* Graph inputs are the same bytes in both runs. */
+            if (p16->tensors[ti].dtype == S4D_DTYPE_FLOAT32)
+                cp[ti] = cal->arrays[s * cal->num_inputs + i].data;
+        }
+        run_state r16 = {e16, 0, ref_out, match, cp, terr, serr, ref_max, buf, raw, m, err,
+                         errsz};
+        s4d_context_set_layer_hook(c16, hook, &r16);
+        st = bind_inputs(c16, e16, cal, s, err, errsz);
+        if (st == S4D_OK && (st = s4d_context_run(c16, NULL)) != S4D_OK && st != S4D_ERR_NO_MEMORY)
+            s4d_fmt_err(err, errsz, st, "fp16 candidate run: %s", s4d_context_errmsg(c16));
+        for (int o = 0; st == S4D_OK && o < gd->num_outputs; o++) {
+            const float *ref = gd->ref_outputs[s * gd->num_outputs + o];
+            if (!ref)
+                continue;
+            s4d_tensor_info ti;
+            s4d_engine_output_info(e16, o, &ti);
+            const void *data;
+            st = s4d_context_output(c16, ti.name, &data, NULL);
+            if (st != S4D_OK)
+                break;
+            double e = rel_l2(data, ref, ti.bytes / sizeof(float));
+            if (e > m->out_err[o] || isnan(e))
+                m->out_err[o] = isnan(e) ? INFINITY : e;
+        }
+        for (int i = 0; i < p32->num_layers * MAXO; i++) {
+            free(ref_out[i]);
+            ref_out[i] = NULL;
+        }
+    }
+done:
+    s4d_context_destroy(c16);
+    s4d_context_destroy(c32);
+    if (ref_out)
+        for (int i = 0; i < p32->num_layers * MAXO; i++)
+            free(ref_out[i]);
+    s4d_namemap_free(&names);
+    free(match);
+    free(ref_out);
+    free(cp);
+    free(terr);
+    free(serr);
+    free(ref_max);
+    free(buf);
+    free(raw);
+    return st;
+}
+
+/* ---- the search ---- */
+
+typedef struct guard_state {
+    const s4d_build_options *o;
+    const s4d_build_config *cfg;
+    const void *data;
+    size_t size;
+    char **moved;        /* layer names the guard keeps in float32 */
+    int *moved_iter;
+    char **moved_why;
+    int num_moved, cap_moved;
+    int builds;
+} guard_state;
+
+static s4d_status build_candidate(guard_state *gs, int num_moved, s4d_engine **out, char *err,
+                                  size_t errsz)
+{
+    s4d_build_config c = *gs->cfg;
+    c.guard_fp32 = (const char *const *)gs->moved;
+    c.num_guard_fp32 = num_moved;
+    gs->builds++;
+    return s4d_engine_build_config(gs->data, gs->size, &c, out, err, errsz);
+}
+
+static int pinned(const s4d_build_options *o, const char *name)
+{
+    for (int i = 0; i < o->num_layer_precisions; i++)
+        if (o->layer_precisions[i].layer && strcmp(o->layer_precisions[i].layer, name) == 0)
+            return 1;
+    return 0;
+}
+
+static int worst_output(const measure *m, const double *tol, int no, double *worst)
+{
+    int at = -1;
+    double w = 0;
+    for (int i = 0; i < no; i++) {
+        double r = m->out_err[i] / tol[i];
+        if (at < 0 || r > w || isnan(r)) {
+            w = r;
+            at = i;
+        }
+    }
+    *worst = at >= 0 ? m->out_err[at] : 0;
+    return at;
+}
+
+static int all_ok(const measure *m, const double *tol, int no)
+{
+    for (int i = 0; i < no; i++)
+        if (!(m->out_err[i] <= tol[i]))
+            return 0;
+    return 1;
+}
+
+static s4d_status measure_alloc(measure *m, int no, int nl)
+{
+    m->out_err = calloc((size_t)no + 1, sizeof(double));
+    m->score = calloc((size_t)nl + 1, sizeof(double));
+    m->layer_err = calloc((size_t)nl + 1, sizeof(double));
+    m->in_err = calloc((size_t)nl + 1, sizeof(double));
+    m->range = calloc((size_t)nl + 1, sizeof(double));
+    return m->out_err && m->score && m->layer_err && m->in_err && m->range ? S4D_OK
+                                                                           : S4D_ERR_NO_MEMORY;
+}
+
+static void measure_free(measure *m)
+{
+    free(m->out_err);
+    free(m->score);
+    free(m->layer_err);
+    free(m->in_err);
+    free(m->range);
+    memset(m, 0, sizeof *m);
+}
+
+typedef struct ranked {
+    int layer;
+    double score;
+    double err;
+} ranked;
+
+static int cmp_ranked(const void *a, const void *b)
+{
+    const ranked *x = a, *y = b;
+    if (x->score != y->score)
+        return x->score > y->score ? -1 : 1;
+    if (x->err != y->err)
+        return x->err > y->err ? -1 : 1;
+    return x->layer - y->layer;
+}
+
+static s4d_status add_moved(guard_state *gs, const char *name, int iter, const char *why)
+{
+    if (gs->num_moved == gs->cap_moved) {
+        int cap = gs->cap_moved ? gs->cap_moved * 2 : 16;
+        char **a = realloc(gs->moved, (size_t)cap * sizeof *a);
+        if (a)
+            gs->moved = a;
+        int *b = realloc(gs->moved_iter, (size_t)cap * sizeof *b);
+        if (b)
+            gs->moved_iter = b;
+        char **w = realloc(gs->moved_why, (size_t)cap * sizeof *w);
+        if (w)
+            gs->moved_why = w;
+        if (!a || !b || !w)
+            return S4D_ERR_NO_MEMORY;
+        gs->cap_moved = cap;
+    }
+    gs->moved[gs->num_moved] = s4d_strdup(name);
+    gs->moved_why[gs->num_moved] = s4d_strdup(why);
+    gs->moved_iter[gs->num_moved] = iter;
+    if (!gs->moved[gs->num_moved] || !gs->moved_why[gs->num_moved])
+        return S4D_ERR_NO_MEMORY;
+    gs->num_moved++;
+    return S4D_OK;
+}
+
+static void fmt_err(char *b, size_t n, double e)
+{
+    if (isinf(e))
+        snprintf(b, n, "inf");
+    else if (isnan(e))
+        snprintf(b, n, "nan");
+    else
+        snprintf(b, n, "%.3e", e);
+}
+
+s4d_status s4d_precision_guard(const void *data, size_t size, const s4d_build_options *o,
+                               const s4d_build_config *cfg, s4d_engine **out, char *err,
+                               size_t errsz)
+{
+    *out = NULL;
+    guard_state gs;
+    memset(&gs, 0, sizeof gs);
+    gs.o = o;
+    gs.cfg = cfg;
+    gs.data = data;
+    gs.size = size;
+    calib cal;
+    memset(&cal, 0, sizeof cal);
+    guard gd;
+    memset(&gd, 0, sizeof gd);
+    measure m, first;
+    memset(&m, 0, sizeof m);
+    memset(&first, 0, sizeof first);
+    double *tol = NULL;
+    s4d_engine *ref = NULL, *cur = NULL, *trial = NULL;
+    text rep = {0};
+    s4d_status st;
+    double default_tol = o->accuracy > 0 ? o->accuracy : DEFAULT_TOLERANCE;
+
+    /* The float32 reference: the same pipeline without the precision pass. */
+    s4d_build_config c32 = *cfg;
+    c32.fp16 = 0;
+    c32.layer_precisions = NULL;
+    c32.num_layer_precisions = 0;
+    progress("building the float32 reference");
+    st = s4d_engine_build_config(data, size, &c32, &ref, err, errsz);
+    if (st != S4D_OK)
+        goto done;
+    gd.ref = ref;
+    st = calib_load(o->calib_dir, ref, &cal, err, errsz);
+    if (st != S4D_OK)
+        goto done;
+    gd.cal = &cal;
+    int no = s4d_engine_num_outputs(ref);
+    tol = malloc(((size_t)no + 1) * sizeof *tol);
+    if (!tol) {
+        st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < no; i++)
+        tol[i] = default_tol;
+    for (int k = 0; k < o->num_output_tolerances; k++) {
+        const s4d_output_tolerance *ot = &o->output_tolerances[k];
+        int found = -1;
+        for (int i = 0; ot->output && i < no; i++) {
+            s4d_tensor_info ti;
+            s4d_engine_output_info(ref, i, &ti);
+            if (strcmp(ti.name, ot->output) == 0)
+                found = i;
+        }
+        if (found < 0) {
+            st = s4d_fmt_err(err, errsz, S4D_ERR_NOT_FOUND,
+                             "accuracy for output '%s': the network has no such output",
+                             ot->output ? ot->output : "(null)");
+            goto done;
+        }
+        if (!(ot->rel_l2 > 0)) {
+            st = s4d_fmt_err(err, errsz, S4D_ERR_INVALID_ARG,
+                             "accuracy for output '%s' is %g; give a relative L2 > 0", ot->output,
+                             ot->rel_l2);
+            goto done;
+        }
+        tol[found] = ot->rel_l2;
+    }
+    st = reference_outputs(&gd, err, errsz);
+    if (st != S4D_OK)
+        goto done;
+
+    text_add(&rep, "fp16 accuracy guard: relative L2 tolerance %g per output", default_tol);
+    for (int k = 0; k < o->num_output_tolerances; k++)
+        text_add(&rep, "%s'%s' %g", k ? ", " : " (", o->output_tolerances[k].output,
+                 o->output_tolerances[k].rel_l2);
+    text_add(&rep, "%s; %d calibration set%s from %s\n", o->num_output_tolerances ? ")" : "",
+             cal.num_sets, cal.num_sets == 1 ? "" : "s", o->calib_dir);
+
+    progress("building the fp16 candidate (iteration 0)");
+    st = build_candidate(&gs, 0, &cur, err, errsz);
+    if (st != S4D_OK)
+        goto done;
+    if ((st = measure_alloc(&m, no, cur->plan->num_layers)) != S4D_OK ||
+        (st = measure_alloc(&first, no, 1)) != S4D_OK) {
+        s4d_fmt_err(err, errsz, st, "out of memory");
+        goto done;
+    }
+    st = evaluate(&gd, cur, &m, err, errsz);
+    if (st != S4D_OK)
+        goto done;
+    memcpy(first.out_err, m.out_err, (size_t)no * sizeof(double));
+    int iter = 0, k = 1, last_batch = 0;
+    char e1[32], e2[32];
+    for (;;) {
+        double worst;
+        int wo = worst_output(&m, tol, no, &worst);
+        s4d_tensor_info wi;
+        memset(&wi, 0, sizeof wi);
+        wi.name = "";
+        if (wo >= 0)
+            s4d_engine_output_info(ref, wo, &wi);
+        fmt_err(e1, sizeof e1, worst);
+        text_add(&rep, "iteration %d: %d layer%s kept in fp32 by the guard; worst output '%s' "
+                       "rel_l2 %s\n",
+                 iter, gs.num_moved, gs.num_moved == 1 ? "" : "s", wi.name, e1);
+        progress("iteration %d: %d layers in fp32 by the guard; worst output '%s' rel_l2 %s",
+                 iter, gs.num_moved, wi.name, e1);
+        if (all_ok(&m, tol, no))
+            break;
+        /* Rank the float16 layers the guard may move. */
+        const s4d_plan *p = cur->plan;
+        ranked *r = malloc(((size_t)p->num_layers + 1) * sizeof *r);
+        if (!r) {
+            st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
+            goto done;
+        }
+        int nr = 0;
+        for (int i = 0; i < p->num_layers; i++) {
+            const s4d_plan_layer *l = &p->layers[i];
+            int half = 0;
+            for (int j = 0; j < l->num_outputs; j++)
+                half |= p->tensors[l->outputs[j]].dtype == S4D_DTYPE_FLOAT16;
+            if (!half || l->kind == S4D_LAYER_COPY || strncmp(l->name, "cast ", 5) == 0 ||
+                pinned(o, l->name))
+                continue;
+            r[nr++] = (ranked){i, m.score[i], m.layer_err[i]};
+        }
+        if (!nr) {
+            free(r);
+            text_add(&rep, "every layer the guard may change is fp32 now; output '%s' still has "
+                           "rel_l2 %s above its tolerance %g (layers pinned to fp16 or the "
+                           "float32 network itself)\n",
+                     wi.name, e1, wo >= 0 ? tol[wo] : default_tol);
+            break;
+        }
+        qsort(r, (size_t)nr, sizeof *r, cmp_ranked);
+        iter++;
+        /* Layers that break float16 outright (overflow, NaN) all go at once; otherwise
+           the top k, k doubling, so that the rebuilds grow with log(moved). */
+        int broken = 0;
+        while (broken < nr && isinf(r[broken].score))
+            broken++;
+        int take = broken ? broken : (k < nr ? k : nr);
+        if (!broken)
+            k *= 2;
+        for (int q = 0; q < take; q++) {
+            const s4d_plan_layer *l = &p->layers[r[q].layer];
+            char why[256];
+            fmt_err(e1, sizeof e1, m.layer_err[r[q].layer]);
+            fmt_err(e2, sizeof e2, m.in_err[r[q].layer]);
+            if (m.range[r[q].layer] > FP16_MAX)
+                snprintf(why, sizeof why,
+                         "iteration %d: its float32 outputs reach %.4g, past float16's 65504",
+                         iter, m.range[r[q].layer]);
+            else
+                snprintf(why, sizeof why,
+                         "iteration %d: its outputs' error %s from inputs' %s (amplification "
+                         "%.3g)",
+                         iter, e1, e2, r[q].score);
+            if (add_moved(&gs, l->name, iter, why) != S4D_OK) {
+                free(r);
+                st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
+                goto done;
+            }
+            progress("  moving '%s' (%s) to fp32: %s", l->name, l->op_type, why);
+        }
+        free(r);
+        last_batch = broken ? 0 : take;
+        s4d_engine_destroy(cur);
+        cur = NULL;
+        progress("rebuilding (iteration %d)", iter);
+        st = build_candidate(&gs, gs.num_moved, &cur, err, errsz);
+        if (st != S4D_OK)
+            goto done;
+        measure_free(&m);
+        if ((st = measure_alloc(&m, no, cur->plan->num_layers)) != S4D_OK) {
+            s4d_fmt_err(err, errsz, st, "out of memory");
+            goto done;
+        }
+        st = evaluate(&gd, cur, &m, err, errsz);
+        if (st != S4D_OK)
+            goto done;
+    }
+    /* Put back the less suspicious part of the last batch when it is not needed. */
+    if (last_batch > 1 && all_ok(&m, tol, no)) {
+        int back = last_batch / 2;
+        for (int trials = 0; back >= 1 && trials < MAX_PUT_BACK_TRIALS; trials++, back /= 2) {
+            int keep = gs.num_moved - back;
+            progress("trying to put back %d layer%s", back, back == 1 ? "" : "s");
+            st = build_candidate(&gs, keep, &trial, err, errsz);
+            if (st != S4D_OK)
+                goto done;
+            measure tm;
+            memset(&tm, 0, sizeof tm);
+            if ((st = measure_alloc(&tm, no, trial->plan->num_layers)) == S4D_OK)
+                st = evaluate(&gd, trial, &tm, err, errsz);
+            if (st != S4D_OK) {
+                measure_free(&tm);
+                goto done;
+            }
+            if (all_ok(&tm, tol, no)) {
+                for (int q = keep; q < gs.num_moved; q++) {
+                    text_add(&rep, "put back in fp16: '%s' (not needed)\n", gs.moved[q]);
+                    free(gs.moved[q]);
+                    free(gs.moved_why[q]);
+                }
+                gs.num_moved = keep;
+                s4d_engine_destroy(cur);
+                cur = trial;
+                trial = NULL;
+                measure_free(&m);
+                m = tm;
+                break;
+            }
+            measure_free(&tm);
+            s4d_engine_destroy(trial);
+            trial = NULL;
+        }
+    }
+    for (int i = 0; i < no; i++) {
+        s4d_tensor_info ti;
+        s4d_engine_output_info(ref, i, &ti);
+        fmt_err(e1, sizeof e1, first.out_err[i]);
+        fmt_err(e2, sizeof e2, m.out_err[i]);
+        text_add(&rep, "output '%s': rel_l2 before %s, after %s (tolerance %g) %s\n", ti.name, e1,
+                 e2, tol[i], m.out_err[i] <= tol[i] ? "ok" : "ABOVE TOLERANCE");
+    }
+    for (int i = 0; i < gs.num_moved; i++)
+        text_add(&rep, "moved to fp32: '%s' (%s)\n", gs.moved[i], gs.moved_why[i]);
+    if (!gs.num_moved)
+        text_add(&rep, "moved to fp32: none\n");
+    text_add(&rep, "builds: 1 float32 reference + %d fp16 candidate%s\n", gs.builds,
+             gs.builds == 1 ? "" : "s");
+    if (cur->plan->precision_report)
+        text_put(&rep, cur->plan->precision_report);
+    if (rep.failed) {
+        st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
+        goto done;
+    }
+    free(cur->plan->precision_report);
+    cur->plan->precision_report = rep.s;
+    rep.s = NULL;
+    *out = cur;
+    cur = NULL;
+done:
+    s4d_engine_destroy(cur);
+    s4d_engine_destroy(trial);
+    s4d_engine_destroy(ref);
+    if (gd.ref_outputs)
+        for (int i = 0; i < cal.num_sets * gd.num_outputs; i++)
+            free(gd.ref_outputs[i]);
+    free(gd.ref_outputs);
+    calib_free(&cal);
+    measure_free(&m);
+    measure_free(&first);
+    free(tol);
+    free(rep.s);
+    for (int i = 0; i < gs.num_moved; i++) {
+        free(gs.moved[i]);
+        free(gs.moved_why[i]);
+    }
+    free(gs.moved);
+    free(gs.moved_iter);
+    free(gs.moved_why);
+    return st;
+}

@@ -1,0 +1,97 @@
+"""Writes the toy network of the fp16 accuracy-guard tests and its calibration sets.
+
+toy.onnx: feat = Relu(Tanh(x * W) + b) on moderate values (benign in float16);
+energy = Exp(Add(z, c)) with z + c in [10.5, 12.5], whose results pass float16's largest
+value 65504 (e^11.09): in float16 the output is inf, so the guard must move that layer to
+float32. Usage: make_toy.py OUTDIR
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def main(out):
+    os.makedirs(out, exist_ok=True)
+    rng = np.random.default_rng(15)
+    w = rng.uniform(0.5, 1.5, (1, 32)).astype(np.float32)
+    b = rng.uniform(-0.1, 0.1, 32).astype(np.float32)
+    c = np.full((1, 16), 10.5, np.float32)
+    nodes = [
+        helper.make_node("Mul", ["x", "W"], ["mul_out"], name="scale"),
+        helper.make_node("Tanh", ["mul_out"], ["tanh_out"], name="tanh"),
+        helper.make_node("Add", ["tanh_out", "b"], ["add_out"], name="bias"),
+        helper.make_node("Relu", ["add_out"], ["feat"], name="relu"),
+        helper.make_node("Add", ["z", "c"], ["zc"], name="shift"),
+        helper.make_node("Exp", ["zc"], ["energy"], name="exp_frag"),
+    ]
+    graph = helper.make_graph(
+        nodes, "toy_fp16",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 32]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, [8, 16])],
+        [helper.make_tensor_value_info("feat", TensorProto.FLOAT, [8, 32]),
+         helper.make_tensor_value_info("energy", TensorProto.FLOAT, [8, 16])],
+        [numpy_helper.from_array(w, "W"), numpy_helper.from_array(b, "b"),
+         numpy_helper.from_array(c, "c")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, os.path.join(out, "toy.onnx"))
+    np.save(os.path.join(out, "W.npy"), w)
+    np.save(os.path.join(out, "b.npy"), b)
+    np.save(os.path.join(out, "c.npy"), c)
+    # Two calibration sets, and a one-set directory.
+    for s in range(2):
+        d = os.path.join(out, "calib", "set%d" % s)
+        os.makedirs(d, exist_ok=True)
+        np.save(os.path.join(d, "x.npy"), rng.uniform(-1, 1, (8, 32)).astype(np.float32))
+        np.save(os.path.join(d, "z.npy"), rng.uniform(0, 2, (8, 16)).astype(np.float32))
+    d = os.path.join(out, "calib1")
+    os.makedirs(d, exist_ok=True)
+    np.save(os.path.join(d, "x.npy"), rng.uniform(-1, 1, (8, 32)).astype(np.float32))
+    np.save(os.path.join(d, "z.npy"), rng.uniform(0, 2, (8, 16)).astype(np.float32))
+    # Inputs for the run that is compared with the float64 reference.
+    np.save(os.path.join(out, "x.npy"), rng.uniform(-1, 1, (8, 32)).astype(np.float32))
+    np.save(os.path.join(out, "z.npy"), rng.uniform(0, 2, (8, 16)).astype(np.float32))
+    main_chain(out)
+
+
+def main_chain(out):
+    """chain.onnx: y = Sqrt(Mul(Exp(Add(z, c)), 1e-4)) * 2 + 0.5, with the fragile Exp in the
+    middle: in float16 Exp overflows; with Exp alone in float32 its output still overflows
+    when it is cast to float16 for the Mul, so the guard must move the Mul as well. The
+    benign layers around them must stay float16."""
+    rng = np.random.default_rng(16)
+    c = np.full((1, 16), 10.5, np.float32)
+    k = np.full((1, 16), 1e-4, np.float32)
+    two = np.full((1, 16), 2.0, np.float32)
+    half = np.full((1, 16), 0.5, np.float32)
+    nodes = [
+        helper.make_node("Add", ["z", "c"], ["zc"], name="shift"),
+        helper.make_node("Exp", ["zc"], ["e"], name="exp_mid"),
+        helper.make_node("Mul", ["e", "k"], ["small"], name="shrink"),
+        helper.make_node("Sqrt", ["small"], ["t"], name="squash"),
+        helper.make_node("Mul", ["t", "two"], ["t2"], name="double"),
+        helper.make_node("Add", ["t2", "half"], ["y"], name="offset"),
+    ]
+    graph = helper.make_graph(
+        nodes, "chain_fp16",
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [8, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 16])],
+        [numpy_helper.from_array(c, "c"), numpy_helper.from_array(k, "k"),
+         numpy_helper.from_array(two, "two"), numpy_helper.from_array(half, "half")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, os.path.join(out, "chain.onnx"))
+    for s in range(3):
+        d = os.path.join(out, "calib_chain", "frame%d" % s)
+        os.makedirs(d, exist_ok=True)
+        np.save(os.path.join(d, "z.npy"), rng.uniform(0.5, 2, (8, 16)).astype(np.float32))
+    np.save(os.path.join(out, "z_chain.npy"), rng.uniform(0.5, 2, (8, 16)).astype(np.float32))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,320 @@
+"""fp16 engines and the accuracy guard on the guarded test device (docs/precision.md).
+
+The guarded device runs float16 layers with float16 storage and float32 arithmetic, so
+these tests run without a GPU. The toy network (make_toy.py) has a benign path
+(Mul, Tanh, Add, Relu) and a fragile layer (Exp of values past float16's range) that the
+guard must move to float32. Outputs are compared with float64 NumPy references.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.path.abspath(os.environ.get("S4D_BUILD", os.path.join(REPO, "build")))
+S4DEXEC = os.environ.get("S4DEXEC", os.path.join(BUILD, "bin", "s4dexec"))
+sys.path.insert(0, os.path.join(REPO, "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import make_toy  # noqa: E402
+
+BENIGN = ["scale", "tanh", "bias", "relu", "shift"]
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("toy"))
+    make_toy.main(d)
+    return d
+
+
+def env(**extra):
+    e = dict(os.environ)
+    e["S4D_TEST_BACKEND"] = "guarded"
+    e.pop("S4D_GUARDED_NO_FP16", None)
+    e.update(extra)
+    return e
+
+
+def s4dexec(toy, *args, ok=True, **extra):
+    r = subprocess.run([S4DEXEC, "--iterations=1", "--warmUp=0", *args], cwd=toy,
+                       env=env(**extra), capture_output=True, text=True, timeout=120)
+    if ok:
+        assert r.returncode == 0, r.stdout + r.stderr
+    else:
+        assert r.returncode != 0, r.stdout + r.stderr
+    return r.stdout + r.stderr
+
+
+def precisions(out):
+    """{layer: precision} from --dumpLayerInfo."""
+    got = {}
+    for line in out.splitlines():
+        m = re.match(r"\s+\d+ (.+?)\s{2,}\S+\s+(cuda|cpu)\s+(float16|float32|\S+)", line)
+        if m:
+            got[m.group(1).strip()] = m.group(3)
+    return got
+
+
+def moved(out):
+    return re.findall(r"moved to fp32: '([^']+)'", out)
+
+
+def reference(toy, x, z):
+    w = np.load(os.path.join(toy, "W.npy")).astype(np.float64)
+    b = np.load(os.path.join(toy, "b.npy")).astype(np.float64)
+    c = np.load(os.path.join(toy, "c.npy")).astype(np.float64)
+    feat = np.maximum(np.tanh(x.astype(np.float64) * w) + b, 0)
+    energy = np.exp(z.astype(np.float64) + c)
+    return feat, energy
+
+
+def rel_l2(a, b):
+    a = a.astype(np.float64)
+    if not np.all(np.isfinite(a)):
+        return np.inf
+    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+
+
+def run_and_compare(toy, engine_args, outdir):
+    shutil.rmtree(os.path.join(toy, outdir), ignore_errors=True)
+    out = s4dexec(toy, *engine_args, "--loadInputs=x:x.npy,z:z.npy", "--exportOutput=" + outdir,
+                  "--dumpLayerInfo")
+    x = np.load(os.path.join(toy, "x.npy"))
+    z = np.load(os.path.join(toy, "z.npy"))
+    feat_ref, energy_ref = reference(toy, x, z)
+    feat = np.load(os.path.join(toy, outdir, "feat.npy"))
+    energy = np.load(os.path.join(toy, outdir, "energy.npy"))
+    return out, rel_l2(feat, feat_ref), rel_l2(energy, energy_ref)
+
+
+def test_inputs_are_not_trivial(toy):
+    for s in ("set0", "set1"):
+        for name in ("x", "z"):
+            a = np.load(os.path.join(toy, "calib", s, name + ".npy"))
+            assert np.count_nonzero(a) == a.size
+    # z + c passes float16's range, so the fragile layer overflows in float16.
+    assert np.exp(np.load(os.path.join(toy, "z.npy")) + 10.5).max() > 65504
+
+
+def test_guard_moves_the_fragile_layer(toy):
+    eng = os.path.join(toy, "guarded.engine")
+    out, e_feat, e_energy = run_and_compare(
+        toy, ["--onnx=toy.onnx", "--device=cuda", "--fp16", "--calib=calib",
+              "--saveEngine=" + eng], "out_guard")
+    assert moved(out) == ["exp_frag"], out
+    prec = precisions(out)
+    assert prec["exp_frag"] == "float32", out
+    for name in BENIGN:
+        assert prec[name] == "float16", (name, out)
+    assert "2 calibration sets" in out
+    m = re.search(r"output 'energy': rel_l2 before (\S+), after (\S+) \(tolerance 0.01\) ok", out)
+    assert m and m.group(1) == "inf" and float(m.group(2)) <= 1e-2, out
+    m = re.search(r"output 'feat': rel_l2 before (\S+), after (\S+) \(tolerance 0.01\) ok", out)
+    assert m and float(m.group(2)) <= 1e-2, out
+    assert "builds: 1 float32 reference + 2 fp16 candidates" in out
+    # Against float64: float16 storage costs about 1e-3 on both outputs.
+    assert 0 < e_feat <= 1e-2, e_feat
+    assert 0 < e_energy <= 1e-2, e_energy
+
+
+def test_saved_engine_keeps_precisions_and_report(toy):
+    eng = os.path.join(toy, "guarded.engine")
+    if not os.path.exists(eng):
+        s4dexec(toy, "--onnx=toy.onnx", "--device=cuda", "--fp16", "--calib=calib",
+                "--saveEngine=" + eng)
+    out, e_feat, e_energy = run_and_compare(toy, ["--loadEngine=" + eng], "out_load")
+    assert moved(out) == ["exp_frag"], out
+    prec = precisions(out)
+    assert prec["exp_frag"] == "float32"
+    assert all(prec[n] == "float16" for n in BENIGN), out
+    assert e_feat <= 1e-2 and e_energy <= 1e-2
+
+
+def test_without_calibration_every_layer_is_fp16_and_the_fragile_output_is_wrong(toy):
+    out, e_feat, e_energy = run_and_compare(toy, ["--onnx=toy.onnx", "--device=cuda", "--fp16"],
+                                            "out_nocalib")
+    prec = precisions(out)
+    for name in BENIGN + ["exp_frag"]:
+        assert prec[name] == "float16", (name, out)
+    assert "6 of 6 layers with float tensors run in float16" in out
+    assert e_feat <= 1e-2
+    assert e_energy == np.inf  # float16 overflow: why the guard is needed
+
+
+def test_fp16_halves_the_weights(toy):
+    def weights(out):
+        return int(re.search(r"weights: (\d+) bytes", out).group(1))
+    w32 = weights(s4dexec(toy, "--onnx=toy.onnx", "--device=cuda", "--dumpLayerInfo"))
+    w16 = weights(s4dexec(toy, "--onnx=toy.onnx", "--device=cuda", "--fp16", "--dumpLayerInfo"))
+    assert w16 < w32, (w16, w32)
+
+
+def test_float32_build_has_no_report_and_no_casts(toy):
+    out = s4dexec(toy, "--onnx=toy.onnx", "--device=cuda", "--dumpLayerInfo")
+    assert "[precision]" not in out
+    assert "Cast" not in out
+    assert set(precisions(out).values()) == {"float32"}
+
+
+def test_pinned_layers_are_honoured_and_reported(toy):
+    out = s4dexec(toy, "--onnx=toy.onnx", "--device=cuda", "--fp16", "--calib=calib1",
+                  "--layerPrecisions=tanh:fp32,relu:fp16", "--dumpLayerInfo")
+    prec = precisions(out)
+    assert prec["tanh"] == "float32" and prec["relu"] == "float16", out
+    assert moved(out) == ["exp_frag"], out
+    assert "1 pinned to fp32" in out
+    assert "1 calibration set " in out
+
+
+def test_pin_to_fp16_keeps_the_fragile_layer_and_the_guard_says_so(toy):
+    out = s4dexec(toy, "--onnx=toy.onnx", "--device=cuda", "--fp16", "--calib=calib1",
+                  "--layerPrecisions=exp_frag:fp16", "--dumpLayerInfo")
+    assert precisions(out)["exp_frag"] == "float16", out
+    assert "exp_frag" not in moved(out)
+    assert "still has rel_l2 inf above its tolerance" in out
+    assert "ABOVE TOLERANCE" in out
+
+
+def test_kernel_without_fp16_keeps_the_layer_in_fp32(toy):
+    out = s4dexec(toy, "--onnx=toy.onnx", "--device=cuda", "--fp16", "--dumpLayerInfo",
+                  S4D_GUARDED_NO_FP16="Tanh")
+    assert precisions(out)["tanh"] == "float32", out
+    assert "'tanh' (Tanh) stays fp32" in out
+    # prefer (the default): a pin the kernel cannot run is a warning
+    out = s4dexec(toy, "--onnx=toy.onnx", "--device=cuda", "--fp16", "--dumpLayerInfo",
+                  "--layerPrecisions=tanh:fp16", S4D_GUARDED_NO_FP16="Tanh")
+    assert precisions(out)["tanh"] == "float32" and "warning: pinned to fp16" in out, out
+
+
+def test_obey_with_an_impossible_pin_fails(toy):
+    out = s4dexec(toy, "--onnx=toy.onnx", "--device=cuda", "--fp16",
+                  "--layerPrecisions=tanh:fp16", "--precisionConstraints=obey", ok=False,
+                  S4D_GUARDED_NO_FP16="Tanh")
+    assert "layer 'tanh' (Tanh) is pinned to fp16 with precision constraints obeyed" in out, out
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--layerPrecisions=nosuch:fp32"], "layer precision for 'nosuch': the network has no such layer"),
+    (["--layerPrecisions=tanh:fp8"], "precision 'fp8' is not fp32 or fp16"),
+    (["--layerPrecisions=tanh"], "'tanh' is not name:fp32 or name:fp16"),
+    (["--precisionConstraints=maybe"], "--precisionConstraints=maybe: give obey or prefer"),
+    (["--accuracy=abc", "--calib=calib"], "--accuracy: default: 'abc' is not a relative L2"),
+    (["--accuracy=energy:-1", "--calib=calib"], "--accuracy: energy: '-1' is not"),
+    (["--accuracy=nosuch:0.1", "--calib=calib"], "accuracy for output 'nosuch': the network has no such output"),
+])
+def test_bad_precision_options_fail_clearly(toy, args, msg):
+    out = s4dexec(toy, "--onnx=toy.onnx", "--device=cuda", "--fp16", *args, ok=False)
+    assert msg in out, out
+
+
+def test_pins_need_fp16(toy):
+    out = s4dexec(toy, "--onnx=toy.onnx", "--device=cuda", "--layerPrecisions=tanh:fp32", ok=False)
+    assert "layer precisions apply to fp16 builds" in out, out
+    out = s4dexec(toy, "--onnx=toy.onnx", "--device=cuda", "--calib=calib", ok=False)
+    assert "drives the fp16 accuracy guard; build with fp16" in out, out
+
+
+def test_per_output_tolerance_is_used(toy):
+    out = s4dexec(toy, "--onnx=toy.onnx", "--device=cuda", "--fp16", "--calib=calib1",
+                  "--accuracy=0.05,energy:0.001")
+    assert "relative L2 tolerance 0.05 per output ('energy' 0.001)" in out, out
+    assert re.search(r"output 'feat': .*\(tolerance 0.05\) ok", out), out
+    assert re.search(r"output 'energy': .*\(tolerance 0.001\)", out), out
+
+
+def make_calib(toy, name, files):
+    d = os.path.join(toy, name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    rng = np.random.default_rng(3)
+    for fname, shape, dtype in files:
+        path = os.path.join(d, fname)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        np.save(path, rng.uniform(0.5, 1.5, shape).astype(dtype))
+    return d
+
+
+def test_calibration_errors_are_clear(toy):
+    make_calib(toy, "c_missing", [("x.npy", (8, 32), np.float32)])
+    out = s4dexec(toy, "--onnx=toy.onnx", "--device=cuda", "--fp16", "--calib=c_missing", ok=False)
+    assert "calibration: 'c_missing/z.npy' is missing (graph input 'z')" in out, out
+    make_calib(toy, "c_shape", [("x.npy", (8, 32), np.float32), ("z.npy", (8, 15), np.float32)])
+    out = s4dexec(toy, "--onnx=toy.onnx", "--device=cuda", "--fp16", "--calib=c_shape", ok=False)
+    assert "calibration: 'c_shape/z.npy' is float32[8, 15]; graph input 'z' is float32[8, 16]" in out, out
+    make_calib(toy, "c_dtype", [("x.npy", (8, 32), np.float64), ("z.npy", (8, 16), np.float32)])
+    out = s4dexec(toy, "--onnx=toy.onnx", "--device=cuda", "--fp16", "--calib=c_dtype", ok=False)
+    assert "'c_dtype/x.npy' is float64[8, 32]; graph input 'x' is float32[8, 32]" in out, out
+    make_calib(toy, "c_sets", [("a/x.npy", (8, 32), np.float32), ("a/z.npy", (8, 16), np.float32),
+                               ("b/x.npy", (8, 32), np.float32)])
+    out = s4dexec(toy, "--onnx=toy.onnx", "--device=cuda", "--fp16", "--calib=c_sets", ok=False)
+    assert "'c_sets/b/z.npy' is missing (graph input 'z')" in out, out
+    make_calib(toy, "c_empty", [])
+    out = s4dexec(toy, "--onnx=toy.onnx", "--device=cuda", "--fp16", "--calib=c_empty", ok=False)
+    assert "calibration directory 'c_empty' has no calibration set" in out, out
+    make_calib(toy, "c_other", [("other.npy", (3,), np.float32)])
+    out = s4dexec(toy, "--onnx=toy.onnx", "--device=cuda", "--fp16", "--calib=c_other", ok=False)
+    assert "calibration directory 'c_other' has no calibration set" in out, out
+    out = s4dexec(toy, "--onnx=toy.onnx", "--device=cuda", "--fp16", "--calib=nodir", ok=False)
+    assert "calibration directory 'nodir' cannot be opened" in out, out
+
+
+def test_cpu_still_refuses_fp16(toy):
+    for extra in ([], ["--calib=calib"]):
+        out = s4dexec(toy, "--onnx=toy.onnx", "--device=cpu", "--fp16", *extra, ok=False)
+        assert "the CPU backend computes in float32 only" in out, out
+
+
+def test_python_api_passes_the_precision_options(toy, monkeypatch):
+    monkeypatch.setenv("S4D_TEST_BACKEND", "guarded")
+    monkeypatch.delenv("S4D_GUARDED_NO_FP16", raising=False)
+    import s4d.engine as se
+    onnx_path = os.path.join(toy, "toy.onnx")
+    e = se.build(onnx_path, device="cuda", fp16=True, calib_dir=os.path.join(toy, "calib"),
+                 accuracy=0.02, output_tolerances={"energy": 5e-3},
+                 layer_precisions={"tanh": "fp32"}, obey_precisions=True)
+    rep = e.precision_report
+    assert "relative L2 tolerance 0.02 per output ('energy' 0.005)" in rep, rep
+    assert moved(rep) == ["exp_frag"], rep
+    prec = {li["name"]: li["precision"] for li in e.layer_info()}
+    assert prec["tanh"] == "float32" and prec["exp_frag"] == "float32"
+    assert prec["relu"] == "float16" and prec["shift"] == "float16"
+    x = np.load(os.path.join(toy, "x.npy"))
+    z = np.load(os.path.join(toy, "z.npy"))
+    outs = e.create_context().run({"x": x, "z": z})
+    feat_ref, energy_ref = reference(toy, x, z)
+    assert rel_l2(np.asarray(outs["feat"]), feat_ref) <= 2e-2
+    assert rel_l2(np.asarray(outs["energy"]), energy_ref) <= 2e-2
+    assert se.build(onnx_path, device="cuda").precision_report is None
+    with pytest.raises(Exception, match="no such layer"):
+        se.build(onnx_path, device="cuda", fp16=True, layer_precisions={"nosuch": "fp16"})
+    with pytest.raises(Exception, match="is not 'fp32' or 'fp16'"):
+        se.build(onnx_path, device="cuda", fp16=True, layer_precisions={"tanh": "half"})
+
+
+def test_guard_moves_a_fragile_pair_in_the_middle(toy):
+    shutil.rmtree(os.path.join(toy, "out_chain"), ignore_errors=True)
+    out = s4dexec(toy, "--onnx=chain.onnx", "--device=cuda", "--fp16", "--calib=calib_chain",
+                  "--dumpLayerInfo", "--loadInputs=z:z_chain.npy", "--exportOutput=out_chain")
+    # Exp first (its float32 outputs pass float16's range); then the Mul it feeds, which
+    # overflows on Exp's float32 output cast to float16 (an infinite amplification).
+    assert moved(out) == ["exp_mid", "shrink"], out
+    assert "'exp_mid' (iteration 1: its float32 outputs reach" in out, out
+    assert "past float16's 65504" in out
+    assert "'shrink' (iteration 2: its outputs' error inf" in out, out
+    assert "3 calibration sets" in out
+    assert "builds: 1 float32 reference + 3 fp16 candidates" in out, out
+    prec = precisions(out)
+    assert prec["exp_mid"] == "float32" and prec["shrink"] == "float32", out
+    for name in ("shift", "squash", "double", "offset"):
+        assert prec[name] == "float16", (name, out)
+    m = re.search(r"output 'y': rel_l2 before inf, after (\S+) \(tolerance 0.01\) ok", out)
+    assert m and float(m.group(1)) <= 1e-2, out
+    z = np.load(os.path.join(toy, "z_chain.npy")).astype(np.float64)
+    want = np.sqrt(np.exp(z + 10.5) * np.float64(np.float32(1e-4))) * 2 + 0.5
+    got = np.load(os.path.join(toy, "out_chain", "y.npy"))
+    assert 0 < rel_l2(got, want) <= 1e-2
