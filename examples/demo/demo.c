@@ -37,7 +37,7 @@
 #define PATH_LEN 4096
 
 typedef struct options {
-    const char *backbone, *head, *plugins, *frames, *out;
+    const char *backbone, *head, *plugins, *frames, *out, *agreement;
     int compare, verbose, save_outputs, threads, topk, bev_size, mosaic_scale, no_mosaic;
     double rel_l2, drift_rel_l2, score_threshold, range, max_dt, track_threshold;
     int fp16, rel_l2_given, drift_given;
@@ -103,6 +103,8 @@ static const char *usage_text =
     "                          box of the same class and track id, centre within --match-metres,\n"
     "                          rank ignored; relative L2 is printed (a limit only when --rel-l2\n"
     "                          or --drift-rel-l2 is given)\n"
+    "  --agreement=FILE        with --compare, write each frame's agreement as one JSON line\n"
+    "                          (relative L2 per output, boxes matched; both checks)\n"
     "  --min-matched=X         fraction of boxes matched on every frame (default 0.99)\n"
     "  --match-metres=M        centre distance of a matched box (default 0.1)\n"
     "  --threads=N             CPU threads per context (default: all cores)\n"
@@ -150,6 +152,8 @@ static int parse_args(int argc, char **argv, options *o)
             o->frames = v;
         } else if (IS("--out")) {
             o->out = v;
+        } else if (IS("--agreement")) {
+            o->agreement = v;
         } else if (strcmp(a, "--compare") == 0) {
             o->compare = 1;
         } else if (strcmp(a, "--verbose") == 0) {
@@ -528,6 +532,9 @@ typedef struct worst {
     char name[64];
     int failed;
     int64_t moved; /* rows matched to a different position by track id */
+    int num;       /* every output's relative L2, for --agreement */
+    char names[MAX_TENSORS][64];
+    double values[MAX_TENSORS];
 } worst;
 
 /*
@@ -598,6 +605,10 @@ static int compare_outputs(graph *g, const char *dir, double limit, int verbose,
                    d.max_abs, moved ? "  (rows matched by track id)" : "");
         if (moved > w->moved)
             w->moved = moved;
+        if (w->num < MAX_TENSORS) {
+            snprintf(w->names[w->num], sizeof w->names[0], "%s", t->name);
+            w->values[w->num++] = d.rel_l2;
+        }
         if (!(d.rel_l2 <= limit)) {
             if (!w->failed)
                 fprintf(stderr, "s4d_demo: %s/%s: relative L2 %.3g > %.3g (max abs %.3g)\n", dir,
@@ -733,7 +744,31 @@ typedef struct totals {
     int frames, failed;
     double backbone_ms, head_ms, decode_ms, worst_rel_l2, worst_drift;
     double min_matched, min_drift_matched; /* fp16: the worst frame's fraction of boxes matched */
+    FILE *agreement;                       /* --agreement: one JSON line per frame */
 } totals;
+
+/* JSON has no NaN or Infinity: those become null. */
+static void json_number(FILE *f, double x)
+{
+    if (isfinite(x))
+        fprintf(f, "%.6e", x);
+    else
+        fputs("null", f);
+}
+
+static void json_check(FILE *f, const char *label, const worst *w, const demo_box_report *rep,
+                       int n)
+{
+    fprintf(f, "\"%s\": {\"rel_l2\": ", label);
+    json_number(f, w->rel_l2);
+    fprintf(f, ", \"worst_output\": \"%s\", \"boxes\": %d, \"matched\": %d, \"outputs\": {",
+            w->name, n, n - rep->mismatched);
+    for (int i = 0; i < w->num; i++) {
+        fprintf(f, "%s\"%s\": ", i ? ", " : "", w->names[i]);
+        json_number(f, w->values[i]);
+    }
+    fputs("}}", f);
+}
 
 /* Decodes the head's current outputs: track ids by `trk`, then the top k. */
 static int decode_head(graph *hd, const demo_track_in *trk, const int64_t *ids_given,
@@ -1092,6 +1127,15 @@ static int run_frame(const options *o, graph *bb, graph *hd, int fi, const frame
         tot->worst_rel_l2 = w.rel_l2;
     if (!(drift.rel_l2 <= tot->worst_drift))
         tot->worst_drift = drift.rel_l2;
+    if (o->compare && tot->agreement) {
+        fprintf(tot->agreement, "{\"frame\": %d, \"history\": %s, \"agree\": %s, ", fi,
+                hist ? "true" : "false", agree ? "true" : "false");
+        json_check(tot->agreement, "inputs", &w, &rep, n);
+        fputs(", ", tot->agreement);
+        json_check(tot->agreement, "carried", &drift, &drep, n);
+        fputs("}\n", tot->agreement);
+        fflush(tot->agreement);
+    }
     if (o->compare && n > 0) {
         double fm = (double)(n - rep.mismatched) / n, fd = (double)(n - drep.mismatched) / n;
         if (tot->frames == 1 || fm < tot->min_matched)
@@ -1229,6 +1273,10 @@ int main(int argc, char **argv)
                "box err");
     }
     totals tot = {0};
+    if (o.agreement && !(tot.agreement = fopen(o.agreement, "w"))) {
+        fail("cannot write '%s': %s", o.agreement, strerror(errno));
+        goto out;
+    }
     for (int fi = 0; fi < num_frames; fi++)
         if (run_frame(&o, &bb, &hd, fi, &frames[fi], num_candidates, boxes, want, ids, &tot) != 0)
             goto out;
@@ -1252,6 +1300,11 @@ int main(int argc, char **argv)
     } else {
         status = 0;
     }
+    if (tot.agreement && fclose(tot.agreement) != 0) {
+        fail("writing '%s' failed", o.agreement);
+        status = 2;
+    }
+    tot.agreement = NULL;
 out:
     free(boxes);
     free(want);
