@@ -1260,7 +1260,7 @@ int main(int argc, char **argv)
                "top-%d boxes matched (same class and track id, centre within %.3g m), at least "
                "%.0f%% on every frame\n", o.topk < num_candidates ? o.topk : num_candidates,
                o.match_metres, 100 * o.min_matched);
-        printf("%63s%-44s %s\n", "", "| on PyTorch's inputs:", "| carried state:");
+        printf("%60s%-55s%s\n", "", "| on PyTorch's inputs:", "| carried state:");
         printf("%5s %5s %4s %5s %4s %11s %8s %9s  %-5s %9s %-19s %17s  %9s %17s\n", "frame",
                "hist", "topk", ">=thr", "gt", "backbone ms", "head ms", "decode ms", "agree",
                "rel L2", "(worst output)", "boxes matched", "rel L2", "boxes matched");
