@@ -285,6 +285,31 @@ def target_lines(rows):
     return out
 
 
+def markdown(result):
+    """frame.md: the rows as a table, then the targets (with the fp16 rows)."""
+    rows = result["rows"]
+    lines = [f"# Sparse4Dv3 frame, {result['device']}, {result['date']}", "",
+             "| model | part | impl | precision | median ms | p90 ms | s4d fp32 / this | weights "
+             "| rel L2 | boxes matched |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    ref = {(r["model"], r["part"]): r["median_ms"] for r in rows
+           if r["impl"] == "s4d" and r["precision"] == "fp32"}
+    for r in rows:
+        e = ref.get((r["model"], r["part"]))
+        ratio = f"{e / r['median_ms']:.2f}" if e and r["median_ms"] else "-"
+        acc = (f"{r['rel_l2']:.3g} | {r['boxes_matched']:.2%}" if "boxes_matched" in r
+               else "- | -")
+        lines.append(f"| {r['model']} | {r['part']} | {r['impl']} | {r['precision']} | "
+                     f"{r['median_ms']:.3f} | {r['p90_ms']:.3f} | {ratio} | "
+                     f"{r.get('weights', '-')} | {acc} |")
+    if "targets" in result:
+        lines += ["", "rel L2: worst relative L2 of the raw head outputs against float32 PyTorch "
+                  "over the accuracy frames (state carried); boxes matched: the worst frame's "
+                  "fraction of the top-100 boxes with the same class and track id and a centre "
+                  "within 0.1 m.", ""] + [f"- {t}" for t in result["targets"]]
+    return lines
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -349,25 +374,7 @@ def main(argv=None):
         result["targets"] = target_lines(rows)
     with open(os.path.join(args.out, "frame.json"), "w") as f:
         json.dump(result, f, indent=1)
-    lines = [f"# Sparse4Dv3 frame, {result['device']}, {result['date']}", "",
-             "| model | part | impl | precision | median ms | p90 ms | s4d fp32 / this | weights "
-             "| rel L2 | boxes matched |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    ref = {(r["model"], r["part"]): r["median_ms"] for r in rows
-           if r["impl"] == "s4d" and r["precision"] == "fp32"}
-    for r in rows:
-        e = ref.get((r["model"], r["part"]))
-        ratio = f"{e / r['median_ms']:.2f}" if e and r["median_ms"] else "-"
-        acc = (f"{r['rel_l2']:.3g} | {r['boxes_matched']:.2%}" if "boxes_matched" in r
-               else "- | -")
-        lines.append(f"| {r['model']} | {r['part']} | {r['impl']} | {r['precision']} | "
-                     f"{r['median_ms']:.3f} | {r['p90_ms']:.3f} | {ratio} | "
-                     f"{r.get('weights', '-')} | {acc} |")
-    if fp16:
-        lines += ["", "rel L2: worst relative L2 of the raw head outputs against float32 PyTorch "
-                  "over the accuracy frames (state carried); boxes matched: the worst frame's "
-                  "fraction of the top-100 boxes with the same class and track id and a centre "
-                  "within 0.1 m.", ""] + [f"- {t}" for t in result["targets"]]
+    lines = markdown(result)
     with open(os.path.join(args.out, "frame.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

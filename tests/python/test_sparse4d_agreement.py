@@ -126,3 +126,38 @@ def test_perturbed_runs_are_caught(golden):
     assert s["boxes_matched"] == pytest.approx((k - 7) / k)
     assert s["rel_l2"] == pytest.approx(0.05, rel=1e-4)
     assert s["rel_l2_where"] == "prediction frame 2"
+
+
+def test_frame_bench_report_and_targets():
+    fb = _frame_bench()
+    rows = [{"model": "v3", "part": "frame", "impl": "s4d", "precision": "fp32",
+             "median_ms": 8.0, "p90_ms": 8.2, "weights": "seeded"},
+            {"model": "v3", "part": "frame", "impl": "s4d", "precision": "fp16",
+             "median_ms": 4.4, "p90_ms": 4.5, "weights": "seeded", "rel_l2": 0.0123,
+             "boxes_matched": 0.985, "accuracy_frames": 8},
+            {"model": "v3", "part": "frame", "impl": "torch-eager", "precision": "fp16",
+             "median_ms": 30.0, "p90_ms": 31.0, "weights": "seeded", "rel_l2": 0.68,
+             "boxes_matched": 0.5, "accuracy_frames": 8}]
+    targets = fb.target_lines(rows)
+    assert "measured 4.400 ms (NOT met)" in targets[0]
+    assert "worst frame 98.50% over 8 frames, seeded weights (NOT met)" in targets[1]
+    rows[1].update(median_ms=3.9, boxes_matched=1.0)
+    targets = fb.target_lines(rows)
+    assert "(met)" in targets[0] and "(met)" in targets[1]
+    md = fb.markdown({"device": "dev", "date": "d", "rows": rows, "targets": targets})
+    assert "| v3 | frame | s4d | fp16 | 3.900 | 4.500 | 2.05 | seeded | 0.0123 | 100.00% |" in md
+    assert "| v3 | frame | s4d | fp32 | 8.000 | 8.200 | 1.00 | seeded | - | - |" in md
+    assert md[-1] == "- " + targets[1]
+    assert fb.target_lines(rows[:1]) == ["targets (v3): no guarded fp16 engine row was measured"]
+
+
+def test_frame_bench_refuses_without_cuda(tmp_path):
+    import subprocess
+    import sys
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    p = subprocess.run([sys.executable, os.path.join(REPO, "bench", "frame_bench.py"), "--out",
+                        str(tmp_path)], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=os.path.join(REPO, "python")))
+    assert p.returncode == 2 and "no CUDA device" in p.stderr
