@@ -12,12 +12,13 @@ Per frame:
     the run's top k with the same class and track id and a centre within
     0.1 m, rank ignored, each box used once (demo_match_boxes).
 
-    run = run_sequence(model_fn, golden_dir)        # [{frame, rel_l2, matched, boxes}]
-    summary(run) -> {"rel_l2": worst, "boxes_matched": min fraction, ...}
+    run = run_sequence(step, golden_dir, cfg, initial_state)
+                                          # [{frame, rel_l2: {output: e}, matched, boxes}]
+    summary(run) -> {"rel_l2": worst, "boxes_matched": smallest fraction, ...}
 """
 import json
 import os
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Tuple
 
 import numpy as np
 
@@ -98,7 +99,7 @@ def match_boxes(got: Dict[str, np.ndarray], want: Dict[str, np.ndarray], k: int,
     return matched
 
 
-def load_golden(golden_dir: str) -> (Dict, List[Dict[str, Dict[str, np.ndarray]]]):
+def load_golden(golden_dir: str) -> Tuple[Dict, List[Dict[str, Dict[str, np.ndarray]]]]:
     """The manifest and, per frame, {"backbone_in", "head_in", "head_out"}: name -> array."""
     with open(os.path.join(golden_dir, "manifest.json")) as f:
         man = json.load(f)
