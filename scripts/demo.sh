@@ -158,12 +158,13 @@ if [ "$PRECISION" = fp16 ]; then
   step "calibration sets: the first $CALIB_FRAMES golden frames (s4d.sparse4d.calib)" \
     "$OUT/logs/calib.log" \
     "$PYTHON" -m s4d.sparse4d.calib --golden "$OUT/golden" --frames "$CALIB_FRAMES" --out "$OUT/calib"
-  precision_flags=(--fp16 ${ACCURACY:+--accuracy="$ACCURACY"})
+  precision_flags=(--fp16)
+  if [ -n "$ACCURACY" ]; then precision_flags+=(--accuracy="$ACCURACY"); fi
   demo_flags=(--fp16 --min-matched="$MIN_MATCHED")
 fi
 for g in backbone head; do
   extra=()
-  [ "$PRECISION" = fp16 ] && extra=("${precision_flags[@]}" --calib="$OUT/calib/$g")
+  if [ "$PRECISION" = fp16 ]; then extra=("${precision_flags[@]}" --calib="$OUT/calib/$g"); fi
   step "building the $g engine (s4dexec ${extra[*]:-float32})" "$OUT/logs/engine_$g.log" \
     "$exec_bin" --onnx="$OUT/onnx/sparse4d_${PRESET}_$g.onnx" --plugins="$plugins" \
     --device="$device" --saveEngine="$OUT/engines/$g.s4d" --iterations=1 --warmUp=0 \
