@@ -32,14 +32,16 @@ and track id, centre within 0.1 m). The engine's accuracy comes from
 build/bin/s4d_demo --fp16 --compare --agreement (examples/demo), PyTorch's
 from s4d.sparse4d.agreement. The issue's targets (H200, v3: guarded fp16
 frame <= 4.0 ms, >= 99% of the boxes matched on every frame) are printed
-next to the measured numbers. Without a CUDA device the script says so and
-exits 2.
+next to the measured numbers; OUT/<preset>_build_*_fp16.log (the guard's
+report), OUT/<preset>_demo_fp16.log and OUT/<preset>_agreement_fp16.jsonl
+keep the details. Without a CUDA device the script says so and exits 2.
 """
 import argparse
 import contextlib
 import datetime
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -205,6 +207,16 @@ def engine_accuracy(build, golden_dir, eng, work):
     return agreement.summary(frames) if frames else None
 
 
+def keep_logs(work, out, preset):
+    """The fp16 builds' logs (the guard's report) and the accuracy run's
+    table and JSON lines travel with the results."""
+    for name in ("build_backbone_fp16.log", "build_head_fp16.log", "demo_fp16.log",
+                 "agreement_fp16.jsonl"):
+        src = os.path.join(work, name)
+        if os.path.exists(src):
+            shutil.copyfile(src, os.path.join(out, f"{preset}_{name}"))
+
+
 def engine_rows(preset, build, work, frame_dir, iters, fp16=False, calib_frames=3,
                 weights="seeded", deadline=float("inf")):
     rows = []
@@ -362,6 +374,8 @@ def main(argv=None):
         frame_dir = os.path.join(work, "golden", "frame_001")
         rows += engine_rows(preset, args.build, work, frame_dir, args.iterations, fp16,
                             args.calib_frames, weights, deadline)
+        if fp16:
+            keep_logs(work, args.out, preset)
         frame_in = {k: np.load(os.path.join(frame_dir, k + ".npy")) for k in
                     ("images", "projection", "image_wh", "timestamp", "ego_pose")}
         state = [np.load(os.path.join(frame_dir, n + ".npy")) for n in STATE_NAMES]
