@@ -9,6 +9,7 @@ SOAK_FRAMES ?= 2000
 JOBS      ?= $(shell nproc)
 CMAKE_ARGS ?=
 PRESET    ?= tiny
+PRECISION ?= fp32
 
 .PHONY: all deps deps-test build python test test-deps test-c test-python test-asan fuzz fuzz-build soak \
         demo clean
@@ -72,7 +73,7 @@ soak: all
 	  $(BUILD)/bin/soak $(BUILD)/lib/libs4d_plugins.so $(BUILD)/soak
 
 demo: all
-	@PRESET=$(PRESET) BUILD=$(BUILD) PYTHON=$(PYTHON) scripts/demo.sh
+	@PRESET=$(PRESET) PRECISION=$(PRECISION) BUILD=$(BUILD) PYTHON=$(PYTHON) scripts/demo.sh
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -3,6 +3,8 @@
 #
 #   scripts/demo.sh                 (after `make`; `make demo` does both)
 #   PRESET=v3 scripts/demo.sh       the full-size model (slow on a CPU)
+#   DEVICE=cuda PRECISION=fp16 scripts/demo.sh
+#                                   fp16 engines with the accuracy guard (GPU)
 #
 # Steps: export the preset to ONNX (the trained weights of the committed
 # checkpoint), compute the PyTorch golden sequence over the validation split
@@ -23,7 +25,18 @@
 # (frames per validation sequence: 10; random: 3), SCORE_THRESHOLD (boxes drawn
 # and counted as detections: 0.3 trained; 0.01 random, whose scores sit near
 # the 1% class prior), BEV_RANGE (half-width of the bird's-eye view: 40 m trained,
-# 60 m random), METRIC_TOLERANCE (0.001).
+# 60 m random), METRIC_TOLERANCE (0.001; fp16: 0.01).
+#
+# PRECISION=fp16 (default fp32) builds fp16 engines with the accuracy guard:
+# the calibration sets are the first CALIB_FRAMES (3) frames of the golden
+# sequence (s4d.sparse4d.calib --golden, the head's carried state included),
+# passed as s4dexec --fp16 --calib=DIR (and --accuracy=ACCURACY when set);
+# s4d_demo --fp16 prints each engine's precision report and, per frame, the
+# output relative L2 against float32 PyTorch and the fraction of the top-100
+# boxes matched (same class and track id, centre within 0.1 m; at least
+# MIN_MATCHED, 0.99, on every frame). The CPU backend computes in float32
+# only: there the engine's refusal is shown and the script exits 2. OUT
+# defaults to out/demo/<preset>_fp16.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,7 +45,12 @@ PRESET=${PRESET:-tiny}
 DEVICE=${DEVICE:-auto}
 BUILD=${BUILD:-build}
 PYTHON=${PYTHON:-/usr/bin/python3}
-OUT=${OUT:-out/demo/$PRESET}
+PRECISION=${PRECISION:-fp32}
+case "$PRECISION" in fp16) suffix=_fp16 ;; *) suffix="" ;; esac
+OUT=${OUT:-out/demo/$PRESET$suffix}
+CALIB_FRAMES=${CALIB_FRAMES:-3}
+MIN_MATCHED=${MIN_MATCHED:-0.99}
+ACCURACY=${ACCURACY:-}
 THREADS=${THREADS:-0}
 CHECKPOINT=${CHECKPOINT:-python/s4d/sparse4d/weights/sparse4d_${PRESET}_synthetic.pt}
 if [ "$CHECKPOINT" != none ] && [ ! -f "$CHECKPOINT" ]; then
@@ -48,7 +66,11 @@ else
   BEV_RANGE=${BEV_RANGE:-40}
   weights=(--checkpoint "$CHECKPOINT")
 fi
-METRIC_TOLERANCE=${METRIC_TOLERANCE:-0.001}
+if [ "$PRECISION" = fp16 ]; then
+  METRIC_TOLERANCE=${METRIC_TOLERANCE:-0.01}
+else
+  METRIC_TOLERANCE=${METRIC_TOLERANCE:-0.001}
+fi
 export PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}"
 
 say() { echo "[demo] $*"; }
@@ -69,6 +91,8 @@ step() {
 
 case "$PRESET" in tiny|v3) ;; *) die "PRESET must be tiny or v3, got '$PRESET'" ;; esac
 case "$DEVICE" in auto|cpu|cuda) ;; *) die "DEVICE must be auto, cpu or cuda, got '$DEVICE'" ;; esac
+case "$PRECISION" in fp32|fp16) ;; *) die "PRECISION must be fp32 or fp16, got '$PRECISION'" ;; esac
+case "$CALIB_FRAMES" in ''|*[!0-9]*|0) die "CALIB_FRAMES must be a positive integer, got '$CALIB_FRAMES'" ;; esac
 exec_bin=$BUILD/bin/s4dexec
 demo_bin=$BUILD/bin/s4d_demo
 plugins=$BUILD/lib/libs4d_plugins.so
@@ -88,22 +112,10 @@ if [ "$DEVICE" = cuda ] && [ -z "$gpu" ]; then die "DEVICE=cuda asked for and no
 device=cpu
 
 mkdir -p "$OUT"/onnx "$OUT"/golden "$OUT"/engines "$OUT"/frames "$OUT"/logs
-say "preset $PRESET, weights ${CHECKPOINT/#none/seeded random}, output under $OUT/"
+say "preset $PRESET, precision $PRECISION, weights ${CHECKPOINT/#none/seeded random}, output under $OUT/"
 
 step "exporting the $PRESET preset to ONNX" "$OUT/logs/export.log" \
   "$PYTHON" -m s4d.sparse4d.export --preset "$PRESET" --out "$OUT/onnx" "${weights[@]}"
-# PyTorch on the GPU when it has one and torch can use it (full fp32 there)
-golden_device=cpu
-if [ -n "$gpu" ] && "$PYTHON" -c "import sys, torch; sys.exit(not torch.cuda.is_available())" \
-     2>/dev/null; then
-  golden_device=cuda
-fi
-step "running PyTorch over $FRAMES validation frames (golden sequence, $golden_device)" \
-  "$OUT/logs/golden.log" \
-  "$PYTHON" -m s4d.sparse4d.golden --preset "$PRESET" --frames "$FRAMES" --no-export \
-  --cut-at "$SCENE_LENGTH" --device "$golden_device" --out "$OUT/golden" "${weights[@]}"
-"$PYTHON" examples/demo/frames_from_manifest.py "$OUT/golden" >"$OUT/logs/frames.log" 2>&1 \
-  || { cat "$OUT/logs/frames.log" >&2; die "reading $OUT/golden/manifest.json failed"; }
 if [ -n "$gpu" ]; then
   say "GPU found: $gpu"
   if "$exec_bin" --onnx="$OUT/onnx/sparse4d_${PRESET}_backbone.onnx" --plugins="$plugins" \
@@ -117,11 +129,46 @@ else
   [ "$DEVICE" = cpu ] && say "DEVICE=cpu" || say "no GPU found: using the CPU"
 fi
 say "engines for device $device"
+if [ "$PRECISION" = fp16 ] && [ "$device" = cpu ]; then
+  # the builder's own answer, not a guess of this script
+  set +e
+  "$exec_bin" --onnx="$OUT/onnx/sparse4d_${PRESET}_backbone.onnx" --plugins="$plugins" \
+    --device=cpu --fp16 --iterations=1 --warmUp=0 >"$OUT/logs/fp16_cpu.log" 2>&1
+  rc=$?
+  set -e
+  [ "$rc" -eq 0 ] && die "s4dexec built an fp16 engine for the CPU (log: $OUT/logs/fp16_cpu.log)"
+  say "the engine refuses fp16 on the CPU: $(grep -m1 -i 'fp16' "$OUT/logs/fp16_cpu.log" || tail -n1 "$OUT/logs/fp16_cpu.log")"
+  die "PRECISION=fp16 needs the CUDA backend (DEVICE=cuda on a GPU machine); the CPU computes in float32 only"
+fi
+# PyTorch on the GPU when it has one and torch can use it (full fp32 there)
+golden_device=cpu
+if [ -n "$gpu" ] && "$PYTHON" -c "import sys, torch; sys.exit(not torch.cuda.is_available())" \
+     2>/dev/null; then
+  golden_device=cuda
+fi
+step "running PyTorch over $FRAMES validation frames (golden sequence, $golden_device)" \
+  "$OUT/logs/golden.log" \
+  "$PYTHON" -m s4d.sparse4d.golden --preset "$PRESET" --frames "$FRAMES" --no-export \
+  --cut-at "$SCENE_LENGTH" --device "$golden_device" --out "$OUT/golden" "${weights[@]}"
+"$PYTHON" examples/demo/frames_from_manifest.py "$OUT/golden" >"$OUT/logs/frames.log" 2>&1 \
+  || { cat "$OUT/logs/frames.log" >&2; die "reading $OUT/golden/manifest.json failed"; }
+precision_flags=()
+demo_flags=()
+if [ "$PRECISION" = fp16 ]; then
+  step "calibration sets: the first $CALIB_FRAMES golden frames (s4d.sparse4d.calib)" \
+    "$OUT/logs/calib.log" \
+    "$PYTHON" -m s4d.sparse4d.calib --golden "$OUT/golden" --frames "$CALIB_FRAMES" --out "$OUT/calib"
+  precision_flags=(--fp16)
+  if [ -n "$ACCURACY" ]; then precision_flags+=(--accuracy="$ACCURACY"); fi
+  demo_flags=(--fp16 --min-matched="$MIN_MATCHED")
+fi
 for g in backbone head; do
-  step "building the $g engine (s4dexec)" "$OUT/logs/engine_$g.log" \
+  extra=()
+  if [ "$PRECISION" = fp16 ]; then extra=("${precision_flags[@]}" --calib="$OUT/calib/$g"); fi
+  step "building the $g engine (s4dexec ${extra[*]:-float32})" "$OUT/logs/engine_$g.log" \
     "$exec_bin" --onnx="$OUT/onnx/sparse4d_${PRESET}_$g.onnx" --plugins="$plugins" \
     --device="$device" --saveEngine="$OUT/engines/$g.s4d" --iterations=1 --warmUp=0 \
-    --threads="$THREADS"
+    --threads="$THREADS" ${extra[@]+"${extra[@]}"}
 done
 
 say "running the engines frame by frame (build/bin/s4d_demo)"
@@ -129,7 +176,7 @@ set +e
 "$demo_bin" --plugins="$plugins" --backbone="$OUT/engines/backbone.s4d" \
   --head="$OUT/engines/head.s4d" --frames="$OUT/golden" --out="$OUT/frames" \
   --threads="$THREADS" --score-threshold="$SCORE_THRESHOLD" --range="$BEV_RANGE" --compare \
-  | tee "$OUT/table.txt"
+  ${demo_flags[@]+"${demo_flags[@]}"} | tee "$OUT/table.txt"
 rc=${PIPESTATUS[0]}
 set -e
 say "per-frame JSON, bird's-eye PNG and camera mosaic PNG: $OUT/frames/"

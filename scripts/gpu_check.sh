@@ -10,6 +10,8 @@
 #   - compute-sanitizer memcheck on the tiny Sparse4Dv3 head and backbone engines;
 #   - the CPU test suite as built on this machine (quickly, in parallel);
 #   - the demo (tiny, then v3) on CUDA with its agreement check against PyTorch;
+#   - step "fp16" (not in the default STEPS): the demo with PRECISION=fp16 (guarded
+#     fp16 engines, agreement with float32 PyTorch), DEMO_FP16_PRESETS (tiny v3);
 #   - the benchmarks: bench/frame_bench.py (engine vs PyTorch, frame.json) and
 #     the aggregation op's variants (s4d_da_bench).
 #
@@ -142,6 +144,19 @@ if want demo && [ $PYOK -eq 0 ]; then
       row "demo $preset on CUDA" "agrees with PyTorch ($(grep -Eo 'worst relative L2 [^,]+' "$OUT/demo_$preset.log" | head -1))"
     else
       row "demo $preset on CUDA" "FAILED (demo_$preset.log)"
+    fi
+  done
+fi
+
+if want fp16 && [ $PYOK -eq 0 ]; then
+  for preset in ${DEMO_FP16_PRESETS:-tiny v3}; do
+    if STEP_LOG=$OUT/demo_${preset}_fp16.log step "demo-$preset-fp16" 240 env PRESET=$preset \
+         BUILD="$BUILD" PYTHON="$PY" DEVICE=cuda PRECISION=fp16 \
+         OUT="$ROOT/out/demo/${preset}_fp16" scripts/demo.sh; then
+      row "demo $preset fp16 on CUDA" "$(grep -Eo 'fp16 engines with float32 PyTorch: ok \([^;]+;[^;]+' \
+        "$OUT/demo_${preset}_fp16.log" | tail -1)"
+    else
+      row "demo $preset fp16 on CUDA" "FAILED (demo_${preset}_fp16.log)"
     fi
   done
 fi

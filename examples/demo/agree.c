@@ -226,3 +226,55 @@ int demo_compare_boxes(const demo_box *got, const demo_box *want, int n, int n_e
     }
     return rep->mismatched ? 1 : 0;
 }
+
+int demo_match_boxes(const demo_box *got, int n_got, const demo_box *want, int n_want,
+                     double metres, char *problem, int problem_size)
+{
+    if (problem && problem_size > 0)
+        problem[0] = '\0';
+    if (n_got <= 0 || n_want <= 0)
+        return 0;
+    unsigned char *used = calloc((size_t)n_got, 1);
+    if (!used) {
+        if (problem && problem_size > 0)
+            snprintf(problem, (size_t)problem_size, "out of memory matching boxes");
+        return 0;
+    }
+    int matched = 0;
+    for (int wi = 0; wi < n_want; wi++) {
+        const demo_box *w = &want[wi];
+        int best = -1;
+        double best_d = 0, near_d = INFINITY;
+        for (int gi = 0; gi < n_got; gi++) {
+            const demo_box *g = &got[gi];
+            if (used[gi] || g->cls != w->cls || g->track_id != w->track_id)
+                continue;
+            double dx = (double)g->x - w->x, dy = (double)g->y - w->y, dz = (double)g->z - w->z;
+            double d = sqrt(dx * dx + dy * dy + dz * dz);
+            if (d < near_d)
+                near_d = d;
+            /* written so that a NaN centre never matches */
+            if (d <= metres && (best < 0 || d < best_d)) {
+                best = gi;
+                best_d = d;
+            }
+        }
+        if (best >= 0) {
+            used[best] = 1;
+            matched++;
+        } else if (problem && problem_size > 0 && !problem[0]) {
+            if (isfinite(near_d))
+                snprintf(problem, (size_t)problem_size,
+                         "reference box at rank %d (class %d, track %lld): the engine's box of "
+                         "that class and track is %.3f m away (limit %.3g m)", wi, w->cls,
+                         (long long)w->track_id, near_d, metres);
+            else
+                snprintf(problem, (size_t)problem_size,
+                         "reference box at rank %d (class %d, track %lld): no engine box of "
+                         "that class and track in the top %d", wi, w->cls,
+                         (long long)w->track_id, n_got);
+        }
+    }
+    free(used);
+    return matched;
+}

@@ -64,4 +64,17 @@ typedef struct demo_box_report {
 int demo_compare_boxes(const demo_box *got, const demo_box *want, int n, int n_ext,
                        const demo_box_tol *tol, demo_box_report *rep);
 
+/*
+ * The reduced-precision agreement (fp16 engines against float32 PyTorch):
+ * how many of the n_want reference boxes have a partner among the n_got
+ * engine boxes with the same class and the same track id whose centre lies
+ * within `metres` (3-D distance), rank ignored, each engine box used once.
+ * Ranks are ignored because float16 moves scores and so the order of
+ * near-equal boxes; a box that leaves the top n on one side has no partner.
+ * The first reference box without a partner is described in problem (may
+ * be NULL). Returns the count of matched reference boxes.
+ */
+int demo_match_boxes(const demo_box *got, int n_got, const demo_box *want, int n_want,
+                     double metres, char *problem, int problem_size);
+
 #endif

@@ -24,6 +24,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include <dlfcn.h>
+
 #include "agree.h"
 #include "bev.h"
 #include "decode.h"
@@ -35,9 +37,11 @@
 #define PATH_LEN 4096
 
 typedef struct options {
-    const char *backbone, *head, *plugins, *frames, *out;
+    const char *backbone, *head, *plugins, *frames, *out, *agreement;
     int compare, verbose, save_outputs, threads, topk, bev_size, mosaic_scale, no_mosaic;
     double rel_l2, drift_rel_l2, score_threshold, range, max_dt, track_threshold;
+    int fp16, rel_l2_given, drift_given;
+    double min_matched, match_metres; /* fp16: the box agreement asked of every frame */
     demo_box_tol tol, drift_tol;
 } options;
 
@@ -93,6 +97,16 @@ static const char *usage_text =
     "                          (default 1e-4); boxes within 1e-3 m, 1e-3 rad, same class and id\n"
     "  --drift-rel-l2=X        largest relative L2 error of the run with the carried state\n"
     "                          (default 1e-3); its boxes within 5e-2 m / rad, same class and id\n"
+    "  --fp16                  the engines are fp16 builds: print their precision report and\n"
+    "                          hold them to the reduced-precision agreement: on every frame at\n"
+    "                          least --min-matched of the reference's top-k boxes have an engine\n"
+    "                          box of the same class and track id, centre within --match-metres,\n"
+    "                          rank ignored; relative L2 is printed (a limit only when --rel-l2\n"
+    "                          or --drift-rel-l2 is given)\n"
+    "  --agreement=FILE        with --compare, write each frame's agreement as one JSON line\n"
+    "                          (relative L2 per output, boxes matched; both checks)\n"
+    "  --min-matched=X         fraction of boxes matched on every frame (default 0.99)\n"
+    "  --match-metres=M        centre distance of a matched box (default 0.1)\n"
     "  --threads=N             CPU threads per context (default: all cores)\n"
     "  --score-threshold=X     boxes drawn and counted as detections (default 0.3)\n"
     "  --bev-size=N --range=M  picture size in pixels (800) and half-width in metres (60)\n"
@@ -114,6 +128,8 @@ static int parse_args(int argc, char **argv, options *o)
     o->tol = (demo_box_tol){.metres = 1e-3, .relative = 1e-4, .radians = 1e-3, .velocity = 1e-3,
                             .score = 1e-4, .tie = 1e-5};
     o->drift_rel_l2 = 1e-3;
+    o->min_matched = 0.99;
+    o->match_metres = 0.1;
     o->drift_tol = (demo_box_tol){.metres = 5e-2, .relative = 1e-3, .radians = 5e-2,
                                   .velocity = 5e-2, .score = 1e-3, .tie = 1e-4};
     for (int i = 1; i < argc; i++) {
@@ -136,10 +152,14 @@ static int parse_args(int argc, char **argv, options *o)
             o->frames = v;
         } else if (IS("--out")) {
             o->out = v;
+        } else if (IS("--agreement")) {
+            o->agreement = v;
         } else if (strcmp(a, "--compare") == 0) {
             o->compare = 1;
         } else if (strcmp(a, "--verbose") == 0) {
             o->verbose = 1;
+        } else if (strcmp(a, "--fp16") == 0) {
+            o->fp16 = 1;
         } else if (strcmp(a, "--save-outputs") == 0) {
             o->save_outputs = 1;
         } else if (strcmp(a, "--no-mosaic") == 0) {
@@ -160,16 +180,23 @@ static int parse_args(int argc, char **argv, options *o)
             else
                 o->bev_size = (int)n;
         } else if (IS("--rel-l2") || IS("--drift-rel-l2") || IS("--score-threshold") || IS("--range") ||
-                   IS("--max-dt") || IS("--track-threshold")) {
+                   IS("--max-dt") || IS("--track-threshold") || IS("--min-matched") ||
+                   IS("--match-metres")) {
             double x = strtod(v, &end);
-            if (!*v || *end || errno || !isfinite(x)) {
+            if (!*v || *end || errno || !isfinite(x) ||
+                (IS("--min-matched") && !(x >= 0 && x <= 1)) ||
+                (IS("--match-metres") && !(x > 0))) {
                 fail("bad value in '%s'", a);
                 return -1;
             }
             if (IS("--rel-l2"))
-                o->rel_l2 = x;
+                o->rel_l2 = x, o->rel_l2_given = 1;
             else if (IS("--drift-rel-l2"))
-                o->drift_rel_l2 = x;
+                o->drift_rel_l2 = x, o->drift_given = 1;
+            else if (IS("--min-matched"))
+                o->min_matched = x;
+            else if (IS("--match-metres"))
+                o->match_metres = x;
             else if (IS("--score-threshold"))
                 o->score_threshold = x;
             else if (IS("--range"))
@@ -191,6 +218,14 @@ static int parse_args(int argc, char **argv, options *o)
     if (o->topk < 1) {
         fail("--topk must be at least 1");
         return -1;
+    }
+    if (o->fp16) {
+        /* float16 is not float32 rounding: output errors are reported, and
+         * bound only when asked; the boxes carry the verdict */
+        if (!o->rel_l2_given)
+            o->rel_l2 = INFINITY;
+        if (!o->drift_given)
+            o->drift_rel_l2 = INFINITY;
     }
     return 0;
 }
@@ -497,6 +532,9 @@ typedef struct worst {
     char name[64];
     int failed;
     int64_t moved; /* rows matched to a different position by track id */
+    int num;       /* every output's relative L2, for --agreement */
+    char names[MAX_TENSORS][64];
+    double values[MAX_TENSORS];
 } worst;
 
 /*
@@ -567,6 +605,10 @@ static int compare_outputs(graph *g, const char *dir, double limit, int verbose,
                    d.max_abs, moved ? "  (rows matched by track id)" : "");
         if (moved > w->moved)
             w->moved = moved;
+        if (w->num < MAX_TENSORS) {
+            snprintf(w->names[w->num], sizeof w->names[0], "%s", t->name);
+            w->values[w->num++] = d.rel_l2;
+        }
         if (!(d.rel_l2 <= limit)) {
             if (!w->failed)
                 fprintf(stderr, "s4d_demo: %s/%s: relative L2 %.3g > %.3g (max abs %.3g)\n", dir,
@@ -701,7 +743,32 @@ static int save_outputs(graph *g, const char *out, int fi)
 typedef struct totals {
     int frames, failed;
     double backbone_ms, head_ms, decode_ms, worst_rel_l2, worst_drift;
+    double min_matched, min_drift_matched; /* fp16: the worst frame's fraction of boxes matched */
+    FILE *agreement;                       /* --agreement: one JSON line per frame */
 } totals;
+
+/* JSON has no NaN or Infinity: those become null. */
+static void json_number(FILE *f, double x)
+{
+    if (isfinite(x))
+        fprintf(f, "%.6e", x);
+    else
+        fputs("null", f);
+}
+
+static void json_check(FILE *f, const char *label, const worst *w, const demo_box_report *rep,
+                       int n)
+{
+    fprintf(f, "\"%s\": {\"rel_l2\": ", label);
+    json_number(f, w->rel_l2);
+    fprintf(f, ", \"worst_output\": \"%s\", \"boxes\": %d, \"matched\": %d, \"outputs\": {",
+            w->name, n, n - rep->mismatched);
+    for (int i = 0; i < w->num; i++) {
+        fprintf(f, "%s\"%s\": ", i ? ", " : "", w->names[i]);
+        json_number(f, w->values[i]);
+    }
+    fputs("}}", f);
+}
 
 /* Decodes the head's current outputs: track ids by `trk`, then the top k. */
 static int decode_head(graph *hd, const demo_track_in *trk, const int64_t *ids_given,
@@ -769,7 +836,19 @@ static int check_head(const options *o, graph *hd, const char *dir, const demo_h
     if (!ok)
         return -1;
     demo_compare_boxes(boxes, want, n, n_ext, tol, rep);
+    if (o->fp16) {
+        int m = demo_match_boxes(boxes, n, want, n, o->match_metres, rep->first_problem,
+                                 (int)sizeof rep->first_problem);
+        rep->mismatched = n - m;
+    }
     return 0;
+}
+
+/* fp16: a frame agrees when this fraction of its boxes is matched. */
+static int enough_matched(const options *o, const demo_box_report *rep)
+{
+    return rep->compared > 0 &&
+           (double)(rep->compared - rep->mismatched) >= o->min_matched * rep->compared - 1e-9;
 }
 
 /*
@@ -997,11 +1076,18 @@ static int run_frame(const options *o, graph *bb, graph *hd, int fi, const frame
             check_head(o, hd, dir, &raw, ids_strict, t_cached, boxes, want, n, n_ext, o->rel_l2,
                        &o->tol, &w, &rep) != 0)
             goto done;
-        if (w.failed || rep.mismatched)
+        if (o->fp16) {
+            if (!enough_matched(o, &rep) || !enough_matched(o, &drep))
+                fprintf(stderr, "s4d_demo: frame %d: boxes matched %d/%d on PyTorch's inputs, "
+                        "%d/%d with the carried state (at least %.0f%% asked)%s%s\n", fi,
+                        n - rep.mismatched, n, n - drep.mismatched, n, 100 * o->min_matched,
+                        (drep.first_problem[0] || rep.first_problem[0]) ? "; first: " : "",
+                        drep.first_problem[0] ? drep.first_problem : rep.first_problem);
+        } else if (w.failed || rep.mismatched)
             fprintf(stderr, "s4d_demo: frame %d: %d of %d boxes disagree with PyTorch%s%s\n", fi,
                     rep.mismatched, n, rep.first_problem[0] ? "; first: " : "",
                     rep.first_problem);
-        if (drift.failed || drep.mismatched)
+        if (!o->fp16 && (drift.failed || drep.mismatched))
             fprintf(stderr, "s4d_demo: frame %d: the carried state drifted beyond the bound: "
                     "%d of %d boxes%s%s\n", fi, drep.mismatched, n,
                     drep.first_problem[0] ? "; first: " : "", drep.first_problem);
@@ -1012,8 +1098,15 @@ static int run_frame(const options *o, graph *bb, graph *hd, int fi, const frame
     }
 
     int agree = !w.failed && !rep.mismatched && !drift.failed && !drep.mismatched;
+    if (o->fp16)
+        agree = !w.failed && !drift.failed && enough_matched(o, &rep) && enough_matched(o, &drep);
     char agreement[200];
-    if (o->compare)
+    if (o->compare && o->fp16)
+        snprintf(agreement, sizeof agreement, "%-5s %9.2e %-19s %6.1f%% %4d/%-4d  %9.2e %6.1f%% "
+                 "%4d/%-4d", agree ? "ok" : "FAIL", w.rel_l2, w.name,
+                 100.0 * (n - rep.mismatched) / n, n - rep.mismatched, n, drift.rel_l2,
+                 100.0 * (n - drep.mismatched) / n, n - drep.mismatched, n);
+    else if (o->compare)
         snprintf(agreement, sizeof agreement, "%-5s %9.2e %-19s %8.1e %4d/%-4d %3d  %9.2e %8.1e",
                  agree ? "ok" : "FAIL", w.rel_l2, w.name, rep.max_metres, n - rep.mismatched, n,
                  rep.tied_boxes, drift.rel_l2, drep.max_metres);
@@ -1034,6 +1127,22 @@ static int run_frame(const options *o, graph *bb, graph *hd, int fi, const frame
         tot->worst_rel_l2 = w.rel_l2;
     if (!(drift.rel_l2 <= tot->worst_drift))
         tot->worst_drift = drift.rel_l2;
+    if (o->compare && tot->agreement) {
+        fprintf(tot->agreement, "{\"frame\": %d, \"history\": %s, \"agree\": %s, ", fi,
+                hist ? "true" : "false", agree ? "true" : "false");
+        json_check(tot->agreement, "inputs", &w, &rep, n);
+        fputs(", ", tot->agreement);
+        json_check(tot->agreement, "carried", &drift, &drep, n);
+        fputs("}\n", tot->agreement);
+        fflush(tot->agreement);
+    }
+    if (o->compare && n > 0) {
+        double fm = (double)(n - rep.mismatched) / n, fd = (double)(n - drep.mismatched) / n;
+        if (tot->frames == 1 || fm < tot->min_matched)
+            tot->min_matched = fm;
+        if (tot->frames == 1 || fd < tot->min_drift_matched)
+            tot->min_drift_matched = fd;
+    }
     rc = 0;
 done:
     free(cached);
@@ -1042,6 +1151,44 @@ done:
     for (int i = 0; i < num_held; i++)
         s4d_npy_free(&held[i]);
     return rc;
+}
+
+/*
+ * The precision report of an fp16 engine (the accuracy guard's choice).
+ * s4d_engine_precision_report() is new in libs4d 0.3; it is looked up at run
+ * time so that this program still runs against an older library, which
+ * builds float32 engines only and has no report to give.
+ */
+typedef const char *(*precision_report_fn)(const s4d_engine *);
+
+static int print_precision_reports(const graph *bb, const graph *hd)
+{
+    precision_report_fn report = NULL;
+    void *self = dlopen(NULL, RTLD_LAZY);
+    void *sym = self ? dlsym(self, "s4d_engine_precision_report") : NULL;
+    memcpy(&report, &sym, sizeof report); /* POSIX: a data pointer to a function pointer */
+    if (!report) {
+        fail("--fp16: this libs4d has no precision report (s4d_engine_precision_report): it "
+             "builds float32 engines only");
+        if (self)
+            dlclose(self);
+        return -1;
+    }
+    const graph *g[2] = {bb, hd};
+    for (int i = 0; i < 2; i++) {
+        const char *text = report(g[i]->engine);
+        if (!text) {
+            fail("--fp16: the %s engine is a float32 engine (no precision report); build it "
+                 "with s4dexec --fp16", g[i]->label);
+            dlclose(self);
+            return -1;
+        }
+        printf("precision report of the %s engine:\n%s%s", g[i]->label, text,
+               text[0] && text[strlen(text) - 1] == '\n' ? "" : "\n");
+    }
+    if (self)
+        dlclose(self);
+    return 0;
 }
 
 static int ensure_dir(const char *path)
@@ -1106,19 +1253,45 @@ int main(int argc, char **argv)
     printf("engines: backbone %s, head %s (%lld instances, device %s), %d frames\n", o.backbone,
            o.head, (long long)a, s4d_engine_device(hd.engine) == S4D_DEVICE_CUDA ? "cuda" : "cpu",
            num_frames);
-    if (o.compare)
-        printf("%63s%-47s %s\n", "", "| on PyTorch's inputs:", "| carried state:");
-    printf("%5s %5s %4s %5s %4s %11s %8s %9s  %-5s %9s %-19s %8s %9s %3s  %9s %8s\n", "frame",
-           "hist", "topk", ">=thr", "gt", "backbone ms", "head ms", "decode ms", "agree", "rel L2",
-           "(worst output)", "box err", "match", "tie", "rel L2", "box err");
+    if (o.fp16 && print_precision_reports(&bb, &hd) != 0)
+        goto out;
+    if (o.compare && o.fp16) {
+        printf("agreement of the fp16 engines with float32 PyTorch: output relative L2, and the\n"
+               "top-%d boxes matched (same class and track id, centre within %.3g m), at least "
+               "%.0f%% on every frame\n", o.topk < num_candidates ? o.topk : num_candidates,
+               o.match_metres, 100 * o.min_matched);
+        printf("%60s%-55s%s\n", "", "| on PyTorch's inputs:", "| carried state:");
+        printf("%5s %5s %4s %5s %4s %11s %8s %9s  %-5s %9s %-19s %17s  %9s %17s\n", "frame",
+               "hist", "topk", ">=thr", "gt", "backbone ms", "head ms", "decode ms", "agree",
+               "rel L2", "(worst output)", "boxes matched", "rel L2", "boxes matched");
+    } else {
+        if (o.compare)
+            printf("%63s%-47s %s\n", "", "| on PyTorch's inputs:", "| carried state:");
+        printf("%5s %5s %4s %5s %4s %11s %8s %9s  %-5s %9s %-19s %8s %9s %3s  %9s %8s\n",
+               "frame", "hist", "topk", ">=thr", "gt", "backbone ms", "head ms", "decode ms",
+               "agree", "rel L2", "(worst output)", "box err", "match", "tie", "rel L2",
+               "box err");
+    }
     totals tot = {0};
+    if (o.agreement && !(tot.agreement = fopen(o.agreement, "w"))) {
+        fail("cannot write '%s': %s", o.agreement, strerror(errno));
+        goto out;
+    }
     for (int fi = 0; fi < num_frames; fi++)
         if (run_frame(&o, &bb, &hd, fi, &frames[fi], num_candidates, boxes, want, ids, &tot) != 0)
             goto out;
     printf("%d frames: backbone %.1f ms, head %.1f ms, decode %.2f ms per frame (mean)\n",
            tot.frames, tot.backbone_ms / tot.frames, tot.head_ms / tot.frames,
            tot.decode_ms / tot.frames);
-    if (o.compare) {
+    if (o.compare && o.fp16) {
+        printf("agreement of the fp16 engines with float32 PyTorch: %s (%d of %d frames with at "
+               "least %.0f%% of the boxes matched; worst frame %.1f%% on PyTorch's inputs, %.1f%% "
+               "with the carried state; worst relative L2 %.2e, carried state %.2e)\n",
+               tot.failed ? "FAILED" : "ok", tot.frames - tot.failed, tot.frames,
+               100 * o.min_matched, 100 * tot.min_matched, 100 * tot.min_drift_matched,
+               tot.worst_rel_l2, tot.worst_drift);
+        status = tot.failed ? 1 : 0;
+    } else if (o.compare) {
         printf("agreement with the reference: %s (%d of %d frames agree; worst relative L2 %.2e, "
                "limit %.0e; carried state %.2e, limit %.0e)\n", tot.failed ? "FAILED" : "ok",
                tot.frames - tot.failed, tot.frames, tot.worst_rel_l2, o.rel_l2, tot.worst_drift,
@@ -1127,6 +1300,11 @@ int main(int argc, char **argv)
     } else {
         status = 0;
     }
+    if (tot.agreement && fclose(tot.agreement) != 0) {
+        fail("writing '%s' failed", o.agreement);
+        status = 2;
+    }
+    tot.agreement = NULL;
 out:
     free(boxes);
     free(want);

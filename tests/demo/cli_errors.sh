@@ -25,6 +25,8 @@ expect 2 "--backbone, --head and --frames are required" --
 expect 2 "unknown argument '--bogus'" -- --bogus
 expect 2 "bad value in '--topk=abc'" -- --topk=abc
 expect 2 "bad value in '--rel-l2=nan'" -- --rel-l2=nan
+expect 2 "bad value in '--min-matched=1.5'" -- --fp16 --min-matched=1.5
+expect 2 "bad value in '--match-metres=0'" -- --fp16 --match-metres=0
 expect 2 "--topk must be at least 1" -- --topk=0 --backbone=x --head=y --frames=z
 expect 2 "cannot open '$tmp/missing/frames.txt'" -- --backbone=x --head=y --frames="$tmp/missing"
 expect 2 "loading the backbone engine '$tmp/bogus.s4d'" -- \

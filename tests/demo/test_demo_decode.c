@@ -284,8 +284,72 @@ static void test_bad_inputs(void)
           "decode without ids");
 }
 
+/*
+ * The fp16 agreement: reference boxes matched by class, track id and centre
+ * distance, rank ignored. The independent reference below relies on unique
+ * track ids (then a reference box has at most one candidate partner) and
+ * measures the distance in float64 from the coordinates.
+ */
+static void test_match_boxes(void)
+{
+    enum { N = 100 };
+    demo_box want[N], got[N];
+    char problem[256];
+    for (int trial = 0; trial < 50; trial++) {
+        for (int i = 0; i < N; i++) {
+            want[i] = (demo_box){(float)uniform(-50, 50), (float)uniform(-50, 50),
+                                 (float)uniform(-2, 2), 2, 4, 1.5f, 0.3f, 0, 0,
+                                 (float)(1.0 - i * 0.005), (int)uniform(0, 10), 1000 + i};
+            got[i] = want[i];
+        }
+        /* shuffle the engine's order: ranks must not matter */
+        for (int i = N - 1; i > 0; i--) {
+            int j = (int)uniform(0, i + 1);
+            demo_box t = got[i];
+            got[i] = got[j];
+            got[j] = t;
+        }
+        for (int i = 0; i < N; i++) {
+            double u = uniform(0, 1);
+            if (u < 0.1) {
+                double a = uniform(0, 6.283), r = uniform(0.02, 0.25);
+                got[i].x += (float)(r * cos(a));
+                got[i].y += (float)(r * sin(a));
+            } else if (u < 0.13) {
+                got[i].cls = (got[i].cls + 1) % 10;
+            } else if (u < 0.16) {
+                got[i].track_id += 5000;
+            } else if (u < 0.17) {
+                got[i].z = NAN;
+            }
+        }
+        int expect = 0;
+        for (int i = 0; i < N; i++)
+            for (int j = 0; j < N; j++)
+                if (got[j].track_id == want[i].track_id) {
+                    double dx = (double)got[j].x - want[i].x, dy = (double)got[j].y - want[i].y,
+                           dz = (double)got[j].z - want[i].z;
+                    expect += got[j].cls == want[i].cls && dx * dx + dy * dy + dz * dz <= 0.01;
+                }
+        int m = demo_match_boxes(got, N, want, N, 0.1, problem, sizeof problem);
+        CHECK(m == expect, "trial %d: matched %d, reference %d", trial, m, expect);
+        CHECK(m == N || strstr(problem, "reference box at rank"), "problem text '%s'", problem);
+    }
+    /* fewer engine boxes: the missing ones have no partner */
+    for (int i = 0; i < N; i++)
+        got[i] = want[i];
+    CHECK(demo_match_boxes(got, 90, want, N, 0.1, problem, sizeof problem) == 90 &&
+              strstr(problem, "no engine box"),
+          "a box outside the engine's top 90 matched: '%s'", problem);
+    /* one engine box cannot serve two reference boxes of the same id */
+    want[1] = want[0];
+    CHECK(demo_match_boxes(got, N, want, 2, 0.1, NULL, 0) == 1, "an engine box used twice");
+    CHECK(demo_match_boxes(got, 0, want, N, 0.1, problem, sizeof problem) == 0, "empty input");
+}
+
 int main(void)
 {
+    test_match_boxes();
     test_decode_matches_reference();
     test_track_ids();
     test_compare_ties_and_mismatches();

@@ -75,3 +75,18 @@ PY
   fi
   echo "corrupted reference ($what): detected, exit 1"
 done
+
+# --fp16 asks for the precision reports of fp16 engines: float32 engines are
+# refused with exit 2 and a line naming the flag.
+set +e
+"$build/bin/s4d_demo" --plugins="$build/lib/libs4d_plugins.so" \
+  --backbone="$out/engines/backbone.s4d" --head="$out/engines/head.s4d" \
+  --frames="$out/golden" --threads="${THREADS:-2}" --compare --fp16 >"$out/fp16.log" 2>&1
+rc=$?
+set -e
+if [ "$rc" -ne 2 ] || ! grep -q "s4d_demo: --fp16: " "$out/fp16.log"; then
+  cat "$out/fp16.log"
+  echo "FAIL: --fp16 with float32 engines: exit $rc"
+  exit 1
+fi
+echo "--fp16 with float32 engines: refused ($(grep -m1 -- '--fp16' "$out/fp16.log"))"
