@@ -16,7 +16,9 @@
 #     the aggregation op's variants (s4d_da_bench).
 #
 #   OUT=/some/dir scripts/gpu_check.sh        (OUT defaults to ./out/gpu_check)
-#   STEPS="gpu sanitizer cpu demo bench"      which steps, in this order (default all)
+#   STEPS="gpu sanitizer cpu demo fp16 bench fp16bench prof"
+#                                             which steps (default all; they run in this order)
+#   GPU_TESTS_EXCLUDE=regex                   GPU tests to leave out (ctest -E)
 #   DEADLINE=540                              seconds for the whole check
 #
 # Writes into $OUT: gpu_check.log (every step's output), summary.txt (the table
@@ -31,7 +33,7 @@ SUMMARY=$OUT/summary.txt
 BUILD=${BUILD:-$ROOT/build-gpu}
 JOBS=$(nproc 2>/dev/null || echo 4)
 DEADLINE=${DEADLINE:-540}
-STEPS=${STEPS:-"gpu sanitizer cpu demo bench prof"}
+STEPS=${STEPS:-"gpu sanitizer cpu demo fp16 bench fp16bench prof"}
 PY=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
 : > "$LOG"
@@ -62,7 +64,7 @@ step() {
 # "N tests passed, M failed out of T" from a ctest log; never empty.
 ctest_counts() {
   local l
-  l=$(grep -Eo '[0-9]+% tests passed, [0-9]+ tests? failed out of [0-9]+' "$1" | tail -1)
+  l=$(grep -Eo '[0-9]+% tests passed(, [0-9]+ tests? failed)? out of [0-9]+' "$1" | tail -1)
   local skipped
   skipped=$(grep -c '\*\*\*Skipped' "$1" 2>/dev/null || true)
   echo "${l:-no ctest summary in $(basename "$1")}; ${skipped:-0} skipped"
@@ -93,7 +95,7 @@ fi
 
 if want gpu && [ -x "$BUILD/bin/s4dexec" ]; then
   STEP_LOG=$OUT/ctest_gpu.log step ctest-gpu 300 ctest --test-dir "$BUILD" --output-on-failure \
-    -j 4 -L gpu
+    -j 4 -L gpu ${GPU_TESTS_EXCLUDE:+-E "$GPU_TESTS_EXCLUDE"}
   row "ctest GPU tests" "$(ctest_counts "$OUT/ctest_gpu.log")"
   grep -E "node tests on cuda:" "$OUT/ctest_gpu.log" | tail -1 | while read -r l; do row "ONNX node tests" "$l"; done
   grep -E "^[a-z]+: [0-9]+ of [0-9]+ cases agree" "$OUT/ctest_gpu.log" | while read -r l; do row "op family" "$l"; done
@@ -132,7 +134,8 @@ if want sanitizer && [ -f "$TINY/sparse4d_tiny_head.onnx" ]; then
 fi
 
 if want cpu && [ -x "$BUILD/bin/s4dexec" ]; then
-  STEP_LOG=$OUT/ctest_cpu.log step ctest-cpu 180 ctest --test-dir "$BUILD" --output-on-failure \
+  STEP_LOG=$OUT/ctest_cpu.log step ctest-cpu 180 env PYTHON="$(command -v "$PY")" \
+    ctest --test-dir "$BUILD" --output-on-failure \
     -j "$JOBS" -LE gpu -E "fuzz|soak"
   row "ctest CPU tests" "$(ctest_counts "$OUT/ctest_cpu.log")"
 fi
@@ -163,12 +166,18 @@ fi
 
 if want bench; then
   if [ -f bench/frame_bench.py ] && [ $PYOK -eq 0 ]; then
-    left=$((DEADLINE - SECONDS - 60))
+    left=$((DEADLINE - SECONDS - ${BENCH_RESERVE:-60}))
     STEP_LOG=$OUT/frame_bench.log step frame-bench 330 env PYTHONPATH=python "$PY" bench/frame_bench.py \
       --build "$BUILD" --out "$OUT" --presets "${BENCH_PRESETS:-tiny,v3}" --budget "$((left > 60 ? left - 40 : 20))" \
       ${BENCH_FLAGS:-}
     row "frame benchmark" "$([ -f "$OUT/frame.json" ] && echo "frame.json, frame.md" || echo FAILED)"
   fi
+fi
+if want fp16bench && [ -f bench/dense/fp16_bench.py ]; then
+  # The v3 dense layers and backbone as float32 strict, TF32 and float16 (bench/dense/README).
+  step fp16-bench "${FP16_BENCH_LIMIT:-150}" "$PY" bench/dense/fp16_bench.py --s4dexec "$BUILD/bin/s4dexec" \
+    --plugins "$BUILD/lib/libs4d_plugins.so" --out "$OUT/fp16_bench"
+  row "float16 dense benchmark" "$([ -f "$OUT/fp16_bench/fp16_bench.md" ] && echo ok || echo FAILED)"
 fi
 if want prof; then
   # Engine latency from s4dexec (eager and CUDA graph, per-layer profile) on the demo's engines.

@@ -545,24 +545,25 @@ static s4d_status lt_choose(s4d_op_ctx *ctx, lt_state *st)
         lt_min_alignments(st);
         n = lt_heuristics(bc->lt, st, st->align, LT_CANDIDATES, res);
     }
-    /* Keep only the candidates the payload can reproduce. */
+    /* A candidate is stored by its configuration when the algorithm rebuilt
+       from it is the heuristic's, byte for byte; else by its own bytes (RAW).
+       A rebuilt algorithm that differs is another kernel: compute-sanitizer
+       caught one writing past D. */
     uint32_t cfg[LT_CANDIDATES][LT_NCFG], mask[LT_CANDIDATES];
+    int raw[LT_CANDIDATES];
     cublasLtMatmulAlgo_t algo[LT_CANDIDATES];
     size_t ws[LT_CANDIDATES];
     int nc = 0;
-    for (int i = 0; i < n; i++)
-        if (lt_cfg_get(&res[i].algo, cfg[nc], &mask[nc]) &&
-            lt_cfg_build(bc->lt, st, cfg[nc], mask[nc], &algo[nc], &ws[nc]))
-            nc++;
-    memset(&st->ch, 0, sizeof st->ch);
-    if (nc == 0 && n > 0) {
-        /* No candidate rebuilds from its configuration: keep the heuristic's first as it is. */
-        st->algo = res[0].algo;
-        st->ws = res[0].workspaceSize;
-        st->ch.flags = LT_FLAG_RAW;
-        memcpy(st->ch.words, &res[0].algo, sizeof res[0].algo);
-        return S4D_OK;
+    for (int i = 0; i < n; i++, nc++) {
+        raw[nc] = !(lt_cfg_get(&res[i].algo, cfg[nc], &mask[nc]) &&
+                    lt_cfg_build(bc->lt, st, cfg[nc], mask[nc], &algo[nc], &ws[nc]) &&
+                    memcmp(&algo[nc], &res[i].algo, sizeof algo[nc]) == 0);
+        if (raw[nc]) {
+            algo[nc] = res[i].algo;
+            ws[nc] = res[i].workspaceSize;
+        }
     }
+    memset(&st->ch, 0, sizeof st->ch);
     if (nc == 0)
         return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED,
                             "cuBLASLt has no algorithm for this product (%s, m %lld, n %lld, k %lld, batch %lld)",
@@ -610,8 +611,13 @@ static s4d_status lt_choose(s4d_op_ctx *ctx, lt_state *st)
         }
         s4d_dense_scratch_free(&sc, bc->stream);
     }
-    memcpy(st->ch.words, cfg[best], sizeof cfg[best]);
-    st->ch.mask = mask[best];
+    if (raw[best]) {
+        st->ch.flags = LT_FLAG_RAW;
+        memcpy(st->ch.words, &algo[best], sizeof algo[best]);
+    } else {
+        memcpy(st->ch.words, cfg[best], sizeof cfg[best]);
+        st->ch.mask = mask[best];
+    }
     st->algo = algo[best];
     st->ws = ws[best];
     return S4D_OK;
