@@ -308,9 +308,14 @@ def scatter_cases(rng):
         if red:
             attrs["reduction"] = red
         outs = {"y": ((6, 5, 4), NP_TO_ONNX[np.dtype(dt)])}
-        out.append(exact(name, model("ScatterElements", {"x": x, "i": idx, "u": upd},
-                                     attrs=attrs, opset=opset, outputs=outs),
-                         {"x": x, "i": idx, "u": upd}))
+        case = exact(name, model("ScatterElements", {"x": x, "i": idx, "u": upd},
+                                 attrs=attrs, opset=opset, outputs=outs),
+                     {"x": x, "i": idx, "u": upd})
+        if dt == np.float16:
+            # A float16 device may multiply in float32 and round once (the guarded
+            # device widens float16 layers): one half ulp apart from rounding per step.
+            case = Case(case.name, case.model, case.inputs, rtol=1e-3, atol=1e-3)
+        out.append(case)
     x = data(rng, (3, 40))
     idx = rng.integers(0, 40, size=(3, 25)).astype(np.int32)
     upd = data(rng, (3, 25))
