@@ -86,7 +86,7 @@ def time_model(args, d, name, model, inputs, flag, export=None):
     path = os.path.join(d, name + ".onnx")
     onnx.save(model, path)
     cmd = [args.s4dexec, f"--onnx={path}", f"--plugins={args.plugins}", "--device=cuda", flag,
-           f"--iterations={args.iters}", "--warmUp=10", "--useCudaGraph"] + save_inputs(d, inputs, name)
+           f"--iterations={args.iters}", "--warmUp=10", "--useCudaGraph", "--noDataTransfers"] + save_inputs(d, inputs, name)
     if export:
         cmd.append(f"--exportOutput={export}")
     r, text = run(cmd, args.limit)

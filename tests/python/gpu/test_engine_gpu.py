@@ -219,11 +219,22 @@ def test_two_cuda_contexts_in_two_threads(models):
     assert not errors, errors[0]
 
 
-def test_fp16_is_refused_clearly_until_fp16_engines_exist(models):
-    # This version builds float32 CUDA engines only; asking for fp16 must say so, not
-    # silently build float32.
-    with pytest.raises(se.UnsupportedError, match="fp16"):
-        se.build(os.path.join(models, "mlp.onnx"), device="cuda", fp16=True)
+def test_fp16_engine_on_cuda_runs_float16_layers_and_stays_close(models):
+    # --fp16 on the GPU: some layers compute in float16 (reported per layer), the
+    # graph's inputs and outputs stay float32, and the result stays within float16
+    # rounding of the float64 reference.
+    rng = np.random.default_rng(16)
+    x = rng.uniform(-1.0, 1.0, (2, 3)).astype(np.float32)
+    want = u.mlp_reference(models, x)
+    with se.build(os.path.join(models, "mlp.onnx"), device="cuda", fp16=True) as engine:
+        precisions = {l["precision"] for l in engine.layer_info()}
+        assert "float16" in precisions, precisions
+        with engine.create_context() as ctx:
+            out = ctx.run({"x": x})
+    for name in ("y", "z"):
+        got = np.asarray(out[name])
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(got, want[name], rtol=5e-3, atol=5e-3)
 
 
 def test_tiny_head_on_cuda_tensors_against_pytorch_on_the_gpu(tmp_path, models):
