@@ -24,65 +24,6 @@
 #define ONNX_FLOAT 1
 #define ONNX_FLOAT16 10
 
-/* A growing text (notes for the precision report). */
-typedef struct text {
-    char *s;
-    size_t len, cap;
-    int failed;
-} text;
-
-static void text_add(text *t, const char *fmt, ...) S4D_PRINTF(2, 3);
-
-/* Appends s whole (text_add formats one line of bounded length). */
-static void text_put(text *t, const char *s)
-{
-    size_t k = strlen(s);
-    if (t->failed)
-        return;
-    if (t->len + k + 1 > t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 1024;
-        while (cap < t->len + k + 1)
-            cap *= 2;
-        char *n = realloc(t->s, cap);
-        if (!n) {
-            t->failed = 1;
-            return;
-        }
-        t->s = n;
-        t->cap = cap;
-    }
-    memcpy(t->s + t->len, s, k + 1);
-    t->len += k;
-}
-
-static void text_add(text *t, const char *fmt, ...)
-{
-    if (t->failed)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    char line[1024];
-    int n = vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    size_t k = strlen(line);
-    if (t->len + k + 1 > t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 1024;
-        while (cap < t->len + k + 1)
-            cap *= 2;
-        char *s = realloc(t->s, cap);
-        if (!s) {
-            t->failed = 1;
-            return;
-        }
-        t->s = s;
-        t->cap = cap;
-    }
-    memcpy(t->s + t->len, line, k + 1);
-    t->len += k;
-}
-
 static size_t numel(const s4d_tensor *t)
 {
     size_t n = 1;
@@ -481,7 +422,7 @@ s4d_status s4d_pass_precision(s4d_ir_graph *g, const s4d_build_config *cfg, char
     int *twin = malloc(((size_t)nvals + 1) * sizeof *twin);     /* its float16 twin, or -1 */
     anchor *anchors = NULL;
     int num_anchors = 0, cap_anchors = 0;
-    text notes_t = {0};
+    s4d_text notes_t = {0};
     if (!half || !users || !half_users || !twin) {
         st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
         goto done;
@@ -506,7 +447,7 @@ s4d_status s4d_pass_precision(s4d_ir_graph *g, const s4d_build_config *cfg, char
                                      n->name, n->op_type, reason);
                     goto done;
                 }
-                text_add(&notes_t, "warning: layer '%s' (%s) pinned to fp16 stays as it is: %s\n",
+                s4d_text_add(&notes_t, "warning: layer '%s' (%s) pinned to fp16 stays as it is: %s\n",
                          n->name, n->op_type, reason);
             }
             continue;
@@ -535,7 +476,7 @@ s4d_status s4d_pass_precision(s4d_ir_graph *g, const s4d_build_config *cfg, char
                                  n->name, n->op_type, be->name, why);
                 goto done;
             }
-            text_add(&notes_t, "%s'%s' (%s) stays fp32: %s\n",
+            s4d_text_add(&notes_t, "%s'%s' (%s) stays fp32: %s\n",
                      pin ? "warning: pinned to fp16, " : "", n->name, n->op_type, why);
             continue;
         }
@@ -661,13 +602,13 @@ s4d_status s4d_pass_precision(s4d_ir_graph *g, const s4d_build_config *cfg, char
     if (st != S4D_OK)
         goto done;
     {
-        text head = {0};
-        text_add(&head,
+        s4d_text head = {0};
+        s4d_text_add(&head,
                  "fp16: %d of %d layers with float tensors run in float16 (%d kept in float32 by "
                  "their kernel, %d pinned to fp32, %d by the accuracy guard); %d cast layers\n",
                  chosen, eligible, by_kernel, by_user, by_guard, num_anchors);
         if (notes_t.s)
-            text_put(&head, notes_t.s);
+            s4d_text_put(&head, notes_t.s);
         if (head.failed) {
             free(head.s);
             st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");

@@ -32,62 +32,6 @@
 /* The largest finite float16. */
 #define FP16_MAX 65504.0
 
-typedef struct text {
-    char *s;
-    size_t len, cap;
-    int failed;
-} text;
-
-static void text_add(text *t, const char *fmt, ...) S4D_PRINTF(2, 3);
-
-/* Appends s whole (text_add formats one line of bounded length). */
-static void text_put(text *t, const char *s)
-{
-    size_t k = strlen(s);
-    if (t->failed)
-        return;
-    if (t->len + k + 1 > t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 1024;
-        while (cap < t->len + k + 1)
-            cap *= 2;
-        char *n = realloc(t->s, cap);
-        if (!n) {
-            t->failed = 1;
-            return;
-        }
-        t->s = n;
-        t->cap = cap;
-    }
-    memcpy(t->s + t->len, s, k + 1);
-    t->len += k;
-}
-
-static void text_add(text *t, const char *fmt, ...)
-{
-    char line[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    size_t k = strlen(line);
-    if (t->failed)
-        return;
-    if (t->len + k + 1 > t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 4096;
-        while (cap < t->len + k + 1)
-            cap *= 2;
-        char *s = realloc(t->s, cap);
-        if (!s) {
-            t->failed = 1;
-            return;
-        }
-        t->s = s;
-        t->cap = cap;
-    }
-    memcpy(t->s + t->len, line, k + 1);
-    t->len += k;
-}
-
 /* Progress on stderr when S4D_BUILD_LOG is set (s4dexec --verbose sets it). */
 static void progress(const char *fmt, ...) S4D_PRINTF(1, 2);
 
@@ -759,7 +703,7 @@ s4d_status s4d_precision_guard(const void *data, size_t size, const s4d_build_op
     memset(&first, 0, sizeof first);
     double *tol = NULL;
     s4d_engine *ref = NULL, *cur = NULL, *trial = NULL;
-    text rep = {0};
+    s4d_text rep = {0};
     s4d_status st;
     double default_tol = o->accuracy > 0 ? o->accuracy : DEFAULT_TOLERANCE;
 
@@ -812,11 +756,11 @@ s4d_status s4d_precision_guard(const void *data, size_t size, const s4d_build_op
     if (st != S4D_OK)
         goto done;
 
-    text_add(&rep, "fp16 accuracy guard: relative L2 tolerance %g per output", default_tol);
+    s4d_text_add(&rep, "fp16 accuracy guard: relative L2 tolerance %g per output", default_tol);
     for (int k = 0; k < o->num_output_tolerances; k++)
-        text_add(&rep, "%s'%s' %g", k ? ", " : " (", o->output_tolerances[k].output,
+        s4d_text_add(&rep, "%s'%s' %g", k ? ", " : " (", o->output_tolerances[k].output,
                  o->output_tolerances[k].rel_l2);
-    text_add(&rep, "%s; %d calibration set%s from %s\n", o->num_output_tolerances ? ")" : "",
+    s4d_text_add(&rep, "%s; %d calibration set%s from %s\n", o->num_output_tolerances ? ")" : "",
              cal.num_sets, cal.num_sets == 1 ? "" : "s", o->calib_dir);
 
     progress("building the fp16 candidate (iteration 0)");
@@ -843,7 +787,7 @@ s4d_status s4d_precision_guard(const void *data, size_t size, const s4d_build_op
         if (wo >= 0)
             s4d_engine_output_info(ref, wo, &wi);
         fmt_err(e1, sizeof e1, worst);
-        text_add(&rep, "iteration %d: %d layer%s kept in fp32 by the guard; worst output '%s' "
+        s4d_text_add(&rep, "iteration %d: %d layer%s kept in fp32 by the guard; worst output '%s' "
                        "rel_l2 %s\n",
                  iter, gs.num_moved, gs.num_moved == 1 ? "" : "s", wi.name, e1);
         progress("iteration %d: %d layers in fp32 by the guard; worst output '%s' rel_l2 %s",
@@ -870,7 +814,7 @@ s4d_status s4d_precision_guard(const void *data, size_t size, const s4d_build_op
         }
         if (!nr) {
             free(r);
-            text_add(&rep, "every layer the guard may change is fp32 now; output '%s' still has "
+            s4d_text_add(&rep, "every layer the guard may change is fp32 now; output '%s' still has "
                            "rel_l2 %s above its tolerance %g (layers pinned to fp16 or the "
                            "float32 network itself)\n",
                      wi.name, e1, wo >= 0 ? tol[wo] : default_tol);
@@ -943,7 +887,7 @@ s4d_status s4d_precision_guard(const void *data, size_t size, const s4d_build_op
             }
             if (all_ok(&tm, tol, no)) {
                 for (int q = keep; q < gs.num_moved; q++) {
-                    text_add(&rep, "put back in fp16: '%s' (not needed)\n", gs.moved[q]);
+                    s4d_text_add(&rep, "put back in fp16: '%s' (not needed)\n", gs.moved[q]);
                     free(gs.moved[q]);
                     free(gs.moved_why[q]);
                 }
@@ -965,17 +909,17 @@ s4d_status s4d_precision_guard(const void *data, size_t size, const s4d_build_op
         s4d_engine_output_info(ref, i, &ti);
         fmt_err(e1, sizeof e1, first.out_err[i]);
         fmt_err(e2, sizeof e2, m.out_err[i]);
-        text_add(&rep, "output '%s': rel_l2 before %s, after %s (tolerance %g) %s\n", ti.name, e1,
+        s4d_text_add(&rep, "output '%s': rel_l2 before %s, after %s (tolerance %g) %s\n", ti.name, e1,
                  e2, tol[i], m.out_err[i] <= tol[i] ? "ok" : "ABOVE TOLERANCE");
     }
     for (int i = 0; i < gs.num_moved; i++)
-        text_add(&rep, "moved to fp32: '%s' (%s)\n", gs.moved[i], gs.moved_why[i]);
+        s4d_text_add(&rep, "moved to fp32: '%s' (%s)\n", gs.moved[i], gs.moved_why[i]);
     if (!gs.num_moved)
-        text_add(&rep, "moved to fp32: none\n");
-    text_add(&rep, "builds: 1 float32 reference + %d fp16 candidate%s\n", gs.builds,
+        s4d_text_add(&rep, "moved to fp32: none\n");
+    s4d_text_add(&rep, "builds: 1 float32 reference + %d fp16 candidate%s\n", gs.builds,
              gs.builds == 1 ? "" : "s");
     if (cur->plan->precision_report)
-        text_put(&rep, cur->plan->precision_report);
+        s4d_text_put(&rep, cur->plan->precision_report);
     if (rep.failed) {
         st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
         goto done;

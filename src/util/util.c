@@ -457,3 +457,35 @@ double s4d_now_ms(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
+
+void s4d_text_put(s4d_text *t, const char *s)
+{
+    size_t k = strlen(s);
+    if (t->failed)
+        return;
+    if (t->len + k + 1 > t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 1024;
+        while (cap < t->len + k + 1)
+            cap *= 2;
+        char *n = realloc(t->s, cap);
+        if (!n) {
+            t->failed = 1;
+            return;
+        }
+        t->s = n;
+        t->cap = cap;
+    }
+    memcpy(t->s + t->len, s, k + 1);
+    t->len += k;
+}
+
+void s4d_text_add(s4d_text *t, const char *fmt, ...)
+{
+    char line[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n >= 0)
+        s4d_text_put(t, line);
+}

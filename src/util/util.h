@@ -108,4 +108,17 @@ void s4d_namemap_free(s4d_namemap *m);
 /* Monotonic clock in milliseconds. */
 double s4d_now_ms(void);
 
+/* A growing NUL-terminated text (reports). After an allocation failure it
+   stops growing and sets failed; s is NULL until something is added. */
+typedef struct s4d_text {
+    char *s;
+    size_t len, cap;
+    int failed;
+} s4d_text;
+
+/* Appends s whole. */
+void s4d_text_put(s4d_text *t, const char *s);
+/* Appends one formatted line of at most 2047 characters. */
+void s4d_text_add(s4d_text *t, const char *fmt, ...) S4D_PRINTF(2, 3);
+
 #endif /* S4D_UTIL_H */
