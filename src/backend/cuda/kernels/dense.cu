@@ -385,8 +385,10 @@ extern "C" cudaError_t s4d_cuda_conv_epilogue_f32(float *y, const float *bias, c
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t s4d_cuda_pad3_f32(const float *x, float *xp, int64_t planes, const int64_t img[3],
-                                         const int64_t padded[3], const int64_t off[3], cudaStream_t stream)
+// Writes the padded xp: x where it lands, zeros around it.
+template <typename T>
+static cudaError_t launch_pad3(const T *x, T *xp, int64_t planes, const int64_t img[3], const int64_t padded[3],
+                               const int64_t off[3], cudaStream_t stream)
 {
     const int64_t rows = planes * padded[0] * padded[1];
     if (rows <= 0 || padded[2] <= 0)
@@ -396,9 +398,15 @@ extern "C" cudaError_t s4d_cuda_pad3_f32(const float *x, float *xp, int64_t plan
             return cudaErrorInvalidValue;
     const int threads = row_threads(padded[2]);
     dim3 grid((unsigned)min64(ceil_div(padded[2], threads), kMaxGridX), (unsigned)min64(rows, kMaxGridYZ));
-    pad3_kernel<float><<<grid, threads, 0, stream>>>(x, xp, rows, img[0], img[1], img[2], padded[0], padded[1],
-                                                     padded[2], off[0], off[1], off[2]);
+    pad3_kernel<T><<<grid, threads, 0, stream>>>(x, xp, rows, img[0], img[1], img[2], padded[0], padded[1],
+                                                 padded[2], off[0], off[1], off[2]);
     return cudaGetLastError();
+}
+
+extern "C" cudaError_t s4d_cuda_pad3_f32(const float *x, float *xp, int64_t planes, const int64_t img[3],
+                                         const int64_t padded[3], const int64_t off[3], cudaStream_t stream)
+{
+    return launch_pad3<float>(x, xp, planes, img, padded, off, stream);
 }
 
 extern "C" cudaError_t s4d_cuda_fill_bcast_f32(float *y, const float *c, int64_t rows, int64_t cols, int64_t rs,
@@ -492,18 +500,7 @@ extern "C" cudaError_t s4d_cuda_conv_epilogue_f16(void *y, const void *bias, con
 extern "C" cudaError_t s4d_cuda_pad3_16(const void *x, void *xp, int64_t planes, const int64_t img[3],
                                         const int64_t padded[3], const int64_t off[3], cudaStream_t stream)
 {
-    const int64_t rows = planes * padded[0] * padded[1];
-    if (rows <= 0 || padded[2] <= 0)
-        return cudaSuccess;
-    for (int i = 0; i < 3; i++)
-        if (off[i] < 0 || padded[i] < img[i] + off[i])
-            return cudaErrorInvalidValue;
-    const int threads = row_threads(padded[2]);
-    dim3 grid((unsigned)min64(ceil_div(padded[2], threads), kMaxGridX), (unsigned)min64(rows, kMaxGridYZ));
-    pad3_kernel<uint16_t><<<grid, threads, 0, stream>>>((const uint16_t *)x, (uint16_t *)xp, rows, img[0], img[1],
-                                                        img[2], padded[0], padded[1], padded[2], off[0], off[1],
-                                                        off[2]);
-    return cudaGetLastError();
+    return launch_pad3<uint16_t>((const uint16_t *)x, (uint16_t *)xp, planes, img, padded, off, stream);
 }
 
 // Gemm's broadcast addend in float16: y = beta * c, computed in float and rounded once.
