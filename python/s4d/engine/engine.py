@@ -23,6 +23,22 @@ __all__ = ["Registry", "Builder", "build", "Engine", "Context", "DeviceBuffer", 
            "load_plugins", "plugin_creators", "default_plugins"]
 
 
+class _Closing:
+    """with-statement support and a close() at garbage collection, for objects with close()."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
 class _Handle:
     """A C handle with a count of holders; destroyed (once) when the count
     reaches zero, after which the handles it depends on are released."""
@@ -99,7 +115,7 @@ def _as_bytes(data):
 
 # ---------------------------------------------------------------- plugin registries
 
-class Registry:
+class Registry(_Closing):
     """A plugin registry: Registry() makes a new one (freed, with the plugin
     libraries it loaded, after every engine built or loaded with it is gone);
     Registry.default() is the process default that builds and loads use when
@@ -176,18 +192,6 @@ class Registry:
     @property
     def closed(self):
         return not getattr(self, "_open", True)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def __repr__(self):
         kind = "default" if self._is_default else ("closed" if self.closed else "own")
@@ -462,7 +466,7 @@ def build(onnx, device="cpu", fp16=False, tf32=False, shapes=None, values=None, 
 
 # ---------------------------------------------------------------- engines
 
-class Engine:
+class Engine(_Closing):
     """A built network: build() or Engine.load() makes one. Immutable and
     shared: any number of contexts (one per thread) run it at once."""
 
@@ -713,18 +717,6 @@ class Engine:
     def closed(self):
         return not self._open
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
     def __repr__(self):
         if not getattr(self, "_open", False):
             return "<s4d.engine.Engine closed>"
@@ -769,7 +761,7 @@ class _Busy:
         self.ctx._busy.release()
 
 
-class Context:
+class Context(_Closing):
     """Per-thread run state of an engine: Engine.create_context() makes one.
 
     run({name: array}) binds the inputs (NumPy arrays or torch tensors; CUDA
@@ -1055,18 +1047,6 @@ class Context:
     @property
     def closed(self):
         return not self._open
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def __repr__(self):
         state = "closed" if not getattr(self, "_open", False) else self._device
