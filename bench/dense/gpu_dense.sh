@@ -12,26 +12,9 @@
 # when it has none, this configures and builds one there first. Everything
 # goes to $OUT/dense.log; $OUT/summary.txt gets the key lines. Ends within
 # about 5 minutes (each step has a time limit).
-set -uo pipefail
-cd "$(dirname "$0")/../.."
-ROOT=$(pwd)
-OUT=${OUT:-$ROOT/out/dense}
-BUILD=${BUILD:-$ROOT/build-gpu}
-PY=${PYTHON:-python3}
-mkdir -p "$OUT"
-LOG=$OUT/dense.log
-SUM=$OUT/summary.txt
-: > "$LOG"
-: > "$SUM"
-note() { echo "$*" | tee -a "$SUM" >> "$LOG"; }
-step() {
-  local name=$1 limit=$2; shift 2
-  echo "== $name: $*" >> "$LOG"
-  timeout --kill-after=10 "$limit" "$@" >> "$LOG" 2>&1
-  local rc=$?
-  echo "== $name: exit $rc" >> "$LOG"
-  return $rc
-}
+LOG_NAME=dense.log OUT_DEFAULT=out/dense
+# shellcheck source=bench/dense/gpu_common.sh
+source "$(dirname "$0")/gpu_common.sh"
 
 note "dense GPU check $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
 if [ ! -x "$BUILD/bin/s4dexec" ]; then

@@ -12,26 +12,9 @@
 # configures and builds one there first. Everything goes to $OUT/fp16.log,
 # the key lines to $OUT/summary.txt, the benchmark to $OUT/bench/fp16_bench.{json,md}.
 # Each step has a time limit; the whole ends within about 5 minutes.
-set -uo pipefail
-cd "$(dirname "$0")/../.."
-ROOT=$(pwd)
-OUT=${OUT:-$ROOT/out/fp16}
-BUILD=${BUILD:-$ROOT/build-gpu}
-PY=${PYTHON:-python3}
-mkdir -p "$OUT"
-LOG=$OUT/fp16.log
-SUM=$OUT/summary.txt
-: > "$LOG"
-: > "$SUM"
-note() { echo "$*" | tee -a "$SUM" >> "$LOG"; }
-step() {
-  local name=$1 limit=$2; shift 2
-  echo "== $name: $*" >> "$LOG"
-  timeout --kill-after=10 "$limit" "$@" >> "$LOG" 2>&1
-  local rc=$?
-  echo "== $name: exit $rc" >> "$LOG"
-  return $rc
-}
+LOG_NAME=fp16.log OUT_DEFAULT=out/fp16
+# shellcheck source=bench/dense/gpu_common.sh
+source "$(dirname "$0")/gpu_common.sh"
 
 note "fp16 GPU check $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
 if [ ! -x "$BUILD/bin/s4dexec" ] || [ ! -x "$BUILD/bin/test_plugin_da_cuda" ]; then
