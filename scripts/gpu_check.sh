@@ -165,7 +165,7 @@ if want fp16 && [ $PYOK -eq 0 ]; then
       d=$ROOT/out/demo/${preset}_fp16
       if [ -d "$d/calib/head" ] && [ ! -f "$d/engines/head.s4d" ]; then
         STEP_LOG=$OUT/demo_${preset}_fp16_head_blocking.log step "fp16-head-$preset-blocking" 120 \
-          env CUDA_LAUNCH_BLOCKING=1 "$BUILD/bin/s4dexec" --onnx="$d/onnx/sparse4d_${preset}_head.onnx" \
+          env CUDA_LAUNCH_BLOCKING=1 S4D_SYNC_LAYERS=1 "$BUILD/bin/s4dexec" --onnx="$d/onnx/sparse4d_${preset}_head.onnx" \
           --plugins="$BUILD/lib/libs4d_plugins.so" --device=cuda --fp16 --calib="$d/calib/head" \
           --verbose --iterations=1 --warmUp=0
         row "fp16 $preset head, blocking launches" "$(grep -E 'error' "$OUT/demo_${preset}_fp16_head_blocking.log" | tail -1 | cut -c1-160)"

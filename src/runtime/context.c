@@ -48,6 +48,7 @@ struct s4d_context {
     double *times;
     int profile;
     int use_graph;
+    int sync_layers; /* S4D_SYNC_LAYERS=1: wait for each layer and name the one whose kernel failed */
     void *graph;
     void **graph_views;    /* per io: the pointers the graph was captured with */
     void *stream;          /* the main device's stream */
@@ -260,6 +261,8 @@ s4d_status s4d_context_create(const s4d_engine *e, const s4d_context_options *op
     c->engine = e;
     c->profile = o.profile != 0;
     c->use_graph = o.use_graph != 0;
+    const char *sync_env = getenv("S4D_SYNC_LAYERS");
+    c->sync_layers = sync_env && sync_env[0] && strcmp(sync_env, "0") != 0;
     char msg[1024];
     msg[0] = 0;
     s4d_status st = context_setup(c, &o, msg, sizeof msg);
@@ -443,6 +446,17 @@ static s4d_status run_layers(s4d_context *c, void *stream)
         s4d_status st = run_layer(c, i, stream);
         if (st != S4D_OK)
             return st;
+        if (c->sync_layers) {
+            /* An asynchronous fault surfaces at the next call that waits: wait here, so the
+               error names the layer whose kernels caused it. */
+            const s4d_plan_layer *l = &plan_of(c)->layers[i];
+            char msg[512];
+            msg[0] = 0;
+            st = be->synchronize(c->dev[l->device].bctx, stream, msg, sizeof msg);
+            if (st != S4D_OK)
+                return cerr(c, st, "run: layer '%s' (%s) failed on the device (S4D_SYNC_LAYERS): %s",
+                            l->name, l->op_type, msg[0] ? msg : s4d_status_string(st));
+        }
         if (c->hook && (st = c->hook(c, i, c->hook_user)) != S4D_OK)
             return st;
         if (c->profile)
@@ -456,7 +470,7 @@ static int graph_eligible(const s4d_context *c)
 {
     const s4d_plan *p = plan_of(c);
     const s4d_backend *be = c->dev[p->device].be;
-    if (!c->use_graph || c->profile || c->hook || !be->graph_begin)
+    if (!c->use_graph || c->profile || c->hook || c->sync_layers || !be->graph_begin)
         return 0;
     for (int i = 0; i < p->num_layers; i++)
         if (p->layers[i].device != p->device)

@@ -112,6 +112,16 @@ size_t s4d_dense_free_bytes(void)
     return free_b;
 }
 
+cudaError_t s4d_dense_sticky_error(cudaStream_t stream)
+{
+    cudaStreamSynchronize(stream);
+    cudaGetLastError();
+    cudaError_t e = cudaStreamSynchronize(stream);
+    if (e == cudaSuccess)
+        e = cudaGetLastError();
+    return e;
+}
+
 s4d_status s4d_dense_time(cudaStream_t stream, s4d_dense_run_fn fn, void *arg, int reps, double *ms)
 {
     *ms = 0.0;

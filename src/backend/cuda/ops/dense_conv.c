@@ -33,6 +33,7 @@
  * output padding is refused.
  */
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -484,8 +485,16 @@ static s4d_status conv_choose(s4d_op_ctx *ctx, conv_state *st, const int64_t *in
                 if (cudnnSetConvolutionMathType(st->conv, (cudnnMathType_t)cand[i].math) != CUDNN_STATUS_SUCCESS)
                     continue;
                 double ms = 0.0;
-                if (s4d_dense_time(stream, conv_launch, &a, CONV_TIME_REPS, &ms) != S4D_OK)
-                    continue; /* e.g. the fused call does not take this algorithm */
+                if (s4d_dense_time(stream, conv_launch, &a, CONV_TIME_REPS, &ms) != S4D_OK) {
+                    cudaError_t se = s4d_dense_sticky_error(stream);
+                    if (se == cudaSuccess)
+                        continue; /* e.g. the fused call does not take this algorithm */
+                    s4d_dense_scratch_free(&sc, stream);
+                    char what[96];
+                    snprintf(what, sizeof what, "timing cuDNN convolution algorithm %d (mode %d)",
+                             (int)cand[i].algo, mode);
+                    return s4d_cuda_check(ctx, se, what);
+                }
                 if (best < 0.0 || ms < best) {
                     best = ms;
                     st->ch = a.ch;

@@ -15,7 +15,7 @@
  * other C (Gemm's broadcast C, a non-constant bias) is first written into D,
  * scaled by beta, by a small kernel, and cuBLASLt accumulates onto it.
  *
- * Build time: cuBLASLt's heuristics propose up to 8 algorithms for the shape,
+ * Build time: cuBLASLt's heuristics propose up to 16 algorithms for the shape,
  * alignment and epilogue; each is timed on scratch buffers (a few
  * microseconds per call) and the fastest kept, once per distinct problem in
  * the process. The choice is stored as the algorithm's configuration
@@ -33,6 +33,7 @@
  * switches to a second algorithm chosen for element alignment.
  */
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,7 +42,7 @@
 #include "ops/dense.h"
 
 #define LT_WS_CAP ((size_t)32 << 20)
-#define LT_CANDIDATES 8
+#define LT_CANDIDATES 16
 #define LT_TIME_REPS 5
 /* Scratch the build may allocate to time one product; above it, the heuristic's first choice stands. */
 #define LT_SCRATCH_CAP ((size_t)1 << 30)
@@ -322,10 +323,10 @@ static int lt_heuristics(cublasLtHandle_t lt, const lt_state *st, const unsigned
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[0], sizeof al[0]);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2], sizeof al[2]);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[3], sizeof al[3]);
-    /* No split-K: compute-sanitizer saw its reduction kernel write past small outputs
-       (H200, cuBLASLt 13.1, 2026-12-02), and without it every output element has one
-       fixed summation order. */
-    uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_NONE;
+    /* Split-K is allowed: without it a tall product with a long K (the head's 1024 -> 256
+       feed-forward layer, 900 x 256 outputs) runs on a handful of tiles. Every reduction
+       scheme sums the splits in a fixed order, so results repeat from run to run. */
+    uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_MASK;
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions,
                                          sizeof reductions);
     int got = 0;
@@ -534,6 +535,18 @@ static void lt_key_make(lt_key *k, const lt_state *st)
         k->align[i] = st->align[i];
 }
 
+/* S4D_GEMM_LOG=1: one line per timed candidate on stderr (configuration attributes as
+   lt_cfg_attrs lists them, workspace, mean ms; -1 when it failed to run). */
+static void lt_log_candidate(const s4d_op_ctx *ctx, int i, const uint32_t *cfg, uint32_t mask, int raw, size_t ws,
+                             double ms)
+{
+    (void)ctx;
+    fprintf(stderr, "[gemm]   %d: id %u tile %u splitk %u red %u swz %u custom %u stages %u inner %u cluster %u "
+                    "(mask %#x%s) ws %zu: %.4f ms\n",
+            i, cfg[0], cfg[1], cfg[2], cfg[3], cfg[4], cfg[5], cfg[6], cfg[7], cfg[8], mask, raw ? ", raw" : "", ws,
+            ms);
+}
+
 /* Chooses st->algo among the heuristic's candidates, timing them on scratch buffers when they fit. */
 static s4d_status lt_choose(s4d_op_ctx *ctx, lt_state *st)
 {
@@ -547,8 +560,7 @@ static s4d_status lt_choose(s4d_op_ctx *ctx, lt_state *st)
     }
     /* A candidate is stored by its configuration when the algorithm rebuilt
        from it is the heuristic's, byte for byte; else by its own bytes (RAW).
-       A rebuilt algorithm that differs is another kernel: compute-sanitizer
-       caught one writing past D. */
+       A rebuilt algorithm that differs may be another kernel than the one timed. */
     uint32_t cfg[LT_CANDIDATES][LT_NCFG], mask[LT_CANDIDATES];
     int raw[LT_CANDIDATES];
     cublasLtMatmulAlgo_t algo[LT_CANDIDATES];
@@ -573,10 +585,15 @@ static s4d_status lt_choose(s4d_op_ctx *ctx, lt_state *st)
     const size_t d_bytes = (size_t)(p->batch * p->m * p->n) * lt_es(p->dtype);
     size_t need = d_bytes + LT_WS_CAP + (p->a_const ? 0 : p->a_bytes) + (p->b_const ? 0 : p->b_bytes) +
                   (p->c_kind == LT_C_MATRIX && !p->c_const ? p->c_bytes : 0);
-    /* Small products are not timed: the heuristic's first is as good there, and
-       compute-sanitizer caught a small-N kernel writing past a D of <= 64
-       elements while candidates of such a product were timed. */
+    /* Products of fewer than 4096 outputs are not timed: the heuristic's first does as
+       well there, and timing costs build time. */
     const int worth_timing = p->batch * p->m * p->n >= 4096;
+    const char *log_env = getenv("S4D_GEMM_LOG");
+    const int gemm_log = log_env && log_env[0] && strcmp(log_env, "0") != 0;
+    if (gemm_log)
+        fprintf(stderr, "[gemm] '%s': %s m %lld n %lld k %lld batch %lld, %d candidate%s%s\n", ctx->node_name,
+                s4d_dtype_name(p->dtype), (long long)p->m, (long long)p->n, (long long)p->k, (long long)p->batch,
+                nc, nc == 1 ? "" : "s", worth_timing ? "" : " (not timed: small)");
     if (nc > 1 && worth_timing && need <= LT_SCRATCH_CAP && need < s4d_dense_free_bytes() / 2) {
         s4d_dense_scratch sc;
         memset(&sc, 0, sizeof sc);
@@ -602,9 +619,20 @@ static s4d_status lt_choose(s4d_op_ctx *ctx, lt_state *st)
             double best_ms = -1.0;
             for (int i = 0; i < nc; i++) {
                 x.algo = &algo[i];
-                double ms = 0.0;
-                if (s4d_dense_time(bc->stream, lt_launch, &x, LT_TIME_REPS, &ms) != S4D_OK)
-                    continue;
+                double ms = -1.0;
+                if (s4d_dense_time(bc->stream, lt_launch, &x, LT_TIME_REPS, &ms) != S4D_OK) {
+                    cudaError_t se = s4d_dense_sticky_error(bc->stream);
+                    if (se == cudaSuccess)
+                        continue;
+                    s4d_dense_scratch_free(&sc, bc->stream);
+                    char what[160];
+                    snprintf(what, sizeof what,
+                             "timing cuBLASLt candidate %d of %d (m %lld, n %lld, k %lld, batch %lld)", i + 1,
+                             nc, (long long)p->m, (long long)p->n, (long long)p->k, (long long)p->batch);
+                    return s4d_cuda_check(ctx, se, what);
+                }
+                if (gemm_log)
+                    lt_log_candidate(ctx, i, cfg[i], mask[i], raw[i], ws[i], ms);
                 if (best_ms < 0.0 || ms < best_ms) {
                     best_ms = ms;
                     best = i;
@@ -615,6 +643,8 @@ static s4d_status lt_choose(s4d_op_ctx *ctx, lt_state *st)
         }
         s4d_dense_scratch_free(&sc, bc->stream);
     }
+    if (gemm_log)
+        fprintf(stderr, "[gemm]   chose candidate %d\n", best);
     if (raw[best]) {
         st->ch.flags = LT_FLAG_RAW;
         memcpy(st->ch.words, &algo[best], sizeof algo[best]);
@@ -854,6 +884,7 @@ static void mm_problem(const s4d_op_ctx *ctx, const s4d_matmul_params *q, int fu
     p->m = q->m;
     p->n = q->n;
     p->k = q->k;
+    p->batch = 1; /* one matrix unless lt_shape_batches finds a strided batch */
     p->alpha = 1.0;
     *empty = q->nbatch == 0 || q->m == 0 || q->n == 0;
     int b_shared = 1, a_dense = 1;

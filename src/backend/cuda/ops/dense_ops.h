@@ -62,6 +62,12 @@ size_t s4d_dense_free_bytes(void);
  */
 typedef s4d_status (*s4d_dense_run_fn)(void *arg);
 s4d_status s4d_dense_time(cudaStream_t stream, s4d_dense_run_fn fn, void *arg, int reps, double *ms);
+/*
+ * After a timed candidate failed: cudaSuccess when the failure was its own
+ * (cleared, the next candidate may run), else the sticky error that left the
+ * CUDA context unusable (e.g. an illegal address), which the layer must report.
+ */
+cudaError_t s4d_dense_sticky_error(cudaStream_t stream);
 
 /* Payload framing: magic, version, then the kernel's fields. */
 #define S4D_DENSE_PAYLOAD_VERSION 1u
