@@ -76,7 +76,7 @@ static int same_dims(const s4d_tensor *a, const s4d_tensor *b)
  * reason in why.
  */
 static s4d_status try_half(const s4d_ir_graph *g, const s4d_ir_node *n, const s4d_backend *be,
-                           char *why, size_t whysz)
+                           unsigned keep32, char *why, size_t whysz)
 {
     int ni = n->num_inputs, no = n->num_outputs;
     s4d_tensor *in = calloc((size_t)ni + 1, sizeof *in);
@@ -99,7 +99,7 @@ static s4d_status try_half(const s4d_ir_graph *g, const s4d_ir_node *n, const s4
         in[i] = val->t;
         if (val->kind != S4D_VALUE_CONST && !val->frozen)
             in[i].data = NULL;
-        if (in[i].dtype != S4D_DTYPE_FLOAT32)
+        if (in[i].dtype != S4D_DTYPE_FLOAT32 || (i < 32 && (keep32 >> i & 1u)))
             continue;
         in[i].dtype = S4D_DTYPE_FLOAT16;
         if (in[i].data) {
@@ -160,6 +160,28 @@ done:
     free(in);
     free(out);
     return st;
+}
+
+/*
+ * A plugin that takes float16 at some float positions only (the aggregation
+ * plugin: features and weights, not the sampling locations): the one float
+ * input to keep in float32 with which it runs the rest in float16, as a bit
+ * mask, or 0 when there is none.
+ */
+static unsigned plugin_keep32(const s4d_ir_graph *g, const s4d_ir_node *n, const s4d_backend *be)
+{
+    if (n->kind != S4D_LAYER_PLUGIN)
+        return 0;
+    int floats = 0;
+    for (int j = 0; j < n->num_inputs && j < 32; j++)
+        floats += is_f32(g, n->inputs[j]);
+    if (floats < 2)
+        return 0;
+    char why[600];
+    for (int j = 0; j < n->num_inputs && j < 32; j++)
+        if (is_f32(g, n->inputs[j]) && try_half(g, n, be, 1u << j, why, sizeof why) == S4D_OK)
+            return 1u << j;
+    return 0;
 }
 
 /* Infers an op node again on its (now float16) tensors: new params, same outputs. */
@@ -417,13 +439,14 @@ s4d_status s4d_pass_precision(s4d_ir_graph *g, const s4d_build_config *cfg, char
         return st;
     int first = g->num_nodes, nvals = g->num_values;
     char *half = calloc((size_t)first + 1, 1);
+    unsigned *keep32 = calloc((size_t)first + 1, sizeof *keep32); /* float inputs a float16 layer reads as float32 */
     int *users = calloc((size_t)nvals + 1, sizeof *users);      /* live readers */
     int *half_users = calloc((size_t)nvals + 1, sizeof *half_users);
     int *twin = malloc(((size_t)nvals + 1) * sizeof *twin);     /* its float16 twin, or -1 */
     anchor *anchors = NULL;
     int num_anchors = 0, cap_anchors = 0;
     s4d_text notes_t = {0};
-    if (!half || !users || !half_users || !twin) {
+    if (!half || !keep32 || !users || !half_users || !twin) {
         st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
         goto done;
     }
@@ -461,10 +484,18 @@ s4d_status s4d_pass_precision(s4d_ir_graph *g, const s4d_build_config *cfg, char
             by_guard++;
             continue;
         }
-        st = try_half(g, n, be, why, sizeof why);
+        st = try_half(g, n, be, 0, why, sizeof why);
         if (st == S4D_ERR_NO_MEMORY) {
             s4d_fmt_err(err, errsz, st, "%s", why);
             goto done;
+        }
+        if (st != S4D_OK && (keep32[i] = plugin_keep32(g, n, be)) != 0) {
+            st = S4D_OK;
+            int j = 0;
+            while (!(keep32[i] >> j & 1u))
+                j++;
+            s4d_text_add(&notes_t, "'%s' (%s) runs in float16 with input %d kept in float32 (%s)\n",
+                         n->name, n->op_type, j, why);
         }
         if (st != S4D_OK) {
             st = S4D_OK;
@@ -493,7 +524,7 @@ s4d_status s4d_pass_precision(s4d_ir_graph *g, const s4d_build_config *cfg, char
             if (v < 0)
                 continue;
             users[v]++;
-            half_users[v] += half[i];
+            half_users[v] += half[i] && !(j < 32 && (keep32[i] >> j & 1u));
         }
     }
     for (int v = 0; v < nvals; v++)
@@ -504,6 +535,8 @@ s4d_status s4d_pass_precision(s4d_ir_graph *g, const s4d_build_config *cfg, char
         s4d_device dev = g->nodes[i].device;
         for (int j = 0; j < g->nodes[i].num_inputs; j++) {
             int v = g->nodes[i].inputs[j];
+            if (j < 32 && (keep32[i] >> j & 1u))
+                continue;
             if (!is_f32(g, v)) {
                 if (v >= 0 && twin[v] >= 0)
                     g->nodes[i].inputs[j] = twin[v];
@@ -620,6 +653,7 @@ done:
     free(notes_t.s);
     free(anchors);
     free(half);
+    free(keep32);
     free(users);
     free(half_users);
     free(twin);
