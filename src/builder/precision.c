@@ -163,13 +163,27 @@ done:
 }
 
 /*
- * A plugin that takes float16 at some float positions only (the aggregation
- * plugin: features and weights, not the sampling locations): the one float
- * input to keep in float32 with which it runs the rest in float16, as a bit
- * mask, or 0 when there is none.
+ * A layer that runs in float16 only with some float inputs kept in float32,
+ * as a bit mask of those inputs (0: none works). An op: its float constants
+ * after the first input (parameters such as Resize's scales and roi, which
+ * its schema reads as float32 values). A plugin: one float input (the
+ * aggregation plugin takes features and weights in float16, its sampling
+ * locations in float32 only).
  */
-static unsigned plugin_keep32(const s4d_ir_graph *g, const s4d_ir_node *n, const s4d_backend *be)
+static unsigned mixed_keep32(const s4d_ir_graph *g, const s4d_ir_node *n, const s4d_backend *be)
 {
+    char why[600];
+    if (n->kind == S4D_LAYER_OP) {
+        unsigned params = 0;
+        for (int j = 1; j < n->num_inputs && j < 32; j++) {
+            int v = n->inputs[j];
+            if (is_f32(g, v) && g->values[v].kind == S4D_VALUE_CONST)
+                params |= 1u << j;
+        }
+        return params && is_f32(g, n->inputs[0]) && try_half(g, n, be, params, why, sizeof why) == S4D_OK
+                   ? params
+                   : 0;
+    }
     if (n->kind != S4D_LAYER_PLUGIN)
         return 0;
     int floats = 0;
@@ -177,7 +191,6 @@ static unsigned plugin_keep32(const s4d_ir_graph *g, const s4d_ir_node *n, const
         floats += is_f32(g, n->inputs[j]);
     if (floats < 2)
         return 0;
-    char why[600];
     for (int j = 0; j < n->num_inputs && j < 32; j++)
         if (is_f32(g, n->inputs[j]) && try_half(g, n, be, 1u << j, why, sizeof why) == S4D_OK)
             return 1u << j;
@@ -489,13 +502,14 @@ s4d_status s4d_pass_precision(s4d_ir_graph *g, const s4d_build_config *cfg, char
             s4d_fmt_err(err, errsz, st, "%s", why);
             goto done;
         }
-        if (st != S4D_OK && (keep32[i] = plugin_keep32(g, n, be)) != 0) {
+        if (st != S4D_OK && (keep32[i] = mixed_keep32(g, n, be)) != 0) {
             st = S4D_OK;
-            int j = 0;
-            while (!(keep32[i] >> j & 1u))
-                j++;
-            s4d_text_add(&notes_t, "'%s' (%s) runs in float16 with input %d kept in float32 (%s)\n",
-                         n->name, n->op_type, j, why);
+            char list[96] = "";
+            for (int j = 0, len = 0; j < 32 && len < (int)sizeof list - 8; j++)
+                if (keep32[i] >> j & 1u)
+                    len += snprintf(list + len, sizeof list - (size_t)len, "%s%d", len ? ", " : "", j);
+            s4d_text_add(&notes_t, "'%s' (%s) runs in float16 with input%s %s kept in float32 (%s)\n",
+                         n->name, n->op_type, (keep32[i] & (keep32[i] - 1)) ? "s" : "", list, why);
         }
         if (st != S4D_OK) {
             st = S4D_OK;
