@@ -347,7 +347,11 @@ static int parse_accuracy(options *o, const char *v)
                 free(item);
                 return fail("--accuracy: more than %d outputs", MAX_LOADS);
             }
-            char *name = strdup(item);
+            /* name:tol:metric, or name:metric (the name may hold ':'). */
+            colon = strrchr(item, ':');
+            if (colon && !is_number(colon + 1))
+                colon = NULL;
+            char *name = strndup(item, colon ? (size_t)(colon - item) : strlen(item));
             if (!name) {
                 free(item);
                 return fail("out of memory");
@@ -355,9 +359,8 @@ static int parse_accuracy(options *o, const char *v)
             o->metrics[o->num_metrics].output = name;
             o->metrics[o->num_metrics].metric = metric;
             o->num_metrics++;
-            colon = strrchr(item, ':');
-            if (!colon || !is_number(colon + 1)) {
-                free(item); /* name:metric (the name may hold ':') */
+            if (!colon) {
+                free(item);
                 continue;
             }
         }
