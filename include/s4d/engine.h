@@ -106,6 +106,25 @@ typedef struct s4d_output_tolerance {
                             measured and reported, never acted on */
 } s4d_output_tolerance;
 
+/*
+ * How the fp16 accuracy guard compares one output with the float32 network
+ * (--accuracy=name:matched; docs/precision.md).
+ */
+typedef enum s4d_accuracy_metric {
+    S4D_METRIC_AUTO = 0,    /* matched when the output's rows follow a TopK's selection (found
+                               from the layer graph), else ordered */
+    S4D_METRIC_ORDERED = 1, /* relative L2 element by element */
+    S4D_METRIC_MATCHED = 2  /* relative L2 after pairing each reference row with a candidate
+                               row (rows along the selection's axis, else the first axis
+                               longer than 1), so that a changed row order is no error */
+} s4d_accuracy_metric;
+
+/* The metric asked for one output; an integer output given one is compared too. */
+typedef struct s4d_output_metric {
+    const char *output;         /* a graph output's name */
+    s4d_accuracy_metric metric;
+} s4d_output_metric;
+
 /* Build options. */
 typedef struct s4d_build_options {
     size_t struct_size;
@@ -130,6 +149,8 @@ typedef struct s4d_build_options {
     double accuracy;        /* the guard's default tolerance, relative L2 per output; 0: 1e-2 */
     const s4d_output_tolerance *output_tolerances; /* per output overrides (borrowed) */
     int num_output_tolerances;
+    const s4d_output_metric *output_metrics; /* per output metrics (borrowed); others: AUTO */
+    int num_output_metrics;
 } s4d_build_options;
 
 /* Load options. */

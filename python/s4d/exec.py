@@ -28,7 +28,9 @@ reports latency, like build/bin/s4dexec. Exit status 0 only on success.
   --layerPrecisions=name:fp32|fp16[,...]  pin layers to a precision (--fp16)
   --precisionConstraints=obey|prefer      obey: a pin the kernel cannot run fails
   --calib=DIR            the fp16 accuracy guard's calibration inputs
-  --accuracy=X[,name:X]  the guard's relative L2 tolerance per output (default 1e-2)
+  --accuracy=X[,name:X]  the guard's relative L2 tolerance per output (default 1e-2);
+                         name:X:ordered|matched|auto or name:matched: how the output
+                         is compared (auto: rows matched where a TopK orders them)
   --shapes=name:AxBxC[,name:...]
                          fix an input's symbolic dimensions, or the values of a
                          shape-carrying input, at build
@@ -151,12 +153,36 @@ def _tolerance(text, what):
     return d
 
 
+_METRICS = ("ordered", "matched", "auto")
+
+
+def _is_number(text):
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _accuracy(v, o):
-    """--accuracy=1e-2 or --accuracy=1e-2,name:tol (s4dexec's rules and messages)."""
+    """--accuracy=1e-2 or --accuracy=1e-2,name:tol[:metric],name:metric (s4dexec's rules and
+    messages; the metric is ordered, matched or auto)."""
     if not v:
         raise UsageError("--accuracy: no tolerance given")
     for item in v.split(","):
         name, colon, tol = item.rpartition(":")
+        if not colon and item in _METRICS:
+            raise UsageError(f"--accuracy: '{item}' needs an output name (name:{item})")
+        if colon and tol in _METRICS:
+            if not name:
+                raise UsageError("--accuracy: an item has no output name before ':'")
+            metric = tol
+            head, colon, tol = name.rpartition(":")
+            if not colon or not _is_number(tol):
+                o["metrics"][name] = metric  # name:metric (the name may hold ':')
+                continue
+            o["metrics"][head] = metric
+            name = head
         if not colon:
             o["accuracy"] = _tolerance(item, "default")
         elif not name:
@@ -171,7 +197,7 @@ def parse_args(argv):
          "inputs": {}, "seed": 1, "export": None, "compare": None, "rtol": 1e-3, "atol": 1e-5,
          "iterations": 10, "warmup": 2, "threads": 0, "graph": False, "dump": False,
          "profile": False, "verbose": False, "help": False, "precisions": {}, "obey": False,
-         "calib": None, "accuracy": None, "tolerances": {}}
+         "calib": None, "accuracy": None, "tolerances": {}, "metrics": {}}
     valued = {"--onnx": "onnx", "--saveEngine": "save", "--loadEngine": "load",
               "--exportOutput": "export", "--compareOutputs": "compare"}
     switches = {"--fp16": ("fp16", True), "--allowFallback": ("fallback", True),
@@ -280,7 +306,8 @@ def run_main(o):
         b = se.Builder(device=o["device"], fp16=o["fp16"], tf32=o["tf32"],
                        allow_fallback=o["fallback"], layer_precisions=o["precisions"] or None,
                        obey_precisions=o["obey"], calib_dir=o["calib"], accuracy=o["accuracy"],
-                       output_tolerances=o["tolerances"] or None)
+                       output_tolerances=o["tolerances"] or None,
+                       output_metrics=o["metrics"] or None)
         b._auto = o["shapes"]
         t0 = time.perf_counter()
         engine = b.build(o["onnx"])
@@ -288,7 +315,8 @@ def run_main(o):
               f"{(time.perf_counter() - t0) * 1e3:.1f} ms")
     else:
         if (o["fp16"] or o["shapes"] or o["fallback"] or o["tf32"] or o["precisions"]
-                or o["obey"] or o["calib"] or o["accuracy"] or o["tolerances"]):
+                or o["obey"] or o["calib"] or o["accuracy"] or o["tolerances"]
+                or o["metrics"]):
             raise UsageError("--fp16, --shapes, --allowFallback, --tf32, --layerPrecisions, "
                              "--precisionConstraints, --calib and --accuracy apply when building "
                              "(--onnx); a loaded engine keeps what it was built with")

@@ -556,11 +556,13 @@ s4d_status s4d_engine_build_onnx_memory(const void *data, size_t size,
     cfg.layer_precisions = o.layer_precisions;
     cfg.num_layer_precisions = o.layer_precisions ? o.num_layer_precisions : 0;
     cfg.obey_precisions = o.obey_precisions != 0;
-    if (o.num_layer_precisions < 0 || o.num_output_tolerances < 0 ||
+    if (o.num_layer_precisions < 0 || o.num_output_tolerances < 0 || o.num_output_metrics < 0 ||
         (o.num_layer_precisions > 0 && !o.layer_precisions) ||
-        (o.num_output_tolerances > 0 && !o.output_tolerances))
+        (o.num_output_tolerances > 0 && !o.output_tolerances) ||
+        (o.num_output_metrics > 0 && !o.output_metrics))
         return s4d_fmt_err(ERRBUF(err), S4D_ERR_INVALID_ARG,
-                           "num_layer_precisions / num_output_tolerances without their array");
+                           "num_layer_precisions / num_output_tolerances / num_output_metrics "
+                           "without their array");
     if (!(o.accuracy >= 0))
         return s4d_fmt_err(ERRBUF(err), S4D_ERR_INVALID_ARG,
                            "accuracy %g: give a relative L2 tolerance > 0 (0: the default 1e-2)",

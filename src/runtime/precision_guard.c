@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 
 #include "ops/broadcast.h"
+#include "runtime/precision_metric.h"
 #include "runtime/runtime.h"
 #include "s4d/npy.h"
 #include "util/util.h"
@@ -182,27 +183,6 @@ static s4d_status calib_load(const char *dir, const s4d_engine *e, calib *c, cha
 
 /* ---- measuring ---- */
 
-/* ||a - b|| / ||b||; a non-finite value in a where b is finite is an infinite error. */
-static double rel_l2(const float *a, const float *b, size_t n)
-{
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double x = a[i], y = b[i];
-        if (!isfinite(y)) {
-            if (x == y)
-                continue;
-            return INFINITY;
-        }
-        if (!isfinite(x))
-            return INFINITY;
-        num += (x - y) * (x - y);
-        den += y * y;
-    }
-    if (den == 0)
-        return num == 0 ? 0 : INFINITY;
-    return sqrt(num / den);
-}
-
 static int is_float(s4d_dtype t)
 {
     return t == S4D_DTYPE_FLOAT32 || t == S4D_DTYPE_FLOAT16;
@@ -218,7 +198,8 @@ static size_t tensor_numel(const s4d_plan_tensor *t)
 
 /* What one evaluation of a candidate measures. */
 typedef struct measure {
-    double *out_err;   /* per graph output: the worst over the sets */
+    double *out_err;   /* per graph output: the worst over the sets, by its metric */
+    double *out_ordered; /* per graph output: the same, element by element */
     double *score;     /* per candidate layer: amplification, worst over the sets */
     double *layer_err; /* per candidate layer: its outputs' error */
     double *in_err;    /* per candidate layer: its inputs' error */
@@ -331,7 +312,7 @@ static s4d_status hook(s4d_context *c, int li, void *user)
         if (!widen_to_float(t->dtype, rs->raw, n, rs->buf))
             continue;
         half |= t->dtype == S4D_DTYPE_FLOAT16;
-        double e = is_float(t->dtype) ? rel_l2(rs->buf, ref, n) : mismatch(rs->buf, ref, n);
+        double e = is_float(t->dtype) ? s4d_rel_l2(rs->buf, ref, n) : mismatch(rs->buf, ref, n);
         rs->terr[ti] = e;
         /* The rounding a Cast adds to a layer's input is that layer's own doing. */
         rs->serr[ti] = passes && rs->serr[l->inputs[0]] >= 0 ? rs->serr[l->inputs[0]] : e;
@@ -387,7 +368,10 @@ typedef struct guard {
     const s4d_engine *ref;
     const calib *cal;
     int num_outputs;
-    float **ref_outputs; /* per set * output */
+    float **ref_outputs; /* per set * output (float32, integers widened); NULL: not compared */
+    int *axis;           /* per output: the axis of the rows matched, -1: element by element */
+    int *topk;           /* per output: the TopK layer its rows follow (reference plan), or -1 */
+    int *forced;         /* per output: its metric was given (output_metrics) */
     size_t max_bytes;    /* the largest float tensor of any engine, in bytes (float32) */
 } guard;
 
@@ -415,6 +399,95 @@ static size_t largest_tensor(const s4d_plan *p)
     return m;
 }
 
+static size_t output_numel(const s4d_tensor_info *ti)
+{
+    size_t n = 1;
+    for (int d = 0; d < ti->rank; d++)
+        n *= (size_t)ti->dims[d];
+    return n;
+}
+
+/* Compares one candidate output (widened into buf) with the reference's by the
+   output's metric; *ordered gets the element-by-element error. */
+static s4d_status compare_output(const guard *gd, int o, const s4d_tensor_info *ti,
+                                 const void *data, const float *ref, float *buf, double *e,
+                                 double *ordered)
+{
+    size_t n = output_numel(ti);
+    if (!widen_to_float(ti->dtype, data, n, buf)) {
+        *e = *ordered = 0;
+        return S4D_OK;
+    }
+    *e = *ordered = s4d_rel_l2(buf, ref, n);
+    if (gd->axis[o] < 0)
+        return S4D_OK;
+    return s4d_matched_rel_l2(buf, ref, ti->rank, ti->dims, gd->axis[o], e, NULL);
+}
+
+/* Each output's metric: the one asked for, else matched rows where the layer graph
+   says the rows follow a TopK's selection. */
+static s4d_status resolve_metrics(guard *gd, const s4d_build_options *o, char *err, size_t errsz)
+{
+    const s4d_plan *p = gd->ref->plan;
+    int no = p->num_outputs;
+    gd->axis = malloc(((size_t)no + 1) * sizeof *gd->axis);
+    gd->topk = malloc(((size_t)no + 1) * sizeof *gd->topk);
+    gd->forced = calloc((size_t)no + 1, sizeof *gd->forced);
+    if (!gd->axis || !gd->topk || !gd->forced || s4d_selection_axes(p, gd->axis, gd->topk) != S4D_OK)
+        return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
+    for (int k = 0; k < o->num_output_metrics; k++) {
+        const s4d_output_metric *om = &o->output_metrics[k];
+        int found = -1;
+        for (int i = 0; om->output && i < no; i++) {
+            s4d_tensor_info ti;
+            s4d_engine_output_info(gd->ref, i, &ti);
+            if (strcmp(ti.name, om->output) == 0)
+                found = i;
+        }
+        if (found < 0)
+            return s4d_fmt_err(err, errsz, S4D_ERR_NOT_FOUND,
+                               "accuracy metric for output '%s': the network has no such output",
+                               om->output ? om->output : "(null)");
+        const s4d_plan_tensor *t = &p->tensors[p->outputs[found]];
+        switch (om->metric) {
+        case S4D_METRIC_AUTO: continue;
+        case S4D_METRIC_ORDERED:
+            gd->axis[found] = gd->topk[found] = -1;
+            break;
+        case S4D_METRIC_MATCHED:
+            if (gd->axis[found] < 0) {
+                /* Rows along the first axis longer than 1 (a [1, N, D] output: N rows). */
+                for (int d = 0; d < t->rank && gd->axis[found] < 0; d++)
+                    if (t->dims[d] > 1)
+                        gd->axis[found] = d;
+                if (gd->axis[found] < 0 && t->rank > 0)
+                    gd->axis[found] = 0;
+            }
+            break;
+        default:
+            return s4d_fmt_err(err, errsz, S4D_ERR_INVALID_ARG,
+                               "accuracy metric for output '%s' is %d; give S4D_METRIC_AUTO, "
+                               "S4D_METRIC_ORDERED or S4D_METRIC_MATCHED",
+                               om->output, (int)om->metric);
+        }
+        gd->forced[found] = 1;
+    }
+    return S4D_OK;
+}
+
+/* How the report names an output's metric. */
+static void metric_str(const guard *gd, int o, char *b, size_t n)
+{
+    const s4d_plan *p = gd->ref->plan;
+    if (gd->axis[o] < 0)
+        snprintf(b, n, "ordered%s", gd->forced[o] ? ", as asked" : "");
+    else if (gd->topk[o] >= 0)
+        snprintf(b, n, "matched rows along axis %d%s: their order follows TopK '%s'", gd->axis[o],
+                 gd->forced[o] ? ", as asked" : "", p->layers[gd->topk[o]].name);
+    else
+        snprintf(b, n, "matched rows along axis %d, as asked", gd->axis[o]);
+}
+
 /* Runs the reference on every set once: keeps its graph outputs. */
 static s4d_status reference_outputs(guard *gd, char *err, size_t errsz)
 {
@@ -435,14 +508,19 @@ static s4d_status reference_outputs(guard *gd, char *err, size_t errsz)
             s4d_engine_output_info(e, o, &ti);
             const void *data;
             st = s4d_context_output(c, ti.name, &data, NULL);
-            if (st != S4D_OK || ti.dtype != S4D_DTYPE_FLOAT32)
-                continue; /* only float32 outputs are compared */
-            float *copy = malloc(ti.bytes + 4);
+            /* float32 outputs are compared; other dtypes when their metric was given. */
+            if (st != S4D_OK || (ti.dtype != S4D_DTYPE_FLOAT32 && !gd->forced[o]))
+                continue;
+            size_t n = output_numel(&ti);
+            float *copy = malloc(n * sizeof(float) + 4);
             if (!copy) {
                 st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
                 break;
             }
-            memcpy(copy, data, ti.bytes);
+            if (!widen_to_float(ti.dtype, data, n, copy)) {
+                free(copy);
+                continue;
+            }
             gd->ref_outputs[s * gd->num_outputs + o] = copy;
         }
     }
@@ -457,7 +535,7 @@ static s4d_status evaluate(guard *gd, const s4d_engine *e16, measure *m, char *e
     const calib *cal = gd->cal;
     int nl = p16->num_layers;
     for (int o = 0; o < gd->num_outputs; o++)
-        m->out_err[o] = 0;
+        m->out_err[o] = m->out_ordered[o] = 0;
     for (int i = 0; i < nl; i++)
         m->score[i] = m->layer_err[i] = m->in_err[i] = m->range[i] = 0;
     s4d_status st = S4D_OK;
@@ -528,9 +606,16 @@ static s4d_status evaluate(guard *gd, const s4d_engine *e16, measure *m, char *e
             st = s4d_context_output(c16, ti.name, &data, NULL);
             if (st != S4D_OK)
                 break;
-            double e = rel_l2(data, ref, ti.bytes / sizeof(float));
+            double e, ordered;
+            st = compare_output(gd, o, &ti, data, ref, buf, &e, &ordered);
+            if (st != S4D_OK) {
+                s4d_fmt_err(err, errsz, st, "out of memory");
+                break;
+            }
             if (e > m->out_err[o] || isnan(e))
                 m->out_err[o] = isnan(e) ? INFINITY : e;
+            if (ordered > m->out_ordered[o] || isnan(ordered))
+                m->out_ordered[o] = isnan(ordered) ? INFINITY : ordered;
         }
         for (int i = 0; i < p32->num_layers * MAXO; i++) {
             free(ref_out[i]);
@@ -613,17 +698,19 @@ static int all_ok(const measure *m, const double *tol, int no)
 static s4d_status measure_alloc(measure *m, int no, int nl)
 {
     m->out_err = calloc((size_t)no + 1, sizeof(double));
+    m->out_ordered = calloc((size_t)no + 1, sizeof(double));
     m->score = calloc((size_t)nl + 1, sizeof(double));
     m->layer_err = calloc((size_t)nl + 1, sizeof(double));
     m->in_err = calloc((size_t)nl + 1, sizeof(double));
     m->range = calloc((size_t)nl + 1, sizeof(double));
-    return m->out_err && m->score && m->layer_err && m->in_err && m->range ? S4D_OK
+    return m->out_err && m->out_ordered && m->score && m->layer_err && m->in_err && m->range ? S4D_OK
                                                                            : S4D_ERR_NO_MEMORY;
 }
 
 static void measure_free(measure *m)
 {
     free(m->out_err);
+    free(m->out_ordered);
     free(m->score);
     free(m->layer_err);
     free(m->in_err);
@@ -752,7 +839,9 @@ s4d_status s4d_precision_guard(const void *data, size_t size, const s4d_build_op
         }
         tol[found] = ot->rel_l2;
     }
-    st = reference_outputs(&gd, err, errsz);
+    st = resolve_metrics(&gd, o, err, errsz);
+    if (st == S4D_OK)
+        st = reference_outputs(&gd, err, errsz);
     if (st != S4D_OK)
         goto done;
 
@@ -776,6 +865,7 @@ s4d_status s4d_precision_guard(const void *data, size_t size, const s4d_build_op
     if (st != S4D_OK)
         goto done;
     memcpy(first.out_err, m.out_err, (size_t)no * sizeof(double));
+    memcpy(first.out_ordered, m.out_ordered, (size_t)no * sizeof(double));
     int iter = 0, k = 1, last_batch = 0;
     char e1[32], e2[32];
     for (;;) {
@@ -907,10 +997,20 @@ s4d_status s4d_precision_guard(const void *data, size_t size, const s4d_build_op
     for (int i = 0; i < no; i++) {
         s4d_tensor_info ti;
         s4d_engine_output_info(ref, i, &ti);
+        if (ti.dtype != S4D_DTYPE_FLOAT32 && !gd.forced[i])
+            continue; /* not compared */
+        char how[400];
+        metric_str(&gd, i, how, sizeof how);
         fmt_err(e1, sizeof e1, first.out_err[i]);
         fmt_err(e2, sizeof e2, m.out_err[i]);
-        s4d_text_add(&rep, "output '%s': rel_l2 before %s, after %s (tolerance %g) %s\n", ti.name, e1,
-                 e2, tol[i], m.out_err[i] <= tol[i] ? "ok" : "ABOVE TOLERANCE");
+        s4d_text_add(&rep, "output '%s': rel_l2 before %s, after %s (tolerance %g) %s [%s", ti.name,
+                     e1, e2, tol[i], m.out_err[i] <= tol[i] ? "ok" : "ABOVE TOLERANCE", how);
+        if (gd.axis[i] >= 0) {
+            fmt_err(e1, sizeof e1, first.out_ordered[i]);
+            fmt_err(e2, sizeof e2, m.out_ordered[i]);
+            s4d_text_add(&rep, "; element by element %s before, %s after", e1, e2);
+        }
+        s4d_text_add(&rep, "]\n");
     }
     for (int i = 0; i < gs.num_moved; i++)
         s4d_text_add(&rep, "moved to fp32: '%s' (%s)\n", gs.moved[i], gs.moved_why[i]);
@@ -937,6 +1037,9 @@ done:
         for (int i = 0; i < cal.num_sets * gd.num_outputs; i++)
             free(gd.ref_outputs[i]);
     free(gd.ref_outputs);
+    free(gd.axis);
+    free(gd.topk);
+    free(gd.forced);
     calib_free(&cal);
     measure_free(&m);
     measure_free(&first);

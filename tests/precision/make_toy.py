@@ -56,6 +56,7 @@ def main(out):
     np.save(os.path.join(out, "x.npy"), rng.uniform(-1, 1, (8, 32)).astype(np.float32))
     np.save(os.path.join(out, "z.npy"), rng.uniform(0, 2, (8, 16)).astype(np.float32))
     main_chain(out)
+    main_topk(out)
 
 
 def main_chain(out):
@@ -91,6 +92,60 @@ def main_chain(out):
         os.makedirs(d, exist_ok=True)
         np.save(os.path.join(d, "z.npy"), rng.uniform(0.5, 2, (8, 16)).astype(np.float32))
     np.save(os.path.join(out, "z_chain.npy"), rng.uniform(0.5, 2, (8, 16)).astype(np.float32))
+
+
+def topk_scores(rng, n, k):
+    """n scores: k near-tied ones (1 + 1e-5 * a shuffled rank, the same value in float16)
+    at random positions and the others clearly lower, so that fp32 and fp16 select the
+    same k rows in other orders."""
+    s = rng.uniform(0.2, 0.5, n)
+    top = rng.permutation(n)[:k]
+    s[top] = 1.0 + 1e-5 * (1 + rng.permutation(k))
+    return s.astype(np.float32)[None, :]
+
+
+def main_topk(out, n=24, k=12, d=6):
+    """topk.onnx: the decoding of a detection head in small. score = s * g (g = 1), the
+    top k of the scores (TopK, sorted), rows = Gather(Tanh(f * w), indices) reshaped to
+    [1, k, d]; also the sorted scores (top) and feat = Tanh(f * w) itself. In float16 the
+    near-tied scores collapse and TopK returns them in index order: rows come out in
+    another order (element by element an error of about 1.4) while every row is the
+    same row rounded to float16."""
+    rng = np.random.default_rng(17)
+    w = rng.uniform(0.5, 1.5, (1, d)).astype(np.float32)
+    g = np.ones((1, n), np.float32)
+    kk = np.array([k], np.int64)
+    flat = np.array([k], np.int64)
+    shape3 = np.array([1, k, d], np.int64)
+    nodes = [
+        helper.make_node("Mul", ["s", "g"], ["score"], name="score_gain"),
+        helper.make_node("TopK", ["score", "kk"], ["top", "idx"], name="select", axis=1),
+        helper.make_node("Reshape", ["idx", "flat"], ["idx_flat"], name="idx_flat"),
+        helper.make_node("Mul", ["f", "w"], ["fw"], name="feat_scale"),
+        helper.make_node("Tanh", ["fw"], ["feat"], name="feat_tanh"),
+        helper.make_node("Gather", ["feat", "idx_flat"], ["picked"], name="pick", axis=0),
+        helper.make_node("Reshape", ["picked", "shape3"], ["rows"], name="rows_shape"),
+    ]
+    graph = helper.make_graph(
+        nodes, "topk_fp16",
+        [helper.make_tensor_value_info("s", TensorProto.FLOAT, [1, n]),
+         helper.make_tensor_value_info("f", TensorProto.FLOAT, [n, d])],
+        [helper.make_tensor_value_info("rows", TensorProto.FLOAT, [1, k, d]),
+         helper.make_tensor_value_info("top", TensorProto.FLOAT, [1, k]),
+         helper.make_tensor_value_info("feat", TensorProto.FLOAT, [n, d])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(g, "g"),
+         numpy_helper.from_array(kk, "kk"), numpy_helper.from_array(flat, "flat"),
+         numpy_helper.from_array(shape3, "shape3")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, os.path.join(out, "topk.onnx"))
+    np.save(os.path.join(out, "topk_w.npy"), w)
+    for name in ("calib_topk/a", "calib_topk/b", "topk_run"):
+        dd = os.path.join(out, name)
+        os.makedirs(dd, exist_ok=True)
+        np.save(os.path.join(dd, "s.npy"), topk_scores(rng, n, k))
+        np.save(os.path.join(dd, "f.npy"), rng.uniform(-1, 1, (n, d)).astype(np.float32))
 
 
 if __name__ == "__main__":

@@ -318,3 +318,128 @@ def test_guard_moves_a_fragile_pair_in_the_middle(toy):
     want = np.sqrt(np.exp(z + 10.5) * np.float64(np.float32(1e-4))) * 2 + 0.5
     got = np.load(os.path.join(toy, "out_chain", "y.npy"))
     assert 0 < rel_l2(got, want) <= 1e-2
+
+
+# ---- outputs whose rows follow a TopK (make_toy.main_topk) ----
+
+TOPK_LAYERS = ["score_gain", "select", "pick", "rows_shape", "feat_scale", "feat_tanh"]
+
+
+def topk_reference(toy, run):
+    """float64: the rows of Tanh(f * w) in the order of the sorted scores."""
+    s = np.load(os.path.join(toy, run, "s.npy")).astype(np.float64)[0]
+    f = np.load(os.path.join(toy, run, "f.npy")).astype(np.float64)
+    w = np.load(os.path.join(toy, "topk_w.npy")).astype(np.float64)
+    order = np.argsort(-s, kind="stable")[:12]
+    return np.tanh(f * w)[order][None], s[order][None]
+
+
+def assignment_rel_l2(got, want):
+    """Relative L2 after the best pairing of rows (scipy's assignment, not the engine's)."""
+    from scipy.optimize import linear_sum_assignment
+    g = got.reshape(got.shape[-2], -1).astype(np.float64)
+    w = want.reshape(want.shape[-2], -1)
+    cost = ((w[:, None, :] - g[None, :, :]) ** 2).sum(-1)
+    r, c = linear_sum_assignment(cost)
+    return float(np.sqrt(cost[r, c].sum()) / np.linalg.norm(w))
+
+
+def run_topk(toy, *args, outdir):
+    shutil.rmtree(os.path.join(toy, outdir), ignore_errors=True)
+    out = s4dexec(toy, "--onnx=topk.onnx", "--device=cuda", "--fp16", "--dumpLayerInfo",
+                  "--loadInputs=s:topk_run/s.npy,f:topk_run/f.npy", "--exportOutput=" + outdir,
+                  *args)
+    rows = np.load(os.path.join(toy, outdir, "rows.npy"))
+    top = np.load(os.path.join(toy, outdir, "top.npy"))
+    return out, rows, top
+
+
+def test_topk_inputs_have_near_ties(toy):
+    for run in ("calib_topk/a", "calib_topk/b", "topk_run"):
+        s = np.load(os.path.join(toy, run, "s.npy"))
+        f = np.load(os.path.join(toy, run, "f.npy"))
+        assert np.count_nonzero(f) == f.size and np.count_nonzero(s) == s.size
+        top = np.sort(s[0])[::-1][:12]
+        # Distinct in float32, one value in float16: float16 cannot order them.
+        assert len(set(top.tolist())) == 12 and len(set(top.astype(np.float16).tolist())) == 1
+        assert np.sort(s[0])[::-1][12] < 0.6
+
+
+def test_topk_rows_are_matched_and_stay_fp16(toy):
+    out, rows, top = run_topk(toy, "--calib=calib_topk", outdir="out_topk")
+    assert moved(out) == [], out
+    prec = precisions(out)
+    for name in TOPK_LAYERS:
+        assert prec[name] == "float16", (name, out)
+    m = re.search(r"output 'rows': rel_l2 before (\S+), after (\S+) \(tolerance 0.01\) ok "
+                  r"\[matched rows along axis 1: their order follows TopK 'select'; element by "
+                  r"element (\S+) before", out)
+    assert m, out
+    assert float(m.group(1)) <= 1e-2 and float(m.group(3)) > 0.5, out
+    assert re.search(r"output 'top': .*ok \[ordered\]", out), out
+    assert re.search(r"output 'feat': .*ok \[ordered\]", out), out
+    assert "builds: 1 float32 reference + 1 fp16 candidate" in out
+    want_rows, want_top = topk_reference(toy, "topk_run")
+    # float16 returned the same rows in another order.
+    assert rel_l2(rows, want_rows) > 0.5
+    assert 0 < assignment_rel_l2(rows, want_rows) <= 1e-2
+    assert 0 < rel_l2(top, want_top) <= 1e-2
+
+
+def test_topk_rows_forced_ordered_moves_the_selection(toy):
+    out, rows, top = run_topk(toy, "--calib=calib_topk", "--accuracy=rows:ordered",
+                              outdir="out_topk_ordered")
+    got = moved(out)
+    # The scores that decide the order must be float32: the TopK and what feeds it.
+    assert "select" in got and "score_gain" in got, out
+    prec = precisions(out)
+    assert prec["select"] == "float32" and prec["score_gain"] == "float32", out
+    m = re.search(r"output 'rows': rel_l2 before (\S+), after (\S+) \(tolerance 0.01\) ok "
+                  r"\[ordered, as asked\]", out)
+    assert m and float(m.group(1)) > 0.5 and float(m.group(2)) <= 1e-2, out
+    want_rows, _ = topk_reference(toy, "topk_run")
+    assert rel_l2(rows, want_rows) <= 1e-2
+
+
+def test_topk_metric_options(toy):
+    out = s4dexec(toy, "--onnx=topk.onnx", "--device=cuda", "--fp16", "--calib=calib_topk",
+                  "--accuracy=0.05,rows:0.02:matched,feat:matched,top:auto")
+    assert "relative L2 tolerance 0.05 per output ('rows' 0.02)" in out, out
+    assert re.search(r"output 'rows': .*\(tolerance 0.02\) ok \[matched rows along axis 1, as "
+                     r"asked: their order follows TopK 'select'", out), out
+    # feat has no selection: asked to match, its rows are the first axis longer than 1.
+    assert re.search(r"output 'feat': .*\(tolerance 0.05\) ok \[matched rows along axis 0, as "
+                     r"asked;", out), out
+    # auto is the default: the sorted values compare element by element.
+    assert re.search(r"output 'top': .*\(tolerance 0.05\) ok \[ordered\]", out), out
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--accuracy=matched"], "--accuracy: 'matched' needs an output name (name:matched)"),
+    (["--accuracy=:matched"], "--accuracy: an item has no output name before ':'"),
+    (["--accuracy=nosuch:matched"],
+     "accuracy metric for output 'nosuch': the network has no such output"),
+    (["--accuracy=rows:0:matched"], "--accuracy: rows: '0' is not a relative L2 tolerance"),
+])
+def test_bad_metric_options_fail_clearly(toy, args, msg):
+    out = s4dexec(toy, "--onnx=topk.onnx", "--device=cuda", "--fp16", "--calib=calib_topk", *args,
+                  ok=False)
+    assert msg in out, out
+
+
+def test_python_api_passes_the_output_metrics(toy, monkeypatch):
+    monkeypatch.setenv("S4D_TEST_BACKEND", "guarded")
+    monkeypatch.delenv("S4D_GUARDED_NO_FP16", raising=False)
+    import s4d.engine as se
+    path = os.path.join(toy, "topk.onnx")
+    calib = os.path.join(toy, "calib_topk")
+    rep = se.build(path, device="cuda", fp16=True, calib_dir=calib).precision_report
+    assert moved(rep) == [] and "their order follows TopK 'select'" in rep, rep
+    rep = se.build(path, device="cuda", fp16=True, calib_dir=calib,
+                   output_metrics={"rows": "ordered"}).precision_report
+    assert "select" in moved(rep) and "[ordered, as asked]" in rep, rep
+    with pytest.raises(Exception, match="is not 'ordered', 'matched' or 'auto'"):
+        se.build(path, device="cuda", fp16=True, calib_dir=calib, output_metrics={"rows": "set"})
+    with pytest.raises(Exception, match="accuracy metric for output 'nosuch'"):
+        se.build(path, device="cuda", fp16=True, calib_dir=calib,
+                 output_metrics={"nosuch": "matched"})

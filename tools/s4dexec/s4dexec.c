@@ -61,6 +61,8 @@ typedef struct options {
     double accuracy;
     s4d_output_tolerance tolerances[MAX_LOADS];
     int num_tolerances;
+    s4d_output_metric metrics[MAX_LOADS];
+    int num_metrics;
 } options;
 
 static const char *usage_text =
@@ -89,7 +91,10 @@ static const char *usage_text =
     "  --accuracy=X[,name:X...]\n"
     "                         the guard's tolerance: relative L2 per output against the\n"
     "                         float32 network (default 1e-2); name:X for one output\n"
-    "                         (name:inf: measured and reported, never acted on)\n"
+    "                         (name:inf: measured and reported, never acted on);\n"
+    "                         name:X:ordered|matched|auto or name:matched: how the\n"
+    "                         output is compared (auto, the default: rows matched\n"
+    "                         where their order follows a TopK, else element-wise)\n"
     "  --shapes=name:AxBxC[,name:...]\n"
     "                         fix an input's symbolic dimensions at build; for an input\n"
     "                         whose shape the model fixes (a shape-carrying input such as a\n"
@@ -227,6 +232,9 @@ static void free_options(options *o)
     for (int i = 0; i < o->num_tolerances; i++)
         free((char *)o->tolerances[i].output);
     o->num_tolerances = 0;
+    for (int i = 0; i < o->num_metrics; i++)
+        free((char *)o->metrics[i].output);
+    o->num_metrics = 0;
 }
 
 /* The next comma-separated item of *p (malloc'd), or NULL at the end. */
@@ -293,7 +301,28 @@ static int parse_tol(const char *s, const char *what, double *out)
     return 0;
 }
 
-/* --accuracy=1e-2 or --accuracy=name:tol,... (a bare number sets the default). */
+static int metric_of(const char *s, s4d_accuracy_metric *m)
+{
+    if (strcmp(s, "ordered") == 0)
+        *m = S4D_METRIC_ORDERED;
+    else if (strcmp(s, "matched") == 0)
+        *m = S4D_METRIC_MATCHED;
+    else if (strcmp(s, "auto") == 0)
+        *m = S4D_METRIC_AUTO;
+    else
+        return 0;
+    return 1;
+}
+
+static int is_number(const char *s)
+{
+    char *end;
+    strtod(s, &end);
+    return *s && !*end;
+}
+
+/* --accuracy=1e-2 or --accuracy=name:tol[:metric],name:metric,... (a bare number sets
+   the default; the metric is ordered, matched or auto). */
 static int parse_accuracy(options *o, const char *v)
 {
     if (!*v)
@@ -302,6 +331,39 @@ static int parse_accuracy(options *o, const char *v)
     while ((item = next_item(&v))) {
         char *colon = strrchr(item, ':');
         int r;
+        s4d_accuracy_metric metric;
+        if (!colon && metric_of(item, &metric)) {
+            r = fail("--accuracy: '%s' needs an output name (name:%s)", item, item);
+            free(item);
+            return r;
+        }
+        if (colon && metric_of(colon + 1, &metric)) {
+            *colon = 0;
+            if (!*item) {
+                free(item);
+                return fail("--accuracy: an item has no output name before ':'");
+            }
+            if (o->num_metrics == MAX_LOADS) {
+                free(item);
+                return fail("--accuracy: more than %d outputs", MAX_LOADS);
+            }
+            /* name:tol:metric, or name:metric (the name may hold ':'). */
+            colon = strrchr(item, ':');
+            if (colon && !is_number(colon + 1))
+                colon = NULL;
+            char *name = strndup(item, colon ? (size_t)(colon - item) : strlen(item));
+            if (!name) {
+                free(item);
+                return fail("out of memory");
+            }
+            o->metrics[o->num_metrics].output = name;
+            o->metrics[o->num_metrics].metric = metric;
+            o->num_metrics++;
+            if (!colon) {
+                free(item);
+                continue;
+            }
+        }
         if (!colon) {
             r = parse_tol(item, "default", &o->accuracy);
             free(item);
@@ -919,6 +981,8 @@ static int run_main(const options *o)
         bo.accuracy = o->accuracy;
         bo.output_tolerances = o->tolerances;
         bo.num_output_tolerances = o->num_tolerances;
+        bo.output_metrics = o->metrics;
+        bo.num_output_metrics = o->num_metrics;
         if (o->verbose)
             setenv("S4D_BUILD_LOG", "1", 1); /* the fp16 guard's progress on stderr */
         double t0 = now_ms();
@@ -928,7 +992,8 @@ static int run_main(const options *o)
                now_ms() - t0);
     } else {
         if (o->fp16 || o->num_shapes || o->allow_fallback || o->tf32 || o->num_precisions ||
-            o->obey || o->calib || o->accuracy > 0 || o->num_tolerances)
+            o->obey || o->calib || o->accuracy > 0 || o->num_tolerances ||
+            o->num_metrics)
             return fail("--fp16, --shapes, --allowFallback, --tf32, --layerPrecisions, "
                         "--precisionConstraints, --calib and --accuracy apply when building "
                         "(--onnx); a loaded engine keeps what it was built with");

@@ -49,6 +49,10 @@ class OutputTolerance(ctypes.Structure):
     _fields_ = [("output", ctypes.c_char_p), ("rel_l2", ctypes.c_double)]
 
 
+class OutputMetric(ctypes.Structure):
+    _fields_ = [("output", ctypes.c_char_p), ("metric", ctypes.c_int)]
+
+
 class BuildOptions(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("device", ctypes.c_int), ("fp16", ctypes.c_int),
                 ("fold_constants", ctypes.c_int), ("registry", ctypes.c_void_p),
@@ -58,7 +62,9 @@ class BuildOptions(ctypes.Structure):
                 ("num_layer_precisions", ctypes.c_int), ("obey_precisions", ctypes.c_int),
                 ("calib_dir", ctypes.c_char_p), ("accuracy", ctypes.c_double),
                 ("output_tolerances", ctypes.POINTER(OutputTolerance)),
-                ("num_output_tolerances", ctypes.c_int)]
+                ("num_output_tolerances", ctypes.c_int),
+                ("output_metrics", ctypes.POINTER(OutputMetric)),
+                ("num_output_metrics", ctypes.c_int)]
 
 
 class LoadOptions(ctypes.Structure):

@@ -347,13 +347,15 @@ class Builder:
     pins; obey_precisions: a pin the layer's kernel cannot run fails the build;
     calib_dir: calibration inputs for the accuracy guard; accuracy: its
     default relative L2 tolerance per output (None: 1e-2); output_tolerances:
-    {output: tolerance} overrides.
+    {output: tolerance} overrides; output_metrics: {output: "ordered" | "matched" |
+    "auto"}, how the guard compares an output (auto: rows matched where their order
+    follows a TopK, else element by element).
     """
 
     def __init__(self, device="cpu", fp16=False, tf32=False, shapes=None, values=None,
                  plugins=None, registry=None, allow_fallback=False, fold_constants=True,
                  layer_precisions=None, obey_precisions=False, calib_dir=None, accuracy=None,
-                 output_tolerances=None):
+                 output_tolerances=None, output_metrics=None):
         self.device = device
         self.fp16 = fp16
         self.tf32 = tf32
@@ -368,6 +370,7 @@ class Builder:
         self.calib_dir = calib_dir
         self.accuracy = accuracy
         self.output_tolerances = output_tolerances
+        self.output_metrics = output_metrics
         self._auto = None  # trtexec's --shapes: the library decides shape or values
 
     def build(self, onnx) -> "Engine":
@@ -411,6 +414,7 @@ class Builder:
 
 
 _PRECISIONS = {"fp32": 1, "float32": 1, "fp16": 10, "float16": 10}  # s4d_dtype codes
+_METRICS = {"auto": 0, "ordered": 1, "matched": 2}  # s4d_accuracy_metric
 
 
 def _precision_options(opts, b):
@@ -448,20 +452,35 @@ def _precision_options(opts, b):
         opts.output_tolerances = ctypes.cast(arr, ctypes.POINTER(_lib.OutputTolerance))
         opts.num_output_tolerances = len(items)
         keep.append(arr)
+    if b.output_metrics:
+        items = list(dict(b.output_metrics).items())
+        arr = (_lib.OutputMetric * len(items))()
+        for i, (name, metric) in enumerate(items):
+            if metric not in _METRICS:
+                raise InvalidArgumentError(f"output_metrics: output '{name}': metric {metric!r} "
+                                           f"is not 'ordered', 'matched' or 'auto'")
+            enc = str(name).encode()
+            keep.append(enc)
+            arr[i].output = enc
+            arr[i].metric = _METRICS[metric]
+        opts.output_metrics = ctypes.cast(arr, ctypes.POINTER(_lib.OutputMetric))
+        opts.num_output_metrics = len(items)
+        keep.append(arr)
     return keep
 
 
 def build(onnx, device="cpu", fp16=False, tf32=False, shapes=None, values=None, plugins=None,
           registry=None, allow_fallback=False, fold_constants=True, layer_precisions=None,
           obey_precisions=False, calib_dir=None, accuracy=None,
-          output_tolerances=None) -> "Engine":
+          output_tolerances=None, output_metrics=None) -> "Engine":
     """Builds an engine from an ONNX model (path, bytes or onnx.ModelProto);
     the options are Builder's."""
     return Builder(device=device, fp16=fp16, tf32=tf32, shapes=shapes, values=values,
                    plugins=plugins, registry=registry, allow_fallback=allow_fallback,
                    fold_constants=fold_constants, layer_precisions=layer_precisions,
                    obey_precisions=obey_precisions, calib_dir=calib_dir, accuracy=accuracy,
-                   output_tolerances=output_tolerances).build(onnx)
+                   output_tolerances=output_tolerances,
+                   output_metrics=output_metrics).build(onnx)
 
 
 # ---------------------------------------------------------------- engines
