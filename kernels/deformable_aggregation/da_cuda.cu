@@ -415,18 +415,21 @@ struct FwdVariant {
 
 /* Every forward variant is deterministic (no atomics; partial sums added in warp order). */
 const FwdVariant kFwd[] = {
-    {"base_batch", F_BASE, true, {8, 8, 1}},
-    {"base_serial", F_BASE, false, {8, 8, 1}},
-    {"items_w4_c8", F_ITEMS, false, {4, 8, 1}},
-    {"items_w8_c8", F_ITEMS, false, {8, 8, 1}},
-    {"items_w2_c8", F_ITEMS, false, {2, 8, 1}},
-    {"items_w4_c4", F_ITEMS, false, {4, 4, 1}},
-    {"items_w4_c8_u2", F_ITEMS, false, {4, 8, 2}},
-    {"items_w4_c4_u2", F_ITEMS, false, {4, 4, 2}},
+    {"base_batch", F_BASE, true, {8, 8, 1, false}},
+    {"base_serial", F_BASE, false, {8, 8, 1, false}},
+    {"items_w4_c8", F_ITEMS, false, {4, 8, 1, false}},
+    {"items_w8_c8", F_ITEMS, false, {8, 8, 1, false}},
+    {"items_w2_c8", F_ITEMS, false, {2, 8, 1, false}},
+    {"items_w4_c4", F_ITEMS, false, {4, 4, 1, false}},
+    {"items_w4_c8_u2", F_ITEMS, false, {4, 8, 2, false}},
+    {"items_w4_c4_u2", F_ITEMS, false, {4, 4, 2, false}},
+    /* 2026-12-03: each distinct feature row of an anchor read once (da_cuda_items.cu). */
+    {"items_w4_dedup", F_ITEMS, false, {4, 8, 1, true}},
+    {"items_w8_dedup", F_ITEMS, false, {8, 8, 1, true}},
 };
 constexpr int kFwdCount = (int)(sizeof kFwd / sizeof kFwd[0]);
 
-enum BwdKind { B_BASE, B_ITEMS, B_ITEMS_DET, B_BASE_DET };
+enum BwdKind { B_BASE, B_ITEMS, B_ITEMS_DET, B_BASE_DET, B_ITEMS_DEDUP };
 struct BwdVariant {
     const char *name;
     BwdKind kind;
@@ -440,6 +443,8 @@ const BwdVariant kBwd[] = {
     {"items_w4_det", B_ITEMS_DET, 4},
     {"items_w8_det", B_ITEMS_DET, 8},
     {"base_det", B_BASE_DET, 8},
+    /* 2026-12-03: one atomic row per distinct feature row of an anchor (da_cuda_items.cu). */
+    {"items_w8_dedup", B_ITEMS_DEDUP, 8},
 };
 constexpr int kBwdCount = (int)(sizeof kBwd / sizeof kBwd[0]);
 
@@ -616,9 +621,9 @@ s4d_status backward_variant(const s4d_da_backward_args *a, int v, void *workspac
     const bool w_half = a->weights_dtype == S4D_DTYPE_FLOAT16;
     const bool g_half = a->grad_output_dtype == S4D_DTYPE_FLOAT16;
     const BwdVariant &bv = kBwd[v];
-    const BwdShape shape = {bv.warps, det};
+    const BwdShape shape = {bv.warps, det, bv.kind == B_ITEMS_DEDUP};
     s4d_status st = S4D_OK;
-    bool items = (bv.kind == B_ITEMS || bv.kind == B_ITEMS_DET) &&
+    bool items = (bv.kind == B_ITEMS || bv.kind == B_ITEMS_DET || bv.kind == B_ITEMS_DEDUP) &&
                  bwd_items_supported(p, shape, fsz, a);
     if (items) {
         st = launch_bwd_items(p, shape, f_half, w_half, g_half, det ? &d : nullptr, s, err);

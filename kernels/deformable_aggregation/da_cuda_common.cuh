@@ -234,17 +234,24 @@ inline s4d_status launch_status(s4d_errbuf *err, const char *what)
 /* ---------------------------------------------------------------- item kernels (da_cuda_items.cu) */
 
 /* Shape of an item forward: warps per block, channels per lane per item (4 or 8), items each
-   warp keeps in flight (1 or 2). */
+   warp keeps in flight (1 or 2); dedup: sum the corner coefficients of equal feature rows of
+   an anchor first and read each distinct row once (cpl 8, unroll 1, at most kDedupGroups
+   groups). */
 struct FwdShape {
     int warps, cpl, unroll;
+    bool dedup;
 };
 
 /* Shape of an item backward; det: write item records and sort keys for the gather instead of
-   scattering grad_features with atomics. */
+   scattering grad_features with atomics; dedup: scatter one atomic row per distinct feature
+   row of an anchor instead of one per (item, corner). */
 struct BwdShape {
     int warps;
-    bool det;
+    bool det, dedup;
 };
+
+/* Groups the dedup variants keep per distinct row (Sparse4Dv3 has 8). */
+constexpr int kDedupGroups = 8;
 
 /* Everything the deterministic feature gradient keeps between its kernels (in the caller's
    workspace; sizes from det_workspace_layout). */

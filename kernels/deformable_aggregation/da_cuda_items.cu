@@ -188,6 +188,121 @@ __device__ inline void make_item(const Dyn &s, int it, int nvalid, int L32, int 
     make_corners(s.maps[map], xy.x, xy.y, cr);
 }
 
+/* ------------------------------------------------------------------ distinct rows (dedup variants) */
+
+/*
+ * The corners of an anchor's items hit the same feature row often: on the realistic workload
+ * 232.6 corner reads per anchor fall on 99.1 distinct rows (level 0: 70% distinct, level 3:
+ * 20%). A row's contribution factorises over channels, coef[g] x row[c] in the forward and
+ * coef[g] x grad_out[c] in the feature gradient, with coef[g] the sum over the row's corners
+ * of weight[g] x corner weight. So a round of items can be reduced to its distinct rows and
+ * their kDedupGroups coefficients first, and each row read (or scattered) once.
+ *
+ * Deterministic: an entry (item t, corner q), numbered 4t + q, leads when no earlier entry of
+ * the same level in the round names its row (rows of different levels never coincide: each
+ * level is its own map); the leaders are numbered by a block scan in entry order and each
+ * leader sums its row's coefficients in entry order. No atomics, so the forward built on it is
+ * bitwise reproducible. The scans are quadratic within a level (13-26 items per level on the
+ * workload): cheap shared-memory work against the row loads they save.
+ */
+template <int TILE> struct DedupArrays {
+    float wg[TILE * kDedupGroups];        /* the items' group weights */
+    int urow[4 * TILE];                   /* distinct rows */
+    float ucoef[4 * TILE * kDedupGroups]; /* their coefficients per group */
+    int scan[33];
+};
+
+__device__ __forceinline__ bool has_row(const int4 &o, int r)
+{
+    return o.x == r || o.y == r || o.z == r || o.w == r;
+}
+
+/* Fills urow/ucoef with the distinct rows of the round's tn items (tn <= threads) and returns
+   their number (the same in every thread). The records must be visible to the block before the
+   call; the results are after it. */
+template <int T, int TILE>
+__device__ int dedup_rows(int tn, int tile0, int nvalid, int G, const int4 *rows, const float4 *cw,
+                          DedupArrays<TILE> &dd)
+{
+    static_assert(TILE <= T, "one thread per item");
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = threadIdx.x;
+    int lead = 0, hi = 0;
+    int4 r = make_int4(-1, -1, -1, -1);
+    if (t < tn) {
+        r = rows[t];
+        const int l = (tile0 + t) / nvalid;
+        const int lo = max(0, l * nvalid - tile0);
+        hi = min(tn, (l + 1) * nvalid - tile0);
+        /* The 4 corners of one item are distinct rows, so only earlier items can repeat one. */
+        bool seen0 = r.x < 0, seen1 = r.y < 0, seen2 = r.z < 0, seen3 = r.w < 0;
+        for (int u = lo; u < t; u++) {
+            const int4 o = rows[u];
+            seen0 |= has_row(o, r.x);
+            seen1 |= has_row(o, r.y);
+            seen2 |= has_row(o, r.z);
+            seen3 |= has_row(o, r.w);
+        }
+        lead = (seen0 ? 0 : 1) | (seen1 ? 0 : 2) | (seen2 ? 0 : 4) | (seen3 ? 0 : 8);
+    }
+    const int n = __popc(lead);
+    int v = n;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const int x = __shfl_up_sync(0xffffffffu, v, o);
+        if (lane >= o)
+            v += x;
+    }
+    if (lane == 31)
+        dd.scan[warp] = v;
+    __syncthreads();
+    int pos = v - n, total = 0;
+#pragma unroll
+    for (int w = 0; w < T / 32; w++) {
+        const int c = dd.scan[w];
+        pos += w < warp ? c : 0;
+        total += c;
+    }
+    for (int q = 0; q < 4; q++) {
+        if (!(lead >> q & 1))
+            continue;
+        const int rq = comp(r, q);
+        float s[kDedupGroups];
+#pragma unroll
+        for (int g = 0; g < kDedupGroups; g++)
+            s[g] = 0.0f;
+        /* Entries before (t, q) with this row do not exist; the item's own other corners differ. */
+        for (int u = t; u < hi; u++) {
+            const int4 o = rows[u];
+            if (!has_row(o, rq))
+                continue;
+            const float4 c = cw[u];
+            const float cq = o.x == rq ? c.x : o.y == rq ? c.y : o.z == rq ? c.z : c.w;
+#pragma unroll
+            for (int g = 0; g < kDedupGroups; g++)
+                if (g < G)
+                    s[g] += dd.wg[u * kDedupGroups + g] * cq;
+        }
+        dd.urow[pos] = rq;
+#pragma unroll
+        for (int g = 0; g < kDedupGroups; g++)
+            dd.ucoef[pos * kDedupGroups + g] = s[g];
+        pos++;
+    }
+    __syncthreads();
+    return total;
+}
+
+/* Stages the G group weights of item t (pair pi, level l) for dedup_rows. */
+template <int TILE>
+__device__ __forceinline__ void stage_weights(const Params &p, bool w_half, int64_t woff, int pi,
+                                              int l, int t, DedupArrays<TILE> &dd)
+{
+    const int64_t wo = woff + ((int64_t)pi * p.L + l) * p.G;
+#pragma unroll
+    for (int g = 0; g < kDedupGroups; g++)
+        dd.wg[t * kDedupGroups + g] = g < p.G ? load_w(p.weights, w_half, wo + g) : 0.0f;
+}
+
 /* ------------------------------------------------------------------ forward */
 
 template <typename TF, int VEC, int K, int W, int U, int MINB>
@@ -305,6 +420,119 @@ __global__ void __launch_bounds__(W * 32, MINB)
     }
 }
 
+/* The forward over distinct rows (variants items_w*_dedup): per round of items the block finds
+   the distinct rows and their group coefficients (dedup_rows), then its warps take the rows
+   four at a time, issue the four rows' loads at once and multiply-add coef[g] x row. */
+constexpr int kDedupTile = 64; /* items per round: one round for 13 valid pairs x 4 levels */
+
+template <int W, int RED> struct FwdDedupTile {
+    int4 rows[kDedupTile];
+    float4 cw[kDedupTile];
+    float red[RED];
+    int cnt[W + 1];
+    DedupArrays<kDedupTile> dd;
+};
+
+template <typename TF, int VEC, int K, int W, int MINB>
+__global__ void __launch_bounds__(W * 32, MINB) fwd_dedup_kernel(Params p, bool w_half, bool o_half)
+{
+    constexpr int T = W * 32;
+    constexpr int slice_w = 32 * VEC * K;
+    using Raw = typename RawVec<TF, VEC>::T;
+    extern __shared__ __align__(16) char smem_raw[];
+    __shared__ FwdDedupTile<W, W * slice_w> tile;
+    const Dyn s = dyn_at(smem_raw, p.N * p.L, p.P * p.N);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int C32 = (int)p.C, L32 = (int)p.L, N32 = (int)p.N, G32 = (int)p.G;
+    const int c_begin = (int)blockIdx.y * slice_w;
+    int cst[K], grp[K];
+    bool cok[K];
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        cst[k] = c_begin + k * 32 * VEC + lane * VEC;
+        cok[k] = cst[k] < C32;
+        grp[k] = cok[k] ? cst[k] / (int)p.cpg : 0;
+    }
+    load_maps(p, s.maps);
+    __syncthreads();
+    const int64_t nba = p.bs * p.A, PN = p.P * p.N, PNLG = PN * p.L * p.G;
+    const TF *feat = static_cast<const TF *>(p.feat);
+    for (int64_t ba = blockIdx.x; ba < nba; ba += gridDim.x) {
+        const int64_t b = ba / p.A;
+        const TF *fb = feat + b * p.F * p.C;
+        const int64_t woff = ba * PNLG;
+        const int nvalid = compact_pairs<W>(p, s, tile.cnt, ba);
+        const int items = nvalid * L32;
+        float acc[K][VEC];
+#pragma unroll
+        for (int k = 0; k < K; k++)
+#pragma unroll
+            for (int v = 0; v < VEC; v++)
+                acc[k][v] = 0.0f;
+        for (int tile0 = 0; tile0 < items; tile0 += kDedupTile) {
+            const int tn = min(kDedupTile, items - tile0);
+            if (threadIdx.x < tn) {
+                const int t = threadIdx.x;
+                Corners cr;
+                int pi, l, map;
+                make_item(s, tile0 + t, nvalid, L32, N32, cr, pi, l, map);
+                tile.rows[t] = make_int4((int)cr.row[0], (int)cr.row[1], (int)cr.row[2], (int)cr.row[3]);
+                tile.cw[t] = make_float4(cr.w[0], cr.w[1], cr.w[2], cr.w[3]);
+                stage_weights(p, w_half, woff, pi, l, t, tile.dd);
+            }
+            __syncthreads();
+            const int nu = dedup_rows<T>(tn, tile0, nvalid, G32, tile.rows, tile.cw, tile.dd);
+            for (int u0 = warp * 4; u0 < nu; u0 += W * 4) {
+                int rr[4];
+                float co[4][K];
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const int u = u0 + j;
+                    rr[j] = u < nu ? tile.dd.urow[u] : -1;
+#pragma unroll
+                    for (int k = 0; k < K; k++)
+                        co[j][k] = rr[j] >= 0 ? tile.dd.ucoef[u * kDedupGroups + grp[k]] : 0.0f;
+                }
+                Raw f[4][K];
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+#pragma unroll
+                    for (int k = 0; k < K; k++)
+                        if (rr[j] >= 0 && cok[k])
+                            f[j][k] = ldv<TF, VEC>(fb + (int64_t)rr[j] * C32 + cst[k]);
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+#pragma unroll
+                    for (int k = 0; k < K; k++) {
+                        if (rr[j] < 0 || !cok[k])
+                            continue;
+                        float v[VEC];
+                        unpack(f[j][k], v);
+#pragma unroll
+                        for (int e = 0; e < VEC; e++)
+                            acc[k][e] += co[j][k] * v[e];
+                    }
+            }
+            __syncthreads();
+        }
+#pragma unroll
+        for (int k = 0; k < K; k++)
+#pragma unroll
+            for (int v = 0; v < VEC; v += 4)
+                *reinterpret_cast<float4 *>(tile.red + warp * slice_w + k * 32 * VEC + lane * VEC + v) =
+                    make_float4(acc[k][v], acc[k][v + 1], acc[k][v + 2], acc[k][v + 3]);
+        __syncthreads();
+        for (int c = threadIdx.x; c < slice_w && c_begin + c < C32; c += T) {
+            float sum = 0.0f;
+#pragma unroll
+            for (int w = 0; w < W; w++)
+                sum += tile.red[w * slice_w + c];
+            store_f(p.out, o_half, ba * p.C + c_begin + c, sum);
+        }
+        __syncthreads();
+    }
+}
+
 /* ------------------------------------------------------------------ backward */
 
 template <int VEC>
@@ -316,7 +544,10 @@ __device__ __forceinline__ void load_go(const void *p, bool half, int64_t off, f
         load_n<VEC>(static_cast<const float *>(p) + off, o, true);
 }
 
-template <typename TF, int VEC, int K, int W, int MINB, bool DET>
+/* DEDUP (variant items_w8_dedup): the feature gradient is scattered after each round, one
+   atomic row per distinct row of the round (dedup_rows) with coef[g] x grad_out, instead of
+   one per (item, corner): 2.35x fewer atomics on the realistic workload. */
+template <typename TF, int VEC, int K, int W, int MINB, bool DET, bool DEDUP>
 __global__ void __launch_bounds__(W * 32, MINB)
     bwd_items_kernel(Params p, bool w_half, bool g_half, bool vec_gf, int lpg, DetBuffers d)
 {
@@ -324,6 +555,7 @@ __global__ void __launch_bounds__(W * 32, MINB)
     using Raw = typename RawVec<TF, VEC>::T;
     extern __shared__ __align__(16) char smem_raw[];
     __shared__ BwdTile<W> tile;
+    __shared__ DedupArrays<DEDUP ? kTile : 1> dd;
     const Dyn s = dyn_at(smem_raw, p.N * p.L, p.P * p.N);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int C32 = (int)p.C, L32 = (int)p.L, N32 = (int)p.N, G32 = (int)p.G;
@@ -383,6 +615,8 @@ __global__ void __launch_bounds__(W * 32, MINB)
                 tile.cw[t] = cw;
                 tile.geo[t] = make_float4(cr.lh, cr.lw, (float)m.w, (float)m.h);
                 tile.wrel[t] = (pi * L32 + l) * G32;
+                if (DEDUP)
+                    stage_weights(p, w_half, woff, pi, l, t, dd);
                 if (DET && (rows.x >= 0 || rows.y >= 0 || rows.z >= 0 || rows.w >= 0)) {
                     /* Key: the linear index of the top-left corner, shifted by W + 1 so that a
                        corner at row or column -1 stays non-negative. */
@@ -445,7 +679,7 @@ __global__ void __launch_bounds__(W * 32, MINB)
                         if (cok[k] && (lane & (lpg - 1)) == 0)
                             store_f(gw, w_half, woff + wr + grp[k], sv);
                     }
-                    if (!DET && gfeat) {
+                    if (!DET && !DEDUP && gfeat) {
 #pragma unroll
                         for (int q = 0; q < 4; q++) {
                             const int rq = comp(r, q);
@@ -471,6 +705,23 @@ __global__ void __launch_bounds__(W * 32, MINB)
                 }
             }
             __syncthreads();
+            if (DEDUP && gfeat) {
+                const int nu = dedup_rows<T>(tn, tile0, nvalid, G32, tile.rows, tile.cw, dd);
+                for (int u = warp; u < nu; u += W) {
+                    const int rq = dd.urow[u];
+#pragma unroll
+                    for (int k = 0; k < K; k++) {
+                        if (!cok[k])
+                            continue;
+                        const float coef = dd.ucoef[u * kDedupGroups + grp[k]];
+                        float add[VEC];
+#pragma unroll
+                        for (int e = 0; e < VEC; e++)
+                            add[e] = coef * go[k][e];
+                        atomic_add_n<VEC>(gfeat + (b * p.F + rq) * p.C + cst[k], add, vec_gf);
+                    }
+                }
+            }
             /* Each pair adds its items of this round in level order. */
             if (gloc) {
                 for (int j = threadIdx.x; j < nvalid; j += T) {
@@ -507,6 +758,18 @@ unsigned grid_x(int64_t nba)
     return (unsigned)(nba < (1 << 20) ? nba : (1 << 20));
 }
 
+template <typename TF, int VEC, int K, int W, int MINB>
+s4d_status launch_fwd_dedup_t(const Params &p, bool w_half, bool o_half, cudaStream_t st,
+                              s4d_errbuf *err)
+{
+    const int64_t slice_w = 32 * VEC * K;
+    const int64_t slices = (p.C + slice_w - 1) / slice_w;
+    const size_t smem = dyn_bytes(p.N * p.L, p.P * p.N);
+    dim3 grid(grid_x(p.bs * p.A), (unsigned)slices);
+    fwd_dedup_kernel<TF, VEC, K, W, MINB><<<grid, W * 32, smem, st>>>(p, w_half, o_half);
+    return launch_status(err, "dedup item forward kernel launch");
+}
+
 template <typename TF, int VEC, int K, int W, int U, int MINB>
 s4d_status launch_fwd_t(const Params &p, bool w_half, bool o_half, cudaStream_t st, s4d_errbuf *err)
 {
@@ -530,6 +793,15 @@ s4d_status launch_fwd_dtype(const Params &p, const FwdShape &s, bool w_half, boo
     /* Blocks per SM each shape is compiled for (its register cap): float32 with 8 channels
        per lane holds 32 loaded values per item and needs up to 72 registers, still 7 blocks
        of 4 warps per SM, 924 resident blocks for the 900 anchors. */
+    if (s.dedup) {
+        /* The same register budgets as the shapes below. */
+        if (s.warps == 4 && s.cpl == 8 && s.unroll == 1)
+            return launch_fwd_dedup_t<TF, V8, K8, 4, H ? 8 : 7>(p, w_half, o_half, st, err);
+        if (s.warps == 8 && s.cpl == 8 && s.unroll == 1)
+            return launch_fwd_dedup_t<TF, V8, K8, 8, H ? 4 : 3>(p, w_half, o_half, st, err);
+        return s4d_da_fail(err, S4D_ERR_INTERNAL, "deformable_aggregation: no dedup item forward "
+                           "for %d warps, %d channels per lane", s.warps, s.cpl);
+    }
     const int key = s.warps * 100 + s.cpl * 10 + s.unroll;
     switch (key) {
     case 481: return launch_fwd_t<TF, V8, K8, 4, 1, H ? 8 : 7>(p, w_half, o_half, st, err);
@@ -544,7 +816,7 @@ s4d_status launch_fwd_dtype(const Params &p, const FwdShape &s, bool w_half, boo
                        "%d channels per lane, %d items in flight", s.warps, s.cpl, s.unroll);
 }
 
-template <typename TF, int VEC, int K, int W, int MINB>
+template <typename TF, int VEC, int K, int W, int MINB, bool DEDUP = false>
 s4d_status launch_bwd_t(const Params &p, bool w_half, bool g_half, bool vec_gf, int lpg,
                         const DetBuffers *det, cudaStream_t st, s4d_errbuf *err)
 {
@@ -553,11 +825,11 @@ s4d_status launch_bwd_t(const Params &p, bool w_half, bool g_half, bool vec_gf, 
     DetBuffers d;
     if (det) {
         d = *det;
-        bwd_items_kernel<TF, VEC, K, W, MINB, true><<<grid, W * 32, smem, st>>>(
+        bwd_items_kernel<TF, VEC, K, W, MINB, true, false><<<grid, W * 32, smem, st>>>(
             p, w_half, g_half, vec_gf, lpg, d);
     } else {
         memset(&d, 0, sizeof d);
-        bwd_items_kernel<TF, VEC, K, W, MINB, false><<<grid, W * 32, smem, st>>>(
+        bwd_items_kernel<TF, VEC, K, W, MINB, false, DEDUP><<<grid, W * 32, smem, st>>>(
             p, w_half, g_half, vec_gf, lpg, d);
     }
     return launch_status(err, "item backward kernel launch");
@@ -570,6 +842,14 @@ s4d_status launch_bwd_dtype(const Params &p, const BwdShape &s, bool w_half, boo
     constexpr int V = 16 / sizeof(TF);
     const int K = (int)((p.C + 32 * V - 1) / (32 * V));
     const int lpg = (int)(p.cpg / V);
+    if (s.dedup && !det) {
+        if (K == 1 && s.warps == 8)
+            return launch_bwd_t<TF, V, 1, 8, 4, true>(p, w_half, g_half, vec_gf, lpg, nullptr, st, err);
+        if (K == 2 && s.warps == 8)
+            return launch_bwd_t<TF, V, 2, 8, 3, true>(p, w_half, g_half, vec_gf, lpg, nullptr, st, err);
+        return s4d_da_fail(err, S4D_ERR_INTERNAL, "deformable_aggregation: no dedup item backward "
+                           "for %d warps and %d vectors per lane", s.warps, K);
+    }
     if (K == 1 && s.warps == 4)
         return launch_bwd_t<TF, V, 1, 4, 8>(p, w_half, g_half, vec_gf, lpg, det, st, err);
     if (K == 1 && s.warps == 8)
@@ -602,7 +882,9 @@ bool fwd_items_supported(const Params &p, const FwdShape &s, size_t feat_size, c
     if ((p.C + slice_w - 1) / slice_w > 65535)
         return false;
     /* Static tile (at most 4.6 KB of records plus the partial sums of 8 warps x 256
-       channels) and the dynamic per-anchor arrays. */
+       channels; the dedup tile at most 21 KB) and the dynamic per-anchor arrays. */
+    if (s.dedup)
+        return p.G <= kDedupGroups && dyn_bytes(p.N * p.L, p.P * p.N) + 22 * 1024 <= kMaxSmem;
     return dyn_bytes(p.N * p.L, p.P * p.N) + 13 * 1024 <= kMaxSmem;
 }
 
@@ -619,6 +901,10 @@ bool bwd_items_supported(const Params &p, const BwdShape &s, size_t feat_size,
         return false;
     if (p.P * p.N * p.L * p.G >= INT32_MAX || p.bs * p.A >= INT32_MAX)
         return false;
+    /* The dedup backward adds 22.2 KB of distinct rows and coefficients to the 7.7 KB tile. */
+    if (s.dedup)
+        return s.warps == 8 && p.G <= kDedupGroups &&
+               dyn_bytes(p.N * p.L, p.P * p.N) + 31 * 1024 <= kMaxSmem;
     return dyn_bytes(p.N * p.L, p.P * p.N) + 8 * 1024 <= kMaxSmem;
 }
 
