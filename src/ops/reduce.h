@@ -64,6 +64,13 @@ typedef struct s4d_softmax_params {
     int64_t outer, n, inner;
 } s4d_softmax_params;
 
+/*
+ * The float32 Softmax of one contiguous row of n >= 1 values (y may be x),
+ * exactly as the Softmax layer computes it: s4d::FusedAttention's host
+ * reference normalises its scores with it so that fusing changes no bit.
+ */
+void s4d_softmax_row_f32(const float *x, float *y, int64_t n);
+
 /* LayerNormalization: rows of cols values; Scale and B broadcast over the cols. */
 typedef struct s4d_layernorm_params {
     int axis;

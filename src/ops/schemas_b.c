@@ -7,6 +7,7 @@ extern const s4d_op_schema s4d_op_conv;
 extern const s4d_op_schema s4d_op_conv_transpose;
 extern const s4d_op_schema s4d_op_det;
 extern const s4d_op_schema s4d_op_einsum;
+extern const s4d_op_schema s4d_op_fused_attention;
 extern const s4d_op_schema s4d_op_fused_conv;
 extern const s4d_op_schema s4d_op_fused_conv_act;
 extern const s4d_op_schema s4d_op_fused_matmul;
@@ -53,6 +54,7 @@ const s4d_op_schema *const s4d_op_schemas_b[] = {
     &s4d_op_conv_transpose,
     &s4d_op_det,
     &s4d_op_einsum,
+    &s4d_op_fused_attention,
     &s4d_op_fused_conv,
     &s4d_op_fused_conv_act,
     &s4d_op_fused_matmul,

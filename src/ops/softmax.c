@@ -93,6 +93,11 @@ static void sm_row_f32(const float *x, float *y, int64_t n, int log_out)
         y[k] *= inv;
 }
 
+void s4d_softmax_row_f32(const float *x, float *y, int64_t n)
+{
+    sm_row_f32(x, y, n, 0);
+}
+
 static void sm_rows(void *vp, int64_t r0, int64_t r1)
 {
     const sm_job *j = vp;

@@ -16,6 +16,8 @@
  *   FusedMatMul (A, B, [bias])   attr activation "" | "Relu": MatMul + bias, act
  *   FusedConvAct (X, W, [B], [Z]) attr activation, activation_alpha/_beta:
  *               FusedConv + Clip, HardSwish, HardSigmoid, LeakyRelu, Sigmoid or SiLU
+ *   FusedAttention (Q, KT, V, [mask]) attr mask_fill, fill_where_true:
+ *               MatMul -> [Where(mask, constant)] -> Softmax(last axis) -> MatMul
  * and the LayerNormalization kernel (opset 17) for the decomposed pattern.
  */
 #ifndef S4D_PASSES_FUSE_PASSES_H
@@ -35,6 +37,12 @@ s4d_status s4d_pass_fuse_conv_act(s4d_ir_graph *g, char *err, size_t errsz);
 s4d_status s4d_pass_fuse_conv_act_more(s4d_ir_graph *g, char *err, size_t errsz);
 /* MatMul(A, constant 2-D W) [-> Add(constant [N] bias)] [-> Relu] -> FusedMatMul. */
 s4d_status s4d_pass_fuse_matmul_add(s4d_ir_graph *g, char *err, size_t errsz);
+/*
+ * MatMul(Q, KT) [-> Where(bool mask, S, constant scalar) or Where(mask, constant, S)]
+ * -> Softmax(over exactly the last axis) -> MatMul(P, V) -> FusedAttention, float32 or
+ * float16, when the device's kernel supports the fused node (fuse_attention.c).
+ */
+s4d_status s4d_pass_fuse_attention(s4d_ir_graph *g, char *err, size_t errsz);
 /*
  * ReduceMean -> Sub -> Pow(2) -> ReduceMean -> Add(eps) -> Sqrt -> Div
  * [-> Mul(gamma)] [-> Add(beta)] over the last axis -> LayerNormalization.

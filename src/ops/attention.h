@@ -1,0 +1,39 @@
+/*
+ * src/ops/attention.h - typed parameters of s4d::FusedAttention, shared by
+ * the host reference (src/ops/attention.c) and the device kernels
+ * (src/backend/cuda/ops/attention.c).
+ *
+ * FusedAttention is what the fusion pass makes of the chain PyTorch exports
+ * for scaled dot-product attention after the scale:
+ *   S = MatMul(Q, KT) [-> Where(mask, S, fill) | Where(mask, fill, S)]
+ *     -> Softmax(axis = last) -> MatMul(P, V)
+ * Q [..., Nq, D], KT [..., D, Nk], V [..., Nk, Dv], mask bool broadcastable
+ * to [..., Nq, Nk]; output [..., Nq, Dv]. Batch dims broadcast as MatMul's.
+ * infer writes the struct once; plain data, copied as bytes.
+ */
+#ifndef S4D_OPS_ATTENTION_H
+#define S4D_OPS_ATTENTION_H
+
+#include <stdint.h>
+
+#include "ops/op.h"
+
+typedef struct s4d_attention_params {
+    int64_t nq, nk, d, dv;
+    /* Output batch dims; strides in whole matrices of each operand, 0 where it broadcasts. */
+    int batch_rank;
+    int64_t batch[S4D_MAX_RANK];
+    int64_t q_stride[S4D_MAX_RANK];
+    int64_t k_stride[S4D_MAX_RANK];
+    int64_t v_stride[S4D_MAX_RANK];
+    int64_t nbatch;
+    /* Mask (input 3): element strides over the batch dims, the queries and the keys. */
+    int has_mask;
+    int fill_where_true; /* 1: Where(mask, fill, S); 0: Where(mask, S, fill) */
+    float mask_fill;
+    int64_t m_stride[S4D_MAX_RANK];
+    int64_t m_qstride, m_kstride;
+    s4d_dtype dtype; /* of Q, KT, V and the output */
+} s4d_attention_params;
+
+#endif /* S4D_OPS_ATTENTION_H */

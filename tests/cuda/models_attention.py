@@ -1,0 +1,102 @@
+"""The attention chain for device_compare.py (family "attention"): the ONNX ops PyTorch exports
+for multi-head attention after the projections,
+    Mul(Q, 1/sqrt(D)) -> MatMul(., KT) [-> Where(mask, S, fill)] -> Softmax(-1) -> MatMul(., V),
+which both engines fuse into s4d::FusedAttention (the CPU's host kernel against the CUDA
+flash-attention kernel), in float32 and float16.
+
+Shapes: the Sparse4Dv3 head's blocks (v3: 8 heads of 64, 900 queries, 1500 keys in temporal
+cross-attention with a [1, 1, 1, Nk] key mask, 900 in self-attention; tiny: 8 heads of 16, 128
+queries, 224 / 128 keys), and odd ones: one query, one key, key counts that are not multiples
+of the 64-key tile or of 4 (scalar loads), a query-dependent mask with a fully masked row (NaN
+on both sides), Where(mask, fill, S) with a finite fill, broadcast batch dims, Dv != D, head
+sizes padded to the kernel's 16/32/64/128, many batch matrices, key ranges split across blocks
+(few queries, many keys), and D = 160, which the CUDA kernel refuses (the chain then stays
+unfused: cuBLAS and the softmax kernel).
+
+Tolerances. float32: the CUDA kernel sums the D products of a score and the Nk terms of an
+output in another order than OpenBLAS, and rescales by a running maximum; with scores of a few
+units, the scores' absolute errors are ~1e-6 and become relative errors of the probabilities:
+rtol 1e-4, atol 2e-5 on outputs of magnitude ~1. float16 (cases.half_case, against the float32
+chain on the same rounded values): the output is rounded once to float16 (2^-11 relative) after
+float accumulation: rtol 4e-3, atol 2e-3.
+"""
+import os
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "engine"))
+from cases import Case, half_case  # noqa: E402
+from attention_fusion import chain_model  # noqa: E402
+
+F32_TOL = (1e-4, 2e-5)
+F16_TOL = (4e-3, 2e-3)
+
+
+def attention_case(rng, name, b, nq, nk, d, dv=None, mask=None, fill=float("-inf"),
+                   fill_where_true=False, q_batch=None, k_batch=None, v_batch=None):
+    """b: the batch dims shared by Q, KT and V unless *_batch gives one operand's own."""
+    dv = d if dv is None else dv
+    qs = list(q_batch if q_batch is not None else b) + [nq, d]
+    ks = list(k_batch if k_batch is not None else b) + [d, nk]
+    vs = list(v_batch if v_batch is not None else b) + [nk, dv]
+    inputs = {"q": rng.uniform(-2, 2, qs).astype(np.float32),
+              "kt": rng.uniform(-2, 2, ks).astype(np.float32),
+              "v": rng.uniform(-2, 2, vs).astype(np.float32)}
+    mshape = None
+    if mask is not None:
+        inputs["mask"] = mask
+        mshape = list(mask.shape)
+    model = chain_model((qs, ks, vs), mshape, fill, fill_where_true, scale=1.0 / np.sqrt(d))
+    return Case(name, model, inputs, *F32_TOL)
+
+
+def key_mask(rng, shape, keep=0.7, full_rows=()):
+    m = rng.uniform(size=shape) < keep
+    m[..., 0] = True  # no row fully masked by chance
+    for r in full_rows:
+        m[..., r, :] = False
+    return m
+
+
+def f32_cases(rng):
+    c = []
+    # Sparse4Dv3 head, v3 preset: temporal cross-attention (key mask) and self-attention.
+    c.append(attention_case(rng, "v3_temporal_900x1500", [1, 8], 900, 1500, 64,
+                            mask=key_mask(rng, (1, 1, 1, 1500), 0.6)))
+    c.append(attention_case(rng, "v3_self_900x900", [1, 8], 900, 900, 64))
+    # tiny preset
+    c.append(attention_case(rng, "tiny_temporal_128x224", [1, 8], 128, 224, 16,
+                            mask=key_mask(rng, (1, 1, 1, 224), 0.6)))
+    c.append(attention_case(rng, "tiny_self_128x128", [1, 8], 128, 128, 16))
+    # odd sizes
+    c.append(attention_case(rng, "nq1_nk1", [2, 3], 1, 1, 32))
+    c.append(attention_case(rng, "nq1_nk37_mask", [1, 2], 1, 37, 64, mask=key_mask(rng, (1, 2, 1, 37), 0.5)))
+    c.append(attention_case(rng, "nk37_d32", [1, 4], 70, 37, 32))
+    c.append(attention_case(rng, "nk_tail_197", [1, 2], 65, 197, 64, mask=key_mask(rng, (1, 1, 1, 197))))
+    c.append(attention_case(rng, "masked_rows_nan", [1, 4], 33, 150, 64,
+                            mask=key_mask(rng, (1, 1, 33, 150), 0.5, full_rows=(0, 5, 32))))
+    c.append(attention_case(rng, "nk1_masked_rows", [1, 2], 5, 1, 32,
+                            mask=np.array([True, False, True, True, False]).reshape(1, 1, 5, 1)))
+    c.append(attention_case(rng, "fill_where_true_finite", [1, 2], 7, 37, 32,
+                            mask=rng.uniform(size=(1, 1, 1, 37)) < 0.3, fill=-1e4, fill_where_true=True))
+    c.append(attention_case(rng, "broadcast_batch_dv48", [2, 3], 9, 37, 16, dv=48, k_batch=[3],
+                            v_batch=[1, 3], mask=key_mask(rng, (3, 1, 37), 0.5)))
+    c.append(attention_case(rng, "d100_dv72", [1, 2], 40, 90, 100, dv=72))
+    c.append(attention_case(rng, "d128", [1, 2], 130, 260, 128, mask=key_mask(rng, (1, 1, 1, 260))))
+    c.append(attention_case(rng, "d8_many_batches", [700, 3], 3, 20, 8))
+    # few query tiles, many keys: the key ranges are split over blocks and merged
+    c.append(attention_case(rng, "split_keys_4000", [1, 2], 50, 4000, 64,
+                            mask=key_mask(rng, (1, 1, 50, 4000), 0.02, full_rows=(7,))))
+    # a head size the CUDA kernel refuses: the chain stays unfused there
+    c.append(attention_case(rng, "d160_refused_unfused", [1, 2], 20, 30, 160))
+    return c
+
+
+def cases():
+    rng = np.random.default_rng(2024)
+    f32 = f32_cases(rng)
+    half = [half_case(c, *F16_TOL) for c in f32 if not c.name.startswith("d160")]
+    return f32 + half
