@@ -1,6 +1,7 @@
 /*
  * Activation memory plan: every activation lives from the layer that
- * produces it to the last layer that reads it; tensors whose lifetimes
+ * produces it to the last layer that reads it or any view of it (a view
+ * has no bytes of its own: plan.h); tensors whose lifetimes
  * overlap must not share bytes. Placing the largest tensors first, each at
  * the lowest offset free for its whole lifetime (best known simple heuristic
  * for this offline interval packing), keeps the arena close to the peak of
@@ -36,7 +37,6 @@ static int by_offset(const void *a, const void *b)
     return 0;
 }
 
-/* Layer steps where each tensor is first written and last read (-1: never). */
 void s4d_plan_lifetimes(const s4d_plan *p, int *first, int *last)
 {
     for (int i = 0; i < p->num_tensors; i++)
@@ -54,6 +54,14 @@ void s4d_plan_lifetimes(const s4d_plan *p, int *first, int *last)
             if (t >= 0 && s > last[t])
                 last[t] = s;
         }
+    }
+    /* A view reads its root's bytes: the root lives until the view's last reader. */
+    for (int i = 0; i < p->num_tensors; i++) {
+        if (p->tensors[i].place != S4D_PLACE_VIEW)
+            continue;
+        int r = s4d_plan_view_root(p, i);
+        if (r >= 0 && last[i] > last[r])
+            last[r] = last[i];
     }
 }
 

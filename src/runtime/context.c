@@ -195,7 +195,9 @@ static s4d_status context_setup(s4d_context *c, const s4d_context_options *o, ch
             int ti = k < l->num_inputs ? l->inputs[k] : l->outputs[k - l->num_inputs];
             if (ti < 0)
                 continue;
-            const s4d_plan_tensor *t = &p->tensors[ti];
+            /* A view reads and is read through its root's buffer, wherever that lives
+               this run; the loader made sure every chain of views ends. */
+            const s4d_plan_tensor *t = &p->tensors[s4d_plan_view_root(p, ti)];
             s4d_tensor *v = &in[k];
             switch (t->place) {
             case S4D_PLACE_ARENA: v->data = (uint8_t *)c->dev[t->device].arena + t->offset; break;
@@ -209,6 +211,7 @@ static s4d_status context_setup(s4d_context *c, const s4d_context_options *o, ch
                 slots++;
                 v->data = NULL;
                 break;
+            case S4D_PLACE_VIEW: break; /* not a root */
             }
         }
     }
@@ -438,14 +441,17 @@ static s4d_status run_layers(s4d_context *c, void *stream)
     const s4d_plan *p = plan_of(c);
     for (int i = 0; i < p->num_layers; i++) {
         const s4d_backend *be = c->dev[p->layers[i].device].be;
-        if (c->profile)
+        s4d_status st;
+        /* A view's output already holds its input's bytes: no kernel, no graph node,
+           no time; the hook still sees the output. */
+        int view = s4d_plan_layer_is_view(p, &p->layers[i]);
+        if (c->profile && !view)
             be->event_record(c->ev[2 * i], stream);
-        s4d_status st = run_layer(c, i, stream);
-        if (st != S4D_OK)
+        if (!view && (st = run_layer(c, i, stream)) != S4D_OK)
             return st;
         if (c->hook && (st = c->hook(c, i, c->hook_user)) != S4D_OK)
             return st;
-        if (c->profile)
+        if (c->profile && !view)
             be->event_record(c->ev[2 * i + 1], stream);
     }
     return S4D_OK;
@@ -575,7 +581,9 @@ s4d_status s4d_context_synchronize(s4d_context *c)
     if (c->profile) {
         for (int i = 0; i < p->num_layers; i++) {
             double ms = 0;
-            c->dev[p->layers[i].device].be->event_elapsed(c->ev[2 * i], c->ev[2 * i + 1], &ms);
+            if (!s4d_plan_layer_is_view(p, &p->layers[i]))
+                c->dev[p->layers[i].device].be->event_elapsed(c->ev[2 * i], c->ev[2 * i + 1],
+                                                              &ms);
             c->times[i] = ms;
         }
     }
