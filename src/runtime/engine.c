@@ -365,8 +365,10 @@ static s4d_status prepare_layer(s4d_engine *e, int index, int loading, char *err
         l->backend_payload = w.data;
         l->backend_payload_size = w.size;
     }
-    /* The workspace comes from the kernel, never from the file. */
-    l->workspace = l->kernel->workspace_size ? l->kernel->workspace_size(&ctx) : 0;
+    /* The workspace comes from the kernel, never from the file; a view never runs. */
+    l->workspace = l->kernel->workspace_size && !s4d_plan_layer_is_view(p, l)
+                       ? l->kernel->workspace_size(&ctx)
+                       : 0;
 done:
     free(in);
     free(out);
