@@ -67,14 +67,22 @@ int s4d_plan_layer_is_view(const s4d_plan *p, const s4d_plan_layer *l)
            p->tensors[l->outputs[0]].place == S4D_PLACE_VIEW;
 }
 
-int s4d_plan_view_root(const s4d_plan *p, int t)
+void s4d_plan_view_roots(const s4d_plan *p, int *root)
 {
-    for (int steps = 0; steps <= p->num_tensors; steps++) {
-        if (t < 0 || t >= p->num_tensors)
-            return -1;
-        if (p->tensors[t].place != S4D_PLACE_VIEW)
-            return t;
-        t = p->tensors[t].view_of;
+    enum { UNKNOWN = -2, VISITING = -3 };
+    int n = p->num_tensors;
+    for (int i = 0; i < n; i++)
+        root[i] = p->tensors[i].place == S4D_PLACE_VIEW ? UNKNOWN : i;
+    /* Each walk stops at a tensor already resolved, so every tensor is visited a bounded
+       number of times: linear in the tensors even for a file with one long chain. */
+    for (int i = 0; i < n; i++) {
+        int t = i;
+        while (t >= 0 && t < n && root[t] == UNKNOWN) {
+            root[t] = VISITING;
+            t = p->tensors[t].view_of;
+        }
+        int r = t >= 0 && t < n && root[t] >= 0 ? root[t] : -1; /* -1: a cycle or a bad index */
+        for (t = i; t >= 0 && t < n && root[t] == VISITING; t = p->tensors[t].view_of)
+            root[t] = r;
     }
-    return -1;
 }

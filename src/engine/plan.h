@@ -123,9 +123,10 @@ int s4d_plan_view_op(const s4d_plan *p, const s4d_plan_layer *l);
 /* Whether layer l's output is a view (the layer runs nothing). */
 int s4d_plan_layer_is_view(const s4d_plan *p, const s4d_plan_layer *l);
 
-/* The tensor whose buffer tensor t uses: t itself unless t is a view; -1 for a
-   chain of views that does not end (the loader refuses those). */
-int s4d_plan_view_root(const s4d_plan *p, int t);
+/* Per tensor, the tensor whose buffer it uses: itself unless it is a view; -1
+   for a chain of views that does not end at a tensor with a buffer (the loader
+   refuses those). root has num_tensors entries. */
+void s4d_plan_view_roots(const s4d_plan *p, int *root);
 
 /* Engine file (docs/engine-format.md). */
 #define S4D_ENGINE_MAGIC "S4DENGIN"

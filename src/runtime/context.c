@@ -185,8 +185,14 @@ static s4d_status context_setup(s4d_context *c, const s4d_context_options *o, ch
     }
     c->lt = calloc((size_t)total + 1, sizeof(s4d_tensor));
     c->slots = calloc((size_t)total + 1, sizeof(io_slot));
-    if (!c->lt || !c->slots)
+    int *root = malloc(((size_t)p->num_tensors + 1) * sizeof(int));
+    if (!c->lt || !c->slots || !root) {
+        free(root);
         return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of host memory creating a context");
+    }
+    /* A view reads and is read through its root's buffer, wherever that lives this run;
+       the loader made sure every chain of views ends. */
+    s4d_plan_view_roots(p, root);
     for (int i = 0; i < p->num_layers; i++) {
         const s4d_plan_layer *l = &p->layers[i];
         s4d_tensor *in = c->lt + c->lt_off[i], *out = in + l->num_inputs;
@@ -195,9 +201,7 @@ static s4d_status context_setup(s4d_context *c, const s4d_context_options *o, ch
             int ti = k < l->num_inputs ? l->inputs[k] : l->outputs[k - l->num_inputs];
             if (ti < 0)
                 continue;
-            /* A view reads and is read through its root's buffer, wherever that lives
-               this run; the loader made sure every chain of views ends. */
-            const s4d_plan_tensor *t = &p->tensors[s4d_plan_view_root(p, ti)];
+            const s4d_plan_tensor *t = &p->tensors[root[ti]];
             s4d_tensor *v = &in[k];
             switch (t->place) {
             case S4D_PLACE_ARENA: v->data = (uint8_t *)c->dev[t->device].arena + t->offset; break;
@@ -216,6 +220,7 @@ static s4d_status context_setup(s4d_context *c, const s4d_context_options *o, ch
         }
     }
     c->num_slots = slots;
+    free(root);
     for (int i = 0; i < p->num_layers; i++) {
         const s4d_plan_layer *l = &p->layers[i];
         if (l->kind != S4D_LAYER_PLUGIN)

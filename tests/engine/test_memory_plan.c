@@ -189,9 +189,35 @@ static int check_plan(int num_layers, int num_tensors)
     return bad;
 }
 
+/* Roots of views: a long chain ends at its first tensor; a cycle and a bad index have none. */
+static int check_roots(void)
+{
+    enum { N = 200000 };
+    s4d_plan p;
+    memset(&p, 0, sizeof p);
+    p.num_tensors = N;
+    p.tensors = calloc(N, sizeof *p.tensors);
+    int *root = malloc(N * sizeof(int));
+    for (int t = 0; t < N; t++) {
+        /* 1 .. N-4 view the one before; N-3 and N-2 view each other; N-1 views tensor N. */
+        p.tensors[t].place = t == 0 ? S4D_PLACE_ARENA : S4D_PLACE_VIEW;
+        p.tensors[t].view_of = t < N - 3 ? t - 1 : t == N - 3 ? N - 2 : t == N - 2 ? N - 3 : N;
+    }
+    s4d_plan_view_roots(&p, root);
+    int bad = 0;
+    for (int t = 0; t < N - 3; t++)
+        bad |= root[t] != 0;
+    bad |= root[N - 3] != -1 || root[N - 2] != -1 || root[N - 1] != -1;
+    if (bad)
+        fprintf(stderr, "view roots wrong\n");
+    free(root);
+    free(p.tensors);
+    return bad;
+}
+
 int main(void)
 {
-    int bad = 0;
+    int bad = check_roots();
     const int sizes[][2] = {{1, 1}, {2, 5}, {10, 30}, {50, 120}, {200, 500}, {400, 1200}};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         for (int rep = 0; rep < 3; rep++)
