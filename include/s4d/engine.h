@@ -208,6 +208,8 @@ typedef struct s4d_layer_details {
     s4d_tensor_format format;   /* layout of its main input/output */
     size_t payload_bytes;       /* the backend's stored choice (algorithm) for it */
     int is_copy;                /* a copy layer the placement pass inserted */
+    int is_view;                /* its output shares its input's buffer (a Reshape, Squeeze,
+                                   ...): it runs no kernel and takes no time */
 } s4d_layer_details;
 
 /* One layer, for --dumpLayerInfo. */

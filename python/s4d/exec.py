@@ -269,7 +269,8 @@ def dump_layers(engine):
     print(f"[engine] device {t['device']} ({t.get('device_name', '')}{extra}), built by s4d "
           f"{t.get('library_version', '')}")
     layers = engine.layer_info()
-    print(f"[layers] {len(layers)} layers")
+    views = sum(li["is_view"] for li in layers)
+    print(f"[layers] {len(layers)} layers, {views} views (no kernel)")
 
     def ts(x):
         return " (none)" if x is None else f" {x['dtype']}[{','.join(map(str, x['shape']))}]"
@@ -280,6 +281,8 @@ def dump_layers(engine):
                 + " out:" + "".join(ts(x) for x in li["outputs"]))
         if li["workspace_bytes"]:
             line += f" workspace={li['workspace_bytes']}"
+        if li["is_view"]:
+            line += " view"
         print(line)
     print(f"[memory] activations: {engine.activation_bytes} bytes planned (peak), "
           f"{engine.activation_bytes_unplanned} bytes without reuse; weights: "

@@ -83,8 +83,10 @@ s4d_status s4d_pass_precision(s4d_ir_graph *g, const s4d_build_config *cfg, char
 s4d_status s4d_plan_from_ir(s4d_ir_graph *g, const s4d_build_config *cfg, s4d_plan **out,
                             char *err, size_t errsz);
 
-/* Layer steps where each tensor is first written and last read (-1: never). */
-void s4d_plan_lifetimes(const s4d_plan *p, int *first, int *last);
+/* Layer steps where each tensor is first written and last read (-1: never); a
+   tensor's last read includes the reads of the views of it. S4D_OK or
+   S4D_ERR_NO_MEMORY. */
+s4d_status s4d_plan_lifetimes(const s4d_plan *p, int *first, int *last);
 
 /*
  * Memory plan of one device: assigns arena offsets to that device's ARENA

@@ -1,6 +1,7 @@
 /*
  * Activation memory plan: every activation lives from the layer that
- * produces it to the last layer that reads it; tensors whose lifetimes
+ * produces it to the last layer that reads it or any view of it (a view
+ * has no bytes of its own: plan.h); tensors whose lifetimes
  * overlap must not share bytes. Placing the largest tensors first, each at
  * the lowest offset free for its whole lifetime (best known simple heuristic
  * for this offline interval packing), keeps the arena close to the peak of
@@ -36,8 +37,7 @@ static int by_offset(const void *a, const void *b)
     return 0;
 }
 
-/* Layer steps where each tensor is first written and last read (-1: never). */
-void s4d_plan_lifetimes(const s4d_plan *p, int *first, int *last)
+s4d_status s4d_plan_lifetimes(const s4d_plan *p, int *first, int *last)
 {
     for (int i = 0; i < p->num_tensors; i++)
         first[i] = last[i] = -1;
@@ -55,6 +55,18 @@ void s4d_plan_lifetimes(const s4d_plan *p, int *first, int *last)
                 last[t] = s;
         }
     }
+    /* A view reads its root's bytes: the root lives until the view's last reader. */
+    int *root = malloc(((size_t)p->num_tensors + 1) * sizeof(int));
+    if (!root)
+        return S4D_ERR_NO_MEMORY;
+    s4d_plan_view_roots(p, root);
+    for (int i = 0; i < p->num_tensors; i++) {
+        int r = root[i];
+        if (r >= 0 && r != i && last[i] > last[r])
+            last[r] = last[i];
+    }
+    free(root);
+    return S4D_OK;
 }
 
 s4d_status s4d_plan_memory(s4d_plan *p, int dev, char *err, size_t errsz)
@@ -71,7 +83,13 @@ s4d_status s4d_plan_memory(s4d_plan *p, int dev, char *err, size_t errsz)
         free(placed);
         return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory planning memory");
     }
-    s4d_plan_lifetimes(p, first, last);
+    if (s4d_plan_lifetimes(p, first, last) != S4D_OK) {
+        free(first);
+        free(last);
+        free(iv);
+        free(placed);
+        return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory planning memory");
+    }
     int m = 0;
     uint64_t unplanned = 0;
     for (int i = 0; i < n; i++) {

@@ -42,6 +42,7 @@ static int add_tensor(lower *lw, const char *name)
     memset(&p->tensors[i], 0, sizeof p->tensors[i]);
     p->tensors[i].name = s4d_strdup(name);
     p->tensors[i].io_index = -1;
+    p->tensors[i].view_of = -1;
     for (int d = 0; d < S4D_NUM_DEVICES; d++)
         lw->dev_copy[d][i] = -1;
     if (!p->tensors[i].name)
@@ -172,6 +173,39 @@ static s4d_status copy_layer(s4d_plan_layer *l, s4d_ir_node *n, const int *tmap,
     case S4D_LAYER_COPY: break;
     }
     return S4D_OK;
+}
+
+/*
+ * Makes the output of each layer that only copies bytes (s4d_plan_view_op) a
+ * view of its input where sharing the buffer is safe:
+ *  - the output is an activation: a graph output keeps its own buffer (the
+ *    caller binds it, or reads it after the run), so its layer still copies;
+ *  - the input is an activation, a view, a graph input or a graph output that
+ *    a layer writes. Nothing writes any of these after its producer (no kernel
+ *    writes its inputs, callers must not bind an output over an input), so
+ *    every reader of the view sees the bytes the producer left. Constants stay
+ *    copied: they live in each device's weights, not in the layer's buffers;
+ *  - all three (input, output, layer) are on one device.
+ * Layers are visited in execution order, so a view of a view is marked after
+ * the view it reads: chains share one root.
+ */
+static void mark_views(s4d_plan *p)
+{
+    for (int s = 0; s < p->num_layers; s++) {
+        const s4d_plan_layer *l = &p->layers[s];
+        if (!s4d_plan_view_op(p, l))
+            continue;
+        s4d_plan_tensor *in = &p->tensors[l->inputs[0]], *out = &p->tensors[l->outputs[0]];
+        int readable = in->place == S4D_PLACE_ARENA || in->place == S4D_PLACE_VIEW ||
+                       in->place == S4D_PLACE_INPUT ||
+                       (in->place == S4D_PLACE_OUTPUT && !in->const_output);
+        if (out->place != S4D_PLACE_ARENA || !readable || in->device != l->device ||
+            out->device != l->device)
+            continue;
+        out->place = S4D_PLACE_VIEW;
+        out->view_of = l->inputs[0];
+        out->offset = 0;
+    }
 }
 
 s4d_status s4d_plan_from_ir(s4d_ir_graph *g, const s4d_build_config *cfg, s4d_plan **out,
@@ -379,6 +413,7 @@ s4d_status s4d_plan_from_ir(s4d_ir_graph *g, const s4d_build_config *cfg, s4d_pl
         }
     }
     free(out_src);
+    mark_views(p);
     for (int d = 0; d < S4D_NUM_DEVICES; d++) {
         st = s4d_plan_memory(p, d, err, errsz);
         if (st == S4D_OK)

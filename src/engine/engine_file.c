@@ -151,7 +151,8 @@ static void put_tensors(s4d_wbuf *w, const s4d_plan *p)
         s4d_wbuf_u64(w, t->bytes);
         s4d_wbuf_u32(w, (uint32_t)t->device);
         s4d_wbuf_u32(w, (uint32_t)t->place);
-        s4d_wbuf_u64(w, t->offset);
+        /* A view has no offset: the field names the tensor it views. */
+        s4d_wbuf_u64(w, t->place == S4D_PLACE_VIEW ? (uint64_t)t->view_of : t->offset);
         s4d_wbuf_u32(w, (t->const_output ? TF_CONST_OUTPUT : 0u) | (t->frozen ? TF_FROZEN : 0u));
         end_record(w, rec);
     }
@@ -467,6 +468,7 @@ static s4d_status read_tensors(reader *rd, s4d_plan *p)
         s4d_plan_tensor *t = &p->tensors[i];
         p->num_tensors = (int)i + 1;
         t->io_index = -1;
+        t->view_of = -1;
         size_t next = 0;
         rd->base = sec_base;
         s4d_status st = enter_record(rd, &sec, &next, "tensor record");
@@ -503,7 +505,7 @@ static s4d_status read_tensors(reader *rd, s4d_plan *p)
         if (numel < 0 || t->bytes != (uint64_t)numel * s4d_dtype_size(t->dtype))
             return bad(rd, "tensor '%s': size %lld disagrees with its shape", t->name,
                        (long long)t->bytes);
-        if (place > S4D_PLACE_OUTPUT || dev >= S4D_NUM_DEVICES ||
+        if (place > S4D_PLACE_VIEW || dev >= S4D_NUM_DEVICES ||
             (flags & ~(TF_CONST_OUTPUT | TF_FROZEN)))
             return bad(rd, "tensor '%s' has an unknown placement, device or flag (%lld)", t->name,
                        (long long)place);
@@ -515,6 +517,14 @@ static s4d_status read_tensors(reader *rd, s4d_plan *p)
             (t->frozen && t->place != S4D_PLACE_INPUT))
             return bad(rd, "tensor '%s' has flags its placement cannot have (%lld)", t->name,
                        (long long)flags);
+        if (t->place == S4D_PLACE_VIEW) {
+            /* What it views is checked against the layers in check_plan. */
+            if (t->offset >= n || t->offset == i)
+                return bad(rd, "view tensor '%s' views tensor %lld, which is not another tensor",
+                           t->name, (long long)t->offset);
+            t->view_of = (int)t->offset;
+            t->offset = 0;
+        }
         sec.pos = next;
     }
     return S4D_OK;
@@ -710,6 +720,36 @@ static s4d_status check_names(reader *rd, const s4d_plan *p)
 }
 
 /*
+ * A view tensor (written by layer l) shares the bytes of the tensor it views:
+ * l must be the op layer that reads that tensor as its input 0 and has this
+ * one output, on l's device, with the same dtype and size; the viewed tensor
+ * must be one whose bytes no layer changes after its writer (an activation,
+ * another view, a graph input, a non-constant graph output). With the writer
+ * order checked by the caller (l reads the viewed tensor after its writer),
+ * chains of views end at a tensor with a buffer: no cycles. Whether l's op
+ * only copies bytes is checked when the layer is inferred (runtime/engine.c).
+ */
+static s4d_status check_view(reader *rd, const s4d_plan *p, const s4d_plan_layer *l, int ti)
+{
+    const s4d_plan_tensor *t = &p->tensors[ti];
+    const s4d_plan_tensor *v = &p->tensors[t->view_of];
+    if (l->kind != S4D_LAYER_OP || l->num_outputs != 1 || l->num_inputs < 1 ||
+        l->inputs[0] != t->view_of)
+        return bad(rd, "view tensor '%s' is not the one output of an op layer that reads the "
+                       "tensor it views (%lld)",
+                   t->name, (long long)t->view_of);
+    int readable = v->place == S4D_PLACE_ARENA || v->place == S4D_PLACE_VIEW ||
+                   v->place == S4D_PLACE_INPUT ||
+                   (v->place == S4D_PLACE_OUTPUT && !v->const_output);
+    if (!readable || v->dtype != t->dtype || v->bytes != t->bytes || v->device != t->device ||
+        t->device != l->device)
+        return bad(rd, "view tensor '%s' views a tensor of another size, dtype, device or "
+                       "placement (%lld)",
+                   t->name, (long long)t->view_of);
+    return S4D_OK;
+}
+
+/*
  * Cross-record checks: where each tensor lives, who writes it, and that
  * layers read only what exists by then. What the records mean (shapes per
  * op) is checked by the runtime, which infers every layer again.
@@ -769,7 +809,7 @@ static s4d_status check_plan(reader *rd, s4d_plan *p)
             if (ti < 0)
                 continue;
             const s4d_plan_tensor *t = &p->tensors[ti];
-            int need_writer = t->place == S4D_PLACE_ARENA ||
+            int need_writer = t->place == S4D_PLACE_ARENA || t->place == S4D_PLACE_VIEW ||
                               (t->place == S4D_PLACE_OUTPUT && !t->const_output);
             if (need_writer && writer[ti] < 0) {
                 st = bad(rd, "layer '%s' reads tensor %lld before any layer writes it", l->name,
@@ -785,8 +825,12 @@ static s4d_status check_plan(reader *rd, s4d_plan *p)
         for (int j = 0; j < l->num_outputs; j++) {
             int ti = l->outputs[j];
             const s4d_plan_tensor *t = &p->tensors[ti];
-            if (t->place != S4D_PLACE_ARENA &&
-                !(t->place == S4D_PLACE_OUTPUT && !t->const_output)) {
+            if (t->place == S4D_PLACE_VIEW) {
+                st = check_view(rd, p, l, ti);
+                if (st != S4D_OK)
+                    goto done;
+            } else if (t->place != S4D_PLACE_ARENA &&
+                       !(t->place == S4D_PLACE_OUTPUT && !t->const_output)) {
                 st = bad(rd, "layer '%s' writes tensor %lld, which is not writable", l->name,
                          (long long)ti);
                 goto done;
@@ -802,6 +846,12 @@ static s4d_status check_plan(reader *rd, s4d_plan *p)
                 goto done;
             }
             writer[ti] = s;
+        }
+    }
+    for (int i = 0; i < p->num_tensors; i++) {
+        if (p->tensors[i].place == S4D_PLACE_VIEW && writer[i] < 0) {
+            st = bad(rd, "view tensor '%s' is written by no layer%.0lld", p->tensors[i].name, 0);
+            goto done;
         }
     }
     for (int i = 0; i < p->num_outputs; i++) {

@@ -1,7 +1,9 @@
 /* The plan's lifetime: see plan.h. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "engine/plan.h"
+#include "ops/extra.h"
 #include "registry/plugin_bridge.h"
 #include "util/util.h"
 
@@ -37,4 +39,50 @@ void s4d_plan_destroy(s4d_plan *p)
     s4d_aligned_free(p->weights);
     free(p->precision_report);
     free(p);
+}
+
+int s4d_plan_view_op(const s4d_plan *p, const s4d_plan_layer *l)
+{
+    if (l->kind != S4D_LAYER_OP || !s4d_ir_is_onnx_domain(l->domain) || l->num_inputs < 1 ||
+        l->inputs[0] < 0 || l->num_outputs != 1)
+        return 0;
+    const s4d_plan_tensor *in = &p->tensors[l->inputs[0]], *out = &p->tensors[l->outputs[0]];
+    if (in->dtype != out->dtype || in->bytes != out->bytes)
+        return 0;
+    static const char *const reshapes[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze",
+                                           "Identity", "Cast", "CastLike"};
+    for (size_t i = 0; i < sizeof reshapes / sizeof reshapes[0]; i++)
+        if (strcmp(l->op_type, reshapes[i]) == 0)
+            return 1;
+    /* Dropout copies its input unless training_mode is only known at run time (which may
+       make it refuse to run); a mask output would be a second output. */
+    if (strcmp(l->op_type, "Dropout") == 0 && l->params)
+        return ((const s4d_dropout_params *)l->params)->training >= 0;
+    return 0;
+}
+
+int s4d_plan_layer_is_view(const s4d_plan *p, const s4d_plan_layer *l)
+{
+    return l->kind == S4D_LAYER_OP && l->num_outputs == 1 &&
+           p->tensors[l->outputs[0]].place == S4D_PLACE_VIEW;
+}
+
+void s4d_plan_view_roots(const s4d_plan *p, int *root)
+{
+    enum { UNKNOWN = -2, VISITING = -3 };
+    int n = p->num_tensors;
+    for (int i = 0; i < n; i++)
+        root[i] = p->tensors[i].place == S4D_PLACE_VIEW ? UNKNOWN : i;
+    /* Each walk stops at a tensor already resolved, so every tensor is visited a bounded
+       number of times: linear in the tensors even for a file with one long chain. */
+    for (int i = 0; i < n; i++) {
+        int t = i;
+        while (t >= 0 && t < n && root[t] == UNKNOWN) {
+            root[t] = VISITING;
+            t = p->tensors[t].view_of;
+        }
+        int r = t >= 0 && t < n && root[t] >= 0 ? root[t] : -1; /* -1: a cycle or a bad index */
+        for (t = i; t >= 0 && t < n && root[t] == VISITING; t = p->tensors[t].view_of)
+            root[t] = r;
+    }
 }

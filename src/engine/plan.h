@@ -22,7 +22,8 @@ typedef enum s4d_placement {
     S4D_PLACE_ARENA = 0,  /* activation: the device's context arena + offset */
     S4D_PLACE_WEIGHT = 1, /* constant: the engine's weights (on each device that reads it) + offset */
     S4D_PLACE_INPUT = 2,  /* bound by the caller */
-    S4D_PLACE_OUTPUT = 3  /* bound by the caller or the context's own buffer */
+    S4D_PLACE_OUTPUT = 3, /* bound by the caller or the context's own buffer */
+    S4D_PLACE_VIEW = 4    /* the bytes of tensor view_of (a view layer's output): no buffer */
 } s4d_placement;
 
 typedef struct s4d_plan_tensor {
@@ -38,6 +39,9 @@ typedef struct s4d_plan_tensor {
     int io_index;       /* INPUT / OUTPUT: index in inputs[] / outputs[] */
     int const_output;   /* OUTPUT whose value is a weight at offset: copied out after a run */
     int frozen;         /* INPUT whose values were fixed at build (weights at offset) */
+    int view_of;        /* VIEW: the tensor whose bytes it shares (the view layer's input 0),
+                           itself a view, an arena tensor, a graph input or a non-constant
+                           graph output; -1 otherwise. The file stores it in offset. */
 } s4d_plan_tensor;
 
 typedef struct s4d_plan_layer {
@@ -104,6 +108,25 @@ typedef struct s4d_plan {
 
 /* Frees the plan, its layers' params and plugin instances (not kernel states). */
 void s4d_plan_destroy(s4d_plan *p);
+
+/*
+ * Views: a layer whose output has the same bytes as its input 0 (Reshape,
+ * Flatten, Squeeze, Unsqueeze, Identity, Cast and CastLike to the same dtype,
+ * Dropout in inference) may have that output placed as a VIEW of the input:
+ * it shares the input's buffer and the layer runs no kernel.
+ *
+ * s4d_plan_view_op: whether layer l computes such a copy, judged from its op,
+ * its inferred params (Dropout) and the dtypes and sizes of its tensors.
+ */
+int s4d_plan_view_op(const s4d_plan *p, const s4d_plan_layer *l);
+
+/* Whether layer l's output is a view (the layer runs nothing). */
+int s4d_plan_layer_is_view(const s4d_plan *p, const s4d_plan_layer *l);
+
+/* Per tensor, the tensor whose buffer it uses: itself unless it is a view; -1
+   for a chain of views that does not end at a tensor with a buffer (the loader
+   refuses those). root has num_tensors entries. */
+void s4d_plan_view_roots(const s4d_plan *p, int *root);
 
 /* Engine file (docs/engine-format.md). */
 #define S4D_ENGINE_MAGIC "S4DENGIN"

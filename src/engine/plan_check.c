@@ -36,7 +36,10 @@ s4d_status s4d_plan_check_memory(const s4d_plan *p, int dev, char *err, size_t e
         st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory checking the memory plan");
         goto done;
     }
-    s4d_plan_lifetimes(p, first, last);
+    if (s4d_plan_lifetimes(p, first, last) != S4D_OK) {
+        st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory checking the memory plan");
+        goto done;
+    }
     int m = 0;
     for (int i = 0; i < n; i++) {
         const s4d_plan_tensor *t = &p->tensors[i];

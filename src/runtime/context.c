@@ -186,8 +186,14 @@ static s4d_status context_setup(s4d_context *c, const s4d_context_options *o, ch
     }
     c->lt = calloc((size_t)total + 1, sizeof(s4d_tensor));
     c->slots = calloc((size_t)total + 1, sizeof(io_slot));
-    if (!c->lt || !c->slots)
+    int *root = malloc(((size_t)p->num_tensors + 1) * sizeof(int));
+    if (!c->lt || !c->slots || !root) {
+        free(root);
         return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of host memory creating a context");
+    }
+    /* A view reads and is read through its root's buffer, wherever that lives this run;
+       the loader made sure every chain of views ends. */
+    s4d_plan_view_roots(p, root);
     for (int i = 0; i < p->num_layers; i++) {
         const s4d_plan_layer *l = &p->layers[i];
         s4d_tensor *in = c->lt + c->lt_off[i], *out = in + l->num_inputs;
@@ -196,7 +202,7 @@ static s4d_status context_setup(s4d_context *c, const s4d_context_options *o, ch
             int ti = k < l->num_inputs ? l->inputs[k] : l->outputs[k - l->num_inputs];
             if (ti < 0)
                 continue;
-            const s4d_plan_tensor *t = &p->tensors[ti];
+            const s4d_plan_tensor *t = &p->tensors[root[ti]];
             s4d_tensor *v = &in[k];
             switch (t->place) {
             case S4D_PLACE_ARENA: v->data = (uint8_t *)c->dev[t->device].arena + t->offset; break;
@@ -210,10 +216,12 @@ static s4d_status context_setup(s4d_context *c, const s4d_context_options *o, ch
                 slots++;
                 v->data = NULL;
                 break;
+            case S4D_PLACE_VIEW: break; /* not a root */
             }
         }
     }
     c->num_slots = slots;
+    free(root);
     for (int i = 0; i < p->num_layers; i++) {
         const s4d_plan_layer *l = &p->layers[i];
         if (l->kind != S4D_LAYER_PLUGIN)
@@ -441,10 +449,13 @@ static s4d_status run_layers(s4d_context *c, void *stream)
     const s4d_plan *p = plan_of(c);
     for (int i = 0; i < p->num_layers; i++) {
         const s4d_backend *be = c->dev[p->layers[i].device].be;
-        if (c->profile)
+        s4d_status st;
+        /* A view's output already holds its input's bytes: no kernel, no graph node,
+           no time; the hook still sees the output. */
+        int view = s4d_plan_layer_is_view(p, &p->layers[i]);
+        if (c->profile && !view)
             be->event_record(c->ev[2 * i], stream);
-        s4d_status st = run_layer(c, i, stream);
-        if (st != S4D_OK)
+        if (!view && (st = run_layer(c, i, stream)) != S4D_OK)
             return st;
         if (c->sync_layers) {
             /* An asynchronous fault surfaces at the next call that waits: wait here, so the
@@ -459,7 +470,7 @@ static s4d_status run_layers(s4d_context *c, void *stream)
         }
         if (c->hook && (st = c->hook(c, i, c->hook_user)) != S4D_OK)
             return st;
-        if (c->profile)
+        if (c->profile && !view)
             be->event_record(c->ev[2 * i + 1], stream);
     }
     return S4D_OK;
@@ -589,7 +600,9 @@ s4d_status s4d_context_synchronize(s4d_context *c)
     if (c->profile) {
         for (int i = 0; i < p->num_layers; i++) {
             double ms = 0;
-            c->dev[p->layers[i].device].be->event_elapsed(c->ev[2 * i], c->ev[2 * i + 1], &ms);
+            if (!s4d_plan_layer_is_view(p, &p->layers[i]))
+                c->dev[p->layers[i].device].be->event_elapsed(c->ev[2 * i], c->ev[2 * i + 1],
+                                                              &ms);
             c->times[i] = ms;
         }
     }

@@ -297,6 +297,14 @@ static s4d_status prepare_layer(s4d_engine *e, int index, int loading, char *err
     st = infer_op_layer(e, l, loading, err, errsz);
     if (st != S4D_OK)
         goto done;
+    /* A view runs nothing: its op must be one whose output is its input's bytes. */
+    if (s4d_plan_layer_is_view(p, l) && !s4d_plan_view_op(p, l)) {
+        st = s4d_fmt_err(err, errsz, S4D_ERR_PARSE,
+                         "layer '%s' (%s): its output '%s' is stored as a view of its input, but "
+                         "the op does not leave the bytes unchanged",
+                         l->name, l->op_type, p->tensors[l->outputs[0]].name);
+        goto done;
+    }
     l->kernel = be->find_kernel(l->schema->domain, l->schema->op_type, l->opset);
     if (!l->kernel) {
         st = s4d_fmt_err(err, errsz, S4D_ERR_NOT_FOUND,
@@ -357,8 +365,10 @@ static s4d_status prepare_layer(s4d_engine *e, int index, int loading, char *err
         l->backend_payload = w.data;
         l->backend_payload_size = w.size;
     }
-    /* The workspace comes from the kernel, never from the file. */
-    l->workspace = l->kernel->workspace_size ? l->kernel->workspace_size(&ctx) : 0;
+    /* The workspace comes from the kernel, never from the file; a view never runs. */
+    l->workspace = l->kernel->workspace_size && !s4d_plan_layer_is_view(p, l)
+                       ? l->kernel->workspace_size(&ctx)
+                       : 0;
 done:
     free(in);
     free(out);
@@ -799,6 +809,7 @@ s4d_status s4d_engine_layer_details(const s4d_engine *e, int index, s4d_layer_de
     v.format = l->format;
     v.payload_bytes = (size_t)l->backend_payload_size;
     v.is_copy = l->kind == S4D_LAYER_COPY;
+    v.is_view = s4d_plan_layer_is_view(e->plan, l);
     memcpy(d, &v, v.struct_size);
     return S4D_OK;
 }

@@ -115,9 +115,16 @@ def case_export():
 def case_dump():
     p = run(f"--onnx={m('da.onnx')}", f"--plugins={PLUGINS}", "--dumpLayerInfo",
             "--dumpProfile", "--iterations=2")
-    # the weight projection's MatMul + bias Add is fused into one FusedMatMul layer
-    expect(p.stdout, "[layers] 8 layers", "FusedMatMul", "Softmax", "float32[1,5,8]",
-           "activations:", "planned", "[profile]", "total")
+    # the weight projection's MatMul + bias Add is fused into one FusedMatMul layer; its two
+    # Reshapes run as views of their inputs, in 0 ms
+    expect(p.stdout, "[layers] 8 layers, 2 views (no kernel)", "FusedMatMul", "Softmax",
+           "float32[1,5,8]", "activations:", "planned", "[profile]", "total")
+    views = [l for l in p.stdout.splitlines() if l.endswith(" view")]
+    if len(views) != 2 or not all("Reshape" in l for l in views):
+        sys.exit("expected the two Reshape layers marked as views:\n" + "\n".join(views))
+    prof = [l for l in p.stdout.splitlines() if "Reshape" in l and " ms " in l]
+    if len(prof) != 2 or not all("0.0000 ms" in l for l in prof):
+        sys.exit("the views' profile lines are not 0 ms:\n" + "\n".join(prof))
 
 
 def case_bad_flags():

@@ -190,6 +190,57 @@ def plugin_lifecycle(out):
          "v1affine.onnx")
 
 
+def views(out):
+    """Layers that only reinterpret bytes, which the engine runs as views (no kernel):
+    r = Reshape(a) feeds two consumers while a is read again later; views of views
+    (Unsqueeze, Squeeze, Dropout, Cast to float, Identity); a view of a graph input (xr);
+    Reshape and Identity producing graph outputs (mo, xo: these keep their own buffers);
+    a view (er) read after the last direct reader of what it views."""
+    def ints(name, values):
+        return numpy_helper.from_array(np.array(values, np.int64), name)
+
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"], name="relu"),
+        helper.make_node("Reshape", ["a", "shape_r"], ["r"], name="reshape_a"),
+        helper.make_node("MatMul", ["r", "w"], ["m"], name="matmul"),
+        helper.make_node("Sigmoid", ["r"], ["g"], name="sigmoid"),
+        helper.make_node("Unsqueeze", ["r", "axes0"], ["u"], name="unsqueeze"),
+        helper.make_node("Squeeze", ["u", "axes0"], ["q"], name="squeeze"),
+        helper.make_node("Dropout", ["q"], ["d"], name="dropout"),
+        helper.make_node("Cast", ["d"], ["c"], name="cast_same", to=TensorProto.FLOAT),
+        helper.make_node("Identity", ["c"], ["i"], name="identity"),
+        helper.make_node("Add", ["i", "g"], ["s1"], name="add"),
+        helper.make_node("Neg", ["a"], ["n"], name="neg"),
+        helper.make_node("Flatten", ["n"], ["fl"], name="flatten", axis=1),
+        helper.make_node("Tanh", ["fl"], ["tn"], name="tanh"),
+        helper.make_node("Reshape", ["x", "shape_x"], ["xr"], name="reshape_x"),
+        helper.make_node("Abs", ["xr"], ["ax"], name="abs"),
+        helper.make_node("Reshape", ["m", "shape_m"], ["mo"], name="reshape_out"),
+        helper.make_node("Identity", ["x"], ["xo"], name="identity_out"),
+        # er is e's only reader: e must stay alive, not give its bytes to t, until add_e.
+        helper.make_node("Exp", ["x"], ["e"], name="exp"),
+        helper.make_node("Reshape", ["e", "shape_r"], ["er"], name="reshape_e"),
+        helper.make_node("Cos", ["r"], ["t"], name="cos"),
+        helper.make_node("Add", ["er", "t"], ["ee"], name="add_e"),
+    ]
+    rng = np.random.default_rng(4)
+    w = rng.uniform(-1, 1, (4, 5)).astype(np.float32)
+    f = TensorProto.FLOAT
+    g = helper.make_graph(
+        nodes, "views",
+        [helper.make_tensor_value_info("x", f, [2, 3, 4])],
+        [helper.make_tensor_value_info("s1", f, [6, 4]),
+         helper.make_tensor_value_info("tn", f, [2, 12]),
+         helper.make_tensor_value_info("ax", f, [24]),
+         helper.make_tensor_value_info("mo", f, [30]),
+         helper.make_tensor_value_info("xo", f, [2, 3, 4]),
+         helper.make_tensor_value_info("ee", f, [6, 4])],
+        [numpy_helper.from_array(w, "w"), ints("shape_r", [6, 4]), ints("axes0", [0]),
+         ints("shape_x", [24]), ints("shape_m", [30])])
+    save(helper.make_model(g, opset_imports=OPSET), out, "views.onnx")
+    np.save(os.path.join(out, "views_w.npy"), w)
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -199,6 +250,7 @@ def main():
     shape_input(out)
     plugin_lifecycle(out)
     scale(out)
+    views(out)
     da_model(out, "da", "DeformableAggregation", "s4d", {"plugin_version": "1"})
     da_model(out, "da_alias", "DeformableAttentionAggrPlugin", "custom", {}, False)
     da_model(out, "da_wrong_version", "DeformableAggregation", "s4d",

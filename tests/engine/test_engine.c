@@ -177,8 +177,10 @@ static void case_mlp(void)
         CHECK(strcmp(li.name, "dead_add") != 0 && strcmp(li.name, "fold_add") != 0,
               "layer %s should be gone", li.name);
     }
-    CHECK(s4d_engine_activation_bytes(e) < s4d_engine_activation_bytes_unplanned(e),
-          "memory plan reuses nothing: %zu vs %zu", s4d_engine_activation_bytes(e),
+    /* Its three activations are live at once (the Reshape's output is a view of the Softmax's,
+       no buffer of its own): nothing to reuse here; case views checks the reuse. */
+    CHECK(s4d_engine_activation_bytes(e) <= s4d_engine_activation_bytes_unplanned(e),
+          "memory plan larger than no reuse: %zu vs %zu", s4d_engine_activation_bytes(e),
           s4d_engine_activation_bytes_unplanned(e));
     printf("  activations %zu bytes planned, %zu unplanned\n", s4d_engine_activation_bytes(e),
            s4d_engine_activation_bytes_unplanned(e));
@@ -278,6 +280,181 @@ static void case_plugin_golden(void)
     free(out);
     s4d_engine_destroy(e);
     s4d_plugin_registry_destroy(r);
+}
+
+/* ---- views ---- */
+
+#define VX 24 /* x is [2, 3, 4] */
+
+/* The views model's outputs from x and w in double precision (make_models.py, views()). */
+static void views_reference(const float *x, const float *w, double *s1, double *tn, double *ax,
+                            double *mo, double *ee)
+{
+    for (int r = 0; r < 6; r++) {
+        for (int k = 0; k < 4; k++) {
+            double a = x[r * 4 + k] > 0 ? x[r * 4 + k] : 0;
+            s1[r * 4 + k] = a + 1 / (1 + exp(-a));
+            tn[r * 4 + k] = tanh(-a);
+            ax[r * 4 + k] = fabs((double)x[r * 4 + k]);
+            ee[r * 4 + k] = exp((double)x[r * 4 + k]) + cos(a);
+        }
+        for (int j = 0; j < 5; j++) {
+            double acc = 0;
+            for (int k = 0; k < 4; k++)
+                acc += (x[r * 4 + k] > 0 ? x[r * 4 + k] : 0) * (double)w[k * 5 + j];
+            mo[r * 5 + j] = acc;
+        }
+    }
+}
+
+/* Runs c on x and compares every output with the float64 reference; returns the worst error. */
+static double views_check_run(s4d_context *c, const float *x, const float *w)
+{
+    int64_t dims[3] = {2, 3, 4};
+    CHECK(s4d_context_bind(c, "x", S4D_DTYPE_FLOAT32, 3, dims, (void *)x) == S4D_OK, "%s",
+          s4d_context_errmsg(c));
+    CHECK(s4d_context_run(c, NULL) == S4D_OK, "%s", s4d_context_errmsg(c));
+    double s1[24], tn[24], ax[24], mo[30], xo[24], ee[24];
+    views_reference(x, w, s1, tn, ax, mo, ee);
+    for (int i = 0; i < VX; i++)
+        xo[i] = x[i];
+    const char *names[6] = {"s1", "tn", "ax", "mo", "xo", "ee"};
+    const double *want[6] = {s1, tn, ax, mo, xo, ee};
+    const size_t count[6] = {24, 24, 24, 30, 24, 24};
+    double worst = 0;
+    for (int k = 0; k < 6; k++) {
+        const void *d = NULL;
+        s4d_tensor_info ti;
+        CHECK(s4d_context_output(c, names[k], &d, &ti) == S4D_OK, "%s", s4d_context_errmsg(c));
+        CHECK(d && ti.bytes == count[k] * sizeof(float), "output %s: %zu bytes", names[k],
+              ti.bytes);
+        if (!d || ti.bytes != count[k] * sizeof(float))
+            continue;
+        for (size_t i = 0; i < count[k]; i++) {
+            double e = fabs(((const float *)d)[i] - want[k][i]) / (1 + fabs(want[k][i]));
+            worst = e > worst ? e : worst;
+        }
+    }
+    return worst;
+}
+
+static int is_view_op(const char *op)
+{
+    static const char *const ops[] = {"Reshape", "Unsqueeze", "Squeeze", "Dropout", "Cast",
+                                      "Identity", "Flatten"};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (strcmp(op, ops[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* Checks which layers of e run as views; returns how many do. */
+static int views_check_layers(const s4d_engine *e)
+{
+    int views = 0;
+    for (int i = 0; i < s4d_engine_num_layers(e); i++) {
+        s4d_layer_info li;
+        s4d_layer_details ld;
+        memset(&ld, 0, sizeof ld);
+        ld.struct_size = sizeof ld;
+        CHECK(s4d_engine_layer_info(e, i, &li) == S4D_OK &&
+                  s4d_engine_layer_details(e, i, &ld) == S4D_OK,
+              "layer %d", i);
+        /* Layers making a graph output keep a buffer of their own: they copy. */
+        int makes_output = strcmp(li.name, "reshape_out") == 0 ||
+                           strcmp(li.name, "identity_out") == 0;
+        int want = is_view_op(li.op) && !makes_output;
+        CHECK(ld.is_view == want, "layer '%s' (%s): is_view %d, expected %d", li.name, li.op,
+              ld.is_view, want);
+        CHECK(!ld.is_view || !ld.is_copy, "layer '%s' is a view and a copy", li.name);
+        views += ld.is_view;
+    }
+    return views;
+}
+
+/*
+ * View layers (Reshape, Squeeze, ...) run nothing: their outputs share their inputs'
+ * buffers. The outputs must match a float64 reference when a Reshape's output has two
+ * readers and its input is read again later, through chains of views, through a view of a
+ * graph input rebound between runs, after a save and load, and with profiling (views take
+ * no time).
+ */
+static void case_views(void)
+{
+    s4d_engine *e = build("views.onnx", NULL);
+    s4d_npy wn = load_npy("views_w.npy");
+    const float *w = wn.data;
+    int views = views_check_layers(e);
+    printf("  %d of %d layers are views; activations %zu bytes planned, %zu without reuse\n",
+           views, s4d_engine_num_layers(e), s4d_engine_activation_bytes(e),
+           s4d_engine_activation_bytes_unplanned(e));
+    CHECK(views == 9, "%d views, expected 9", views);
+    CHECK(s4d_engine_activation_bytes(e) < s4d_engine_activation_bytes_unplanned(e),
+          "memory plan reuses nothing: %zu vs %zu", s4d_engine_activation_bytes(e),
+          s4d_engine_activation_bytes_unplanned(e));
+    float x1[VX], x2[VX];
+    for (int i = 0; i < VX; i++) {
+        x1[i] = (float)sin(i * 0.77 + 0.3) * 1.3f;
+        x2[i] = (float)cos(i * 0.53 + 0.1) * 0.9f;
+    }
+    s4d_context *c = NULL;
+    s4d_errbuf err;
+    CHECK(s4d_context_create(e, NULL, &c, &err) == S4D_OK, "%s", err.msg);
+    double e1 = views_check_run(c, x1, w);
+    /* Rebinding the input: the view of it must follow the new buffer. */
+    double e2 = views_check_run(c, x2, w);
+    double e3 = views_check_run(c, x1, w);
+    printf("  worst relative error: %.2e, %.2e after rebinding, %.2e back\n", e1, e2, e3);
+    CHECK(e1 < 1e-5 && e2 < 1e-5 && e3 < 1e-5, "errors %.2e %.2e %.2e", e1, e2, e3);
+    s4d_context_destroy(c);
+
+    /* Profiling: a view takes no time. */
+    s4d_context_options co;
+    s4d_context_options_init(&co);
+    co.profile = 1;
+    CHECK(s4d_context_create(e, &co, &c, &err) == S4D_OK, "%s", err.msg);
+    double ep = views_check_run(c, x2, w);
+    CHECK(ep < 1e-5, "profiled run: error %.2e", ep);
+    for (int i = 0; i < s4d_engine_num_layers(e); i++) {
+        s4d_layer_details ld;
+        memset(&ld, 0, sizeof ld);
+        ld.struct_size = sizeof ld;
+        s4d_engine_layer_details(e, i, &ld);
+        double ms = -1;
+        CHECK(s4d_context_layer_time(c, i, &ms) == S4D_OK, "layer time %d", i);
+        CHECK(!ld.is_view || ms == 0.0, "view layer %d took %g ms", i, ms);
+    }
+    s4d_context_destroy(c);
+
+    /* The views survive a save and load, and compute the same bits. */
+    void *blob = NULL;
+    size_t size = 0;
+    CHECK(s4d_engine_serialize(e, &blob, &size) == S4D_OK, "%s", s4d_engine_errmsg(e));
+    s4d_engine *e2l = NULL;
+    CHECK(s4d_engine_load_memory(blob, size, NULL, &e2l, &err) == S4D_OK, "load: %s", err.msg);
+    if (e2l) {
+        CHECK(views_check_layers(e2l) == views, "views lost in the file");
+        s4d_context *c1 = NULL, *c2 = NULL;
+        s4d_context_create(e, NULL, &c1, NULL);
+        s4d_context_create(e2l, NULL, &c2, NULL);
+        views_check_run(c1, x1, w);
+        CHECK(views_check_run(c2, x1, w) < 1e-5, "loaded engine");
+        const char *names[6] = {"s1", "tn", "ax", "mo", "xo", "ee"};
+        for (int k = 0; k < 6; k++) {
+            const void *o1 = NULL, *o2 = NULL;
+            s4d_tensor_info ti;
+            s4d_context_output(c1, names[k], &o1, &ti);
+            s4d_context_output(c2, names[k], &o2, NULL);
+            CHECK(o1 && o2 && memcmp(o1, o2, ti.bytes) == 0, "output %s differs after load",
+                  names[k]);
+        }
+        s4d_context_destroy(c1);
+        s4d_context_destroy(c2);
+    }
+    s4d_free(blob);
+    s4d_engine_destroy(e2l);
+    s4d_npy_free(&wn);
+    s4d_engine_destroy(e);
 }
 
 static void case_alias(void)
@@ -729,6 +906,7 @@ static const struct {
     {"save_load_bitwise", case_save_load_bitwise},
     {"plugin_golden", case_plugin_golden},
     {"alias", case_alias},
+    {"views", case_views},
     {"plugin_api", case_plugin_api},
     {"bad_onnx", case_bad_onnx},
     {"bad_engine_truncated", case_bad_engine_truncated},

@@ -22,7 +22,7 @@ NUM_DEVICES = 2
 
 ATTR_FLOAT, ATTR_INT, ATTR_STRING, ATTR_TENSOR = 1, 2, 3, 4
 ATTR_FLOATS, ATTR_INTS, ATTR_STRINGS = 6, 7, 8
-PLACE_ARENA, PLACE_WEIGHT, PLACE_INPUT, PLACE_OUTPUT = 0, 1, 2, 3
+PLACE_ARENA, PLACE_WEIGHT, PLACE_INPUT, PLACE_OUTPUT, PLACE_VIEW = 0, 1, 2, 3, 4
 LAYER_OP, LAYER_PLUGIN, LAYER_COPY = 0, 1, 2
 
 DTYPE_SIZE = {1: 4, 2: 1, 3: 1, 4: 2, 5: 2, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8, 12: 4, 13: 8,
@@ -205,6 +205,7 @@ class EngineFile:
             t = {"name": rec.str(), "dtype": rec.u32()}
             t["dims"] = [0] * rec.u32()
             t["dims"] = [rec.i64() for _ in t["dims"]]
+            # offset: for a view (PLACE_VIEW), the index of the tensor it views
             t.update(bytes=rec.u64(), device=rec.u32(), place=rec.u32(), offset=rec.u64(),
                      flags=rec.u32(), tail=rec.rest())
             self.tensors.append(t)

@@ -13,7 +13,7 @@ after make_seeds.py when the engine format changes.
 import os
 import sys
 
-from engine_file import (ATTR_INT, LAYER_OP, PLACE_ARENA, EngineFile)
+from engine_file import (ATTR_INT, LAYER_OP, PLACE_ARENA, PLACE_VIEW, EngineFile)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SEEDS = os.path.join(HERE, "corpus/engine")
@@ -31,6 +31,27 @@ def extra_layer(e, op_type, inputs, outputs, attrs=()):
                      "opset": base["opset"], "workspace": 0, "inputs": list(inputs),
                      "outputs": list(outputs), "attrs": list(attrs), "backend_payload": b"",
                      "tail": b""})
+
+
+def side_by_side(e, device=0):
+    """Lays the arena tensors of a device out side by side (a plan any loader accepts) and
+    sets the arena sizes to match."""
+    off = 0
+    for t in e.tensors:
+        if t["place"] == PLACE_ARENA and t["device"] == device:
+            t["offset"] = off
+            off += (max(t["bytes"], 1) + 63) // 64 * 64
+    e.meta["arena_size"][device] = e.meta["arena_size_unplanned"][device] = off
+    return e
+
+
+def unview(e, *names):
+    """Gives views their own arena buffers, as engines written before views had them."""
+    for name in names:
+        t = e.tensor(name)[1]
+        assert t["place"] == PLACE_VIEW, name
+        t["place"], t["offset"] = PLACE_ARENA, 0
+    return side_by_side(e)
 
 
 def duplicate_tensor_names():
@@ -84,6 +105,8 @@ def slice_output_disagrees():
     """A Slice whose stored output shape is not what its inputs give (once a division by zero)."""
     e = seed("test_nllloss_NCd1_expanded")
     out = e.layer("Slice")["outputs"][0]
+    # Views of it get buffers of their own, so that the Slice is what the loader finds.
+    unview(e, *[t["name"] for t in e.tensors if t["place"] == PLACE_VIEW and t["offset"] == out])
     e.set_dims(e.tensors[out]["name"], [3, 0, 2])
     return e
 
@@ -97,11 +120,80 @@ def input_dims_changed():
 
 
 def reshape_output_disagrees():
-    """A Reshape whose output holds more elements than its input (a heap overflow in the copy)."""
+    """A Reshape whose output holds more elements than its input (a heap overflow in the copy);
+    its output has its own buffer, as before views."""
+    e = unview(seed("engine_mlp"), "r")
+    e.set_dims("r", [4, 4])
+    return side_by_side(e)
+
+
+def view_size_disagrees():
+    """The same as a view: readers of r would read past the end of s's buffer."""
     e = seed("engine_mlp")
     e.set_dims("r", [4, 4])
-    e.tensor("r")[1]["bytes"] = 64
     return e
+
+
+def view_of_missing_tensor():
+    """A view naming a tensor index past the last tensor."""
+    e = seed("engine_mlp")
+    e.tensor("r")[1]["offset"] = 1000
+    return e
+
+
+def view_of_itself():
+    e = seed("engine_mlp")
+    i, t = e.tensor("r")
+    t["offset"] = i
+    return e
+
+
+def view_not_of_its_input():
+    """r claims h's bytes (same size) while its Reshape reads s."""
+    e = seed("engine_mlp")
+    e.tensor("r")[1]["offset"] = e.tensor("h")[0]
+    return e
+
+
+def view_of_weight():
+    """A Reshape of a weight stored as a view of it: views exist only of activations and
+    graph inputs/outputs (weights live on every device that reads them, not in an arena)."""
+    e = seed("engine_mlp")
+    b1 = e.tensor("b1")[0]
+    e.layer("Reshape")["inputs"][0] = b1
+    e.tensor("r")[1]["offset"] = b1
+    e.set_dims("r", [4])
+    return e
+
+
+def view_cycle():
+    """s and r views of each other: the Softmax reads r, the Reshape's output, as its input."""
+    e = seed("engine_mlp")
+    r, s_ = e.tensor("r")[0], e.tensor("s")[0]
+    e.layer("Softmax")["inputs"][0] = r
+    e.tensor("s")[1].update(place=PLACE_VIEW, offset=r)
+    return side_by_side(e)
+
+
+def view_of_add():
+    """An Add's output stored as a view of its input: consistent records, but the Add
+    would never run."""
+    e = seed("engine_mlp")
+    e.tensor("h2")[1].update(place=PLACE_VIEW, offset=e.tensor("h")[0])
+    return side_by_side(e)
+
+
+def view_outlived():
+    """t written over e's bytes while er, a view of e, is still to be read."""
+    e = seed("engine_views")
+    e.tensor("t")[1]["offset"] = e.tensor("e")[1]["offset"]
+    return e
+
+
+def reshape_without_view():
+    """Not a defect: the mlp engine as written before views (r has a buffer of its own). It
+    must load and compute the same bits as the seed."""
+    return unview(seed("engine_mlp"), "r")
 
 
 def bias_dims_changed():
@@ -164,14 +256,9 @@ def arena_over_cap():
     w = bytearray(e.weights)
     w[shape_at:shape_at + 16] = (4).to_bytes(8, "little") + rows.to_bytes(8, "little")
     e.weights = bytes(w)
-    # Arena tensors side by side (h, h2, s, r), each 64-byte aligned: what the loader allows.
-    off = 0
-    for name in ("h", "h2", "s", "r"):
-        t = e.tensor(name)[1]
-        t["offset"] = off
-        off += (t["bytes"] + 63) // 64 * 64
-    e.meta["arena_size"][0] = e.meta["arena_size_unplanned"][0] = off
-    return e
+    # Arena tensors side by side (h, h2, s, r: r a buffer of its own, not a view of s, as
+    # before views), each 64-byte aligned: what the loader allows.
+    return unview(e, "r")
 
 
 def renamed_attribute():
@@ -235,6 +322,15 @@ CASES = {
     "attribute-wrong-type": attribute_wrong_type,
     "arena-tensor-unwritten": arena_tensor_unwritten,
     "precision-disagrees": precision_disagrees,
+    "view-size-disagrees": view_size_disagrees,
+    "view-of-missing-tensor": view_of_missing_tensor,
+    "view-of-itself": view_of_itself,
+    "view-not-of-its-input": view_not_of_its_input,
+    "view-of-weight": view_of_weight,
+    "view-cycle": view_cycle,
+    "view-of-add": view_of_add,
+    "view-outlived": view_outlived,
+    "reshape-without-view": reshape_without_view,
 }
 
 

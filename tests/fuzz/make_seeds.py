@@ -62,7 +62,7 @@ def onnx_seeds(build, nodes):
     for _, name, path in nodes:
         shutil.copy(path, os.path.join(out, f"seed-{name}.onnx"))
     models = os.path.join(build, "tests/engine/models")
-    for name in ("mlp.onnx", "da.onnx", "da_alias.onnx", "unsupported.onnx"):
+    for name in ("mlp.onnx", "da.onnx", "da_alias.onnx", "unsupported.onnx", "views.onnx"):
         shutil.copy(os.path.join(models, name), os.path.join(out, "seed-engine_" + name))
     return out
 
@@ -73,7 +73,8 @@ def engine_seeds(build, nodes):
     exe = os.path.join(build, "bin/s4dexec")
     plugins = os.path.join(build, "lib/libs4d_plugins.so")
     models = os.path.join(build, "tests/engine/models")
-    todo = [(os.path.join(models, n), "engine_" + n[:-5]) for n in ("mlp.onnx", "da.onnx")]
+    todo = [(os.path.join(models, n), "engine_" + n[:-5])
+            for n in ("mlp.onnx", "da.onnx", "views.onnx")]
     todo += [(path, name) for _, name, path in nodes]
     made = 0
     for path, name in todo:

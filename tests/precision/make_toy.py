@@ -57,6 +57,7 @@ def main(out):
     np.save(os.path.join(out, "z.npy"), rng.uniform(0, 2, (8, 16)).astype(np.float32))
     main_chain(out)
     main_topk(out)
+    views_chain(out)
 
 
 def main_chain(out):
@@ -146,6 +147,36 @@ def main_topk(out, n=24, k=12, d=6):
         os.makedirs(dd, exist_ok=True)
         np.save(os.path.join(dd, "s.npy"), topk_scores(rng, n, k))
         np.save(os.path.join(dd, "f.npy"), rng.uniform(-1, 1, (n, d)).astype(np.float32))
+def views_chain(out):
+    """views.onnx: the chain of main_chain with its fragile pair between Reshapes, which the
+    engine runs as views (no kernel): the guard reads the layers' outputs through them.
+    y = Sqrt(Reshape(Mul(Exp(Reshape(Add(z, c), [128])), 1e-4), [8, 16])) * 2 + 0.5."""
+    c = np.full((1, 16), 10.5, np.float32)
+    k = np.full((128,), 1e-4, np.float32)
+    two = np.full((1, 16), 2.0, np.float32)
+    half = np.full((1, 16), 0.5, np.float32)
+    nodes = [
+        helper.make_node("Add", ["z", "c"], ["zc"], name="shift"),
+        helper.make_node("Reshape", ["zc", "flat"], ["zf"], name="flatten_zc"),
+        helper.make_node("Exp", ["zf"], ["e"], name="exp_mid"),
+        helper.make_node("Mul", ["e", "k"], ["small"], name="shrink"),
+        helper.make_node("Reshape", ["small", "grid"], ["sg"], name="unflatten"),
+        helper.make_node("Sqrt", ["sg"], ["t"], name="squash"),
+        helper.make_node("Mul", ["t", "two"], ["t2"], name="double"),
+        helper.make_node("Add", ["t2", "half"], ["y"], name="offset"),
+    ]
+    graph = helper.make_graph(
+        nodes, "views_fp16",
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [8, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 16])],
+        [numpy_helper.from_array(c, "c"), numpy_helper.from_array(k, "k"),
+         numpy_helper.from_array(two, "two"), numpy_helper.from_array(half, "half"),
+         numpy_helper.from_array(np.array([128], np.int64), "flat"),
+         numpy_helper.from_array(np.array([8, 16], np.int64), "grid")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, os.path.join(out, "views.onnx"))
 
 
 if __name__ == "__main__":

@@ -296,6 +296,29 @@ def test_python_api_passes_the_precision_options(toy, monkeypatch):
         se.build(onnx_path, device="cuda", fp16=True, layer_precisions={"tanh": "half"})
 
 
+def test_guard_sees_through_views(toy):
+    """The chain with Reshapes around its fragile pair: the Reshapes run as views (no
+    kernel), and the guard, reading every layer's output through the context's hook, moves
+    the same two layers as without them."""
+    shutil.rmtree(os.path.join(toy, "out_views"), ignore_errors=True)
+    out = s4dexec(toy, "--onnx=views.onnx", "--device=cuda", "--fp16", "--calib=calib_chain",
+                  "--dumpLayerInfo", "--dumpProfile", "--iterations=2",
+                  "--loadInputs=z:z_chain.npy", "--exportOutput=out_views")
+    assert moved(out) == ["exp_mid", "shrink"], out
+    views = [l for l in out.splitlines() if re.match(r"\s+\d+ ", l) and l.endswith(" view")]
+    assert len(views) == 2 and "flatten_zc" in views[0] and "unflatten" in views[1], out
+    prec = precisions(out)
+    assert prec["exp_mid"] == "float32" and prec["shrink"] == "float32", out
+    for name in ("shift", "squash", "double", "offset"):
+        assert prec[name] == "float16", (name, out)
+    m = re.search(r"output 'y': rel_l2 before inf, after (\S+) \(tolerance 0.01\) ok", out)
+    assert m and float(m.group(1)) <= 1e-2, out
+    z = np.load(os.path.join(toy, "z_chain.npy")).astype(np.float64)
+    want = np.sqrt(np.exp(z + 10.5) * np.float64(np.float32(1e-4))) * 2 + 0.5
+    got = np.load(os.path.join(toy, "out_views", "y.npy"))
+    assert 0 < rel_l2(got, want) <= 1e-2
+
+
 def test_guard_moves_a_fragile_pair_in_the_middle(toy):
     shutil.rmtree(os.path.join(toy, "out_chain"), ignore_errors=True)
     out = s4dexec(toy, "--onnx=chain.onnx", "--device=cuda", "--fp16", "--calib=calib_chain",

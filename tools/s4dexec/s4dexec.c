@@ -127,6 +127,7 @@ static const char *usage_text =
     "  --noDataTransfers      time without host<->device copies: after the warm-up, inputs\n"
     "                         and outputs stay in the context's device buffers (CUDA)\n"
     "  --dumpLayerInfo        print each layer: op, device, dtypes, shapes, workspace,\n"
+    "                         'view' where it shares its input's buffer and runs nothing,\n"
     "                         and the activation memory plan\n"
     "  --dumpProfile          print the mean time of each layer over the timed runs\n"
     "  --verbose              print build details and the registered plugin creators\n"
@@ -645,7 +646,14 @@ static void dump_layers(const s4d_engine *e)
         printf("[engine] device %s (%s%s%s%s%s), built by s4d %s\n", device_name(tg.device),
                tg.device_name, tg.arch[0] ? ", " : "", tg.arch, tg.libraries[0] ? ", " : "",
                tg.libraries, tg.library_version);
-    printf("[layers] %d layers\n", n);
+    int views = 0;
+    for (int i = 0; i < n; i++) {
+        s4d_layer_details ld;
+        memset(&ld, 0, sizeof ld);
+        ld.struct_size = sizeof ld;
+        views += s4d_engine_layer_details(e, i, &ld) == S4D_OK && ld.is_view;
+    }
+    printf("[layers] %d layers, %d views (no kernel)\n", n, views);
     for (int i = 0; i < n; i++) {
         s4d_layer_info li;
         if (s4d_engine_layer_info(e, i, &li) != S4D_OK)
@@ -674,6 +682,8 @@ static void dump_layers(const s4d_engine *e)
         }
         if (li.workspace_bytes)
             printf(" workspace=%zu", li.workspace_bytes);
+        if (ld.is_view)
+            printf(" view");
         printf("\n");
     }
     printf("[memory] activations: %zu bytes planned (peak), %zu bytes without reuse; weights: "

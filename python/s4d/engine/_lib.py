@@ -92,7 +92,8 @@ class TargetInfo(ctypes.Structure):
 class LayerDetails(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("device", ctypes.c_int),
                 ("precision", ctypes.c_int), ("format", ctypes.c_int),
-                ("payload_bytes", ctypes.c_size_t), ("is_copy", ctypes.c_int)]
+                ("payload_bytes", ctypes.c_size_t), ("is_copy", ctypes.c_int),
+                ("is_view", ctypes.c_int)]
 
 
 class LayerInfo(ctypes.Structure):

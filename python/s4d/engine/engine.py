@@ -646,7 +646,8 @@ class Engine(_Closing):
     def layer_info(self) -> List[dict]:
         """s4dexec --dumpLayerInfo as data: one dict per layer with index,
         name, op ("namespace::name:version" for a plugin), domain,
-        is_plugin, device, precision, format, is_copy, payload_bytes,
+        is_plugin, device, precision, format, is_copy, is_view (its output
+        shares its input's buffer: it runs nothing), payload_bytes,
         workspace_bytes, and inputs/outputs as {"dtype", "shape"} (None for
         an absent optional input)."""
         with self._use() as ptr:
@@ -685,6 +686,7 @@ class Engine(_Closing):
                 "format": _lib.FORMAT_NAMES.get(ld.format, str(ld.format))
                 if have_details else None,
                 "is_copy": bool(ld.is_copy) if have_details else False,
+                "is_view": bool(ld.is_view) if have_details else False,
                 "payload_bytes": int(ld.payload_bytes) if have_details else 0,
                 "workspace_bytes": int(li.workspace_bytes),
                 "inputs": tensors(0, li.num_inputs), "outputs": tensors(1, li.num_outputs),
