@@ -4,7 +4,7 @@ OUT/frame.md.
 
     PYTHONPATH=python python3 bench/frame_bench.py --build build --out OUT
         [--presets tiny,v3] [--iterations 200] [--no-compile] [--budget 300]
-        [--no-fp16] [--accuracy-frames 8] [--calib-frames 3]
+        [--no-fp16] [--accuracy-frames 8] [--calib-frames 3] [--head-accuracy SPEC]
 
 For each preset: the golden sequence's second frame (with temporal history)
 is the input; the engines are built with s4dexec (float32 strict, and TF32),
@@ -17,7 +17,9 @@ timed with CUDA events around each part (median after warm-up). Rows:
 
 fp16 (unless --no-fp16): the engines built with s4dexec --fp16 and the
 accuracy guard (--calib: the first --calib-frames frames of the golden
-sequence, s4d.sparse4d.calib, the head's carried state included), PyTorch
+sequence, s4d.sparse4d.calib, the head's carried state included; the head's
+tolerances from --head-accuracy, by default 1e-2 with the instance bank's
+outputs measured only), PyTorch
 eagerly under torch.autocast(float16) and torch.compile under autocast. The
 weights are the preset's trained checkpoint where one is committed
 (python/s4d/sparse4d/weights/sparse4d_<preset>_synthetic.pt: tiny), else
@@ -60,6 +62,11 @@ from s4d.sparse4d.head import DETECTION_NAMES, STATE_NAMES, HeadState  # noqa: E
 from s4d.sparse4d.model import build_model  # noqa: E402
 
 TARGET_FRAME_MS = 4.0       # issue 15, H200, v3: guarded fp16 frame
+# The guarded head's tolerances: 1e-2 relative L2 on the decoded and raw outputs; the
+# instance bank's outputs are measured only (docs/precision.md, Limits: a near tie at the
+# bank's top-k cut swaps a low-confidence instance, which no layer's precision fixes);
+# their effect on later frames is what "boxes_matched" measures with the state carried.
+HEAD_ACCURACY = "0.01,bank_feature_out:inf,bank_anchor_out:inf,bank_confidence_out:inf"
 TARGET_BOXES_MATCHED = 0.99  # on every frame, against float32 PyTorch
 
 
@@ -218,7 +225,7 @@ def keep_logs(work, out, preset):
 
 
 def engine_rows(preset, build, work, frame_dir, iters, fp16=False, calib_frames=3,
-                weights="seeded", deadline=float("inf")):
+                weights="seeded", deadline=float("inf"), head_accuracy=""):
     rows = []
     exe = os.path.join(build, "bin", "s4dexec")
     plugins = os.path.join(build, "lib", "libs4d_plugins.so")
@@ -237,6 +244,8 @@ def engine_rows(preset, build, work, frame_dir, iters, fp16=False, calib_frames=
         for g in ("backbone", "head"):
             eng[g] = os.path.join(work, f"{g}_{prec}.s4d")
             extra = [f"--calib={work}/calib/{g}"] if prec == "fp16" else []
+            if prec == "fp16" and g == "head" and head_accuracy:
+                extra.append(f"--accuracy={head_accuracy}")
             cmd = [exe, f"--onnx={work}/golden/sparse4d_{preset}_{g}.onnx", f"--plugins={plugins}",
                    "--device=cuda", f"--saveEngine={eng[g]}", "--iterations=1",
                    "--warmUp=0"] + flags + extra
@@ -265,6 +274,7 @@ def engine_rows(preset, build, work, frame_dir, iters, fp16=False, calib_frames=
                    "weights": weights}
             if prec == "fp16" and part == "frame":
                 row["build_s"] = round(build_s, 1)
+                row["head_accuracy"] = head_accuracy or "default"
                 if acc:
                     row.update(accuracy_fields(acc))
             rows.append(row)
@@ -335,6 +345,9 @@ def main(argv=None):
                     "engine, autocast, torch.compile under autocast) and their accuracy runs")
     ap.add_argument("--accuracy-frames", type=int, default=8,
                     help="frames of the fp16 accuracy sequence (two scenes)")
+    ap.add_argument("--head-accuracy", default=HEAD_ACCURACY,
+                    help="the head's --accuracy for the guarded fp16 build ('' for the default "
+                    "1e-2 on every output)")
     ap.add_argument("--calib-frames", type=int, default=3,
                     help="golden frames the accuracy guard calibrates on")
     args = ap.parse_args(argv)
@@ -373,7 +386,7 @@ def main(argv=None):
                         os.path.join(work, "golden")], check=True, capture_output=True)
         frame_dir = os.path.join(work, "golden", "frame_001")
         rows += engine_rows(preset, args.build, work, frame_dir, args.iterations, fp16,
-                            args.calib_frames, weights, deadline)
+                            args.calib_frames, weights, deadline, args.head_accuracy)
         if fp16:
             keep_logs(work, args.out, preset)
         frame_in = {k: np.load(os.path.join(frame_dir, k + ".npy")) for k in
