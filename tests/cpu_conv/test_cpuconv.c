@@ -287,6 +287,19 @@ static const ccase dw_cases[] = {
     {"5x5 s2 odd plane", 1, 5, 14, 13, 5, 5, 5, 2, 2, 2, 2, 2, 2, 1, 1, 5, 1, 0, S4D_CPUCONV_ACT_CLIP},
     {"3x3 s2 dil 2 uneven stride", 1, 3, 21, 18, 3, 3, 3, 2, 3, 2, 1, 1, 2, 2, 2, 3, 1, 1, S4D_CPUCONV_ACT_NONE},
     {"1x1 s1", 1, 4, 9, 20, 4, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 4, 0, 0, S4D_CPUCONV_ACT_NONE},
+    /* row rings: rows of several 64-wide steps, planes split in row chunks (3 planes), 7x7, no padding */
+    {"3x3 s1 wide rows + res + hardswish", 1, 3, 9, 150, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, 1, 1,
+     S4D_CPUCONV_ACT_HARD_SWISH},
+    {"7x7 s2 asym pad + silu", 1, 4, 20, 90, 4, 7, 7, 2, 2, 3, 1, 2, 3, 1, 1, 4, 1, 0, S4D_CPUCONV_ACT_SILU},
+    {"7x7 s1 + res", 1, 5, 11, 19, 5, 7, 7, 1, 1, 3, 3, 3, 3, 1, 1, 5, 1, 1, S4D_CPUCONV_ACT_NONE},
+    {"5x5 s1 unpadded wide + res", 1, 3, 12, 140, 3, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 3, 1, 1, S4D_CPUCONV_ACT_RELU},
+    {"3x3 s2 unpadded", 1, 5, 17, 131, 5, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 5, 0, 0, S4D_CPUCONV_ACT_NONE},
+    {"3x3 s1 14 wide: 4 rows a step, odd tail + res", 1, 6, 15, 14, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 6, 1, 1,
+     S4D_CPUCONV_ACT_CLIP},
+    {"3x3 s1 28 wide: 2 rows a step, odd tail", 2, 3, 13, 28, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, 1, 0,
+     S4D_CPUCONV_ACT_HARD_SWISH},
+    {"5x5 s2 7 wide: 4 rows a step", 1, 4, 14, 13, 4, 5, 5, 2, 2, 2, 2, 2, 2, 1, 1, 4, 0, 1, S4D_CPUCONV_ACT_SILU},
+    {"3x3 s2 pad past the image", 1, 2, 6, 5, 2, 3, 3, 2, 2, 2, 2, 2, 2, 1, 1, 2, 1, 0, S4D_CPUCONV_ACT_NONE},
 };
 
 static const ccase epi_cases[] = {

@@ -48,6 +48,8 @@ struct s4d_cpuconv_plan {
     /* depthwise */
     int64_t rows_per_item, nrch;
     int dw_staged;     /* sub-plane staging (cc_dws) instead of row kernels */
+    int dw_ring;       /* a ring of staged rows (cc_dwr) */
+    int64_t dw_pitch, dw_rows, dw_ring_n;
     int dw_nres;       /* stride residues the taps use */
     int dw_res_y[CC_DW_MAX_TAPS], dw_res_x[CC_DW_MAX_TAPS];
     int64_t dw_off[CC_DW_MAX_TAPS]; /* per tap, into the staged sub-planes */
@@ -341,6 +343,25 @@ static void plan_dw(s4d_cpuconv_plan *pl)
     const int fast3 = p->kh == 3 && p->kw == 3 && p->dil_h == 1 && p->dil_w == 1 && p->stride_h == p->stride_w &&
                       (p->stride_w == 1 || p->stride_w == 2);
     pl->packed_bytes = PACK_HEADER + sizeof(float) * (size_t)(p->c * p->kh * p->kw);
+    /* The row ring wins on 5x5 and 7x7 kernels and on narrow planes (several rows per step); 3x3
+     * kernels on wider planes stay faster on the row kernel (stride 2) and the staged planes
+     * (stride 1) inside networks (bench/ort/profile_layers.py, MobileNetV3 and EfficientNet). */
+    pl->dw_ring = pl->ops->dw_ring != NULL && p->kh == p->kw && (p->kh == 3 || p->kh == 5 || p->kh == 7) &&
+                  p->dil_h == 1 && p->dil_w == 1 && p->stride_h == p->stride_w &&
+                  (p->stride_w == 1 || p->stride_w == 2) && (p->kh > 3 || (p->stride_w == 1 && pl->wo <= 32));
+    if (pl->dw_ring) {
+        pl->dw_staged = 0;
+        pl->dw_pitch = cdiv(cdiv(pl->wo, 16) * 16 + (p->kw - 1) / p->stride_w, 16) * 16;
+        pl->nrch = planes >= want ? 1 : imin(pl->ho, cdiv(want, planes));
+        pl->rows_per_item = cdiv(pl->ho, pl->nrch);
+        pl->nrch = cdiv(pl->ho, pl->rows_per_item);
+        pl->items = planes * pl->nrch;
+        pl->dw_rows = pl->wo <= 16 ? 4 : pl->wo <= 32 ? 2 : 1;
+        pl->dw_ring_n = (pl->dw_rows - 1) * p->stride_h + p->kh;
+        pl->slot_bytes = (size_t)cdiv((int64_t)sizeof(float) * (pl->dw_ring_n + 1) * p->stride_w * pl->dw_pitch,
+                                      WS_ALIGN) * WS_ALIGN;
+        return;
+    }
     /* (the AVX2 and scalar row kernels have no 3x3 path of their own; narrow
      * planes waste most lanes of a row vector and pay its masks per tap) */
     pl->dw_staged = !(fast3 && pl->ops->isa == S4D_CPUCONV_ISA_AVX512 && p->stride_w == 2) &&
@@ -577,8 +598,9 @@ int s4d_cpuconv_plan_describe(const s4d_cpuconv_plan *plan, char *buf, size_t si
                         (long long)plan->ntb, (long long)plan->tb, (long long)plan->nmch, (long long)plan->mchunk,
                         (long long)plan->kc, (long long)plan->items, plan->nslots);
     case S4D_CPUCONV_ALGO_DEPTHWISE:
-        return snprintf(buf, size, "depthwise %lldx%lld %s: %lld planes x %lld row chunks, %d slots", (long long)p->kh,
-                        (long long)p->kw, s4d_cpuconv_isa_name(plan->ops->isa), (long long)(p->n * p->c),
+        return snprintf(buf, size, "depthwise %lldx%lld %s, %s: %lld planes x %lld row chunks, %d slots",
+                        (long long)p->kh, (long long)p->kw, s4d_cpuconv_isa_name(plan->ops->isa),
+                        plan->dw_ring ? "row ring" : plan->dw_staged ? "staged planes" : "rows", (long long)(p->n * p->c),
                         (long long)plan->nrch, plan->nslots);
     case S4D_CPUCONV_ALGO_AUTO:
         break;
@@ -895,6 +917,15 @@ static void dw_item(const run_ctx *r, int64_t item, char *slot)
     const s4d_cpuconv_params *p = &pl->p;
     const int64_t rc = item % pl->nrch, plane_id = item / pl->nrch, ci = plane_id % p->c;
     const int64_t pix = pl->ho * pl->wo;
+    if (pl->dw_ring) {
+        const cc_dwr d = {p->h, p->w, pl->ho, pl->wo, p->kh, p->kw, p->stride_w, p->pad_top, p->pad_left,
+                          pl->dw_pitch, pl->dw_rows, pl->dw_ring_n, (float *)slot};
+        const cc_post post = {(int)p->act, p->act_min, p->act_max};
+        const int64_t oy0 = rc * pl->rows_per_item, oy1 = imin(pl->ho, oy0 + pl->rows_per_item);
+        pl->ops->dw_ring(&d, r->x + plane_id * p->h * p->w, r->w + ci * p->kh * p->kw, r->bias ? r->bias[ci] : 0.0f,
+                         r->res ? r->res + plane_id * pix : NULL, r->y + plane_id * pix, oy0, oy1, &post);
+        return;
+    }
     const cc_geom g = {p->h, p->w, pl->ho, pl->wo, p->kh, p->kw, p->stride_h, p->stride_w,
                        p->pad_top, p->pad_left, p->dil_h, p->dil_w};
     const cc_post post = {(int)p->act, p->act_min, p->act_max};

@@ -163,6 +163,27 @@ typedef struct cc_dws {
     const int64_t *off; /* per tap (ky * kw + kx): float offset into sub */
 } cc_dws;
 
+/*
+ * Depthwise on a ring of staged input rows (stride s = 1 or 2 both ways,
+ * dilation 1, kernels up to CC_DWR_MAX_K): each input row a tap reads is
+ * copied once, zero-padded and split by column residue into s sub-rows of
+ * `pitch` floats, into slot iy % ring of a ring of (rows - 1) * s + kh input
+ * rows (buf: ring + 1 slots of s * pitch floats, the last one zeros for rows
+ * outside the image); `rows` output rows (1, 2 or 4: narrow planes) are
+ * computed together. Tap
+ * (ky, kx) of output column ox then reads sub-row kx % s at ox + kx / s: one
+ * unmasked load per tap and 16 outputs, and the epilogue runs in registers.
+ * The ring stays in L1, where staging whole planes (cc_dws) streams them
+ * through L2 twice.
+ */
+#define CC_DWR_MAX_K 7
+typedef struct cc_dwr {
+    int64_t h, w, ho, wo, kh, kw, s, pt, pl;
+    int64_t pitch; /* >= roundup16(wo) + (kw - 1) / s, a multiple of 16 */
+    int64_t rows, ring;
+    float *buf;
+} cc_dwr;
+
 typedef struct cc_ops {
     s4d_cpuconv_isa isa;
     int nr; /* pixel panel width of the micro-kernel */
@@ -201,6 +222,10 @@ typedef struct cc_ops {
     /* Max pooling, output rows [oy0, oy1) of one plane (g's kernel and
      * geometry; padding takes no part; an empty window gives -inf; NaN wins). */
     void (*maxpool_rows)(const cc_geom *g, const float *x, float *y, int64_t oy0, int64_t oy1);
+    /* Depthwise on a ring of rows (cc_dwr): output rows [oy0, oy1) of one plane; NULL where
+     * the set has none. */
+    void (*dw_ring)(const cc_dwr *d, const float *x, const float *wk, float bias, const float *res, float *y,
+                    int64_t oy0, int64_t oy1, const cc_post *post);
 } cc_ops;
 
 extern const cc_ops s4d_cc_ops_scalar;

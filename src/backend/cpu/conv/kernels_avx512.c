@@ -745,6 +745,152 @@ static TGT void dw_staged(const cc_dws *d, const float *wk, float bias, const fl
     }
 }
 
+/* One input row into its s sub-rows of the ring (see cc_dwr). */
+INL void dwr_stage(const int sw, const cc_dwr *d, const float *row, float *dst)
+{
+    const int64_t pitch = d->pitch, w = d->w;
+    if (sw == 1) {
+        for (int64_t j = 0; j < pitch; j += 16) {
+            const int64_t b = j - d->pl; /* may point before the row: masked lanes are not read */
+            _mm512_storeu_ps(dst + j, _mm512_maskz_loadu_ps(range_mask(b, w), row + b));
+        }
+        return;
+    }
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    for (int64_t j = 0; j < pitch; j += 16) {
+        const int64_t b = 2 * j - d->pl;
+        __m512 lo = _mm512_maskz_loadu_ps(range_mask(b, w), row + b);
+        __m512 hi = _mm512_maskz_loadu_ps(range_mask(b + 16, w), row + b + 16);
+        _mm512_storeu_ps(dst + j, _mm512_permutex2var_ps(lo, even, hi));
+        _mm512_storeu_ps(dst + pitch + j, _mm512_permutex2var_ps(lo, odd, hi));
+    }
+}
+
+/* R output rows x V vectors of 16 columns from ox (R * V <= 4 independent
+ * accumulators: one chain of K * K dependent FMAs per vector would leave
+ * the FMA units idle). rp: the R * S + K - S staged input rows of the block.
+ * Taps in (ky, kx) order from zero, then bias, residual, activation: the
+ * order of the staged-plane kernel, so both give the same bits. */
+INL void dwr_block(const int K, const int S, const int R, const int V, const cc_dwr *d, const float *const *rp,
+                   const __m512 *wv, __m512 bv, const float *res, float *y, int64_t oy, int64_t ox, int last_n,
+                   const cc_post *post)
+{
+    const int64_t pitch = d->pitch, wo = d->wo;
+    __m512 acc[4];
+    for (int i = 0; i < 4; i++)
+        acc[i] = _mm512_setzero_ps();
+    for (int ky = 0; ky < K; ky++)
+        for (int kx = 0; kx < K; kx++) {
+            const __m512 wt = wv[ky * K + kx];
+            for (int r = 0; r < R; r++) {
+                const float *src = rp[r * S + ky] + (kx % S) * pitch + ox + kx / S;
+                for (int v = 0; v < V; v++)
+                    acc[r * V + v] = _mm512_fmadd_ps(wt, _mm512_loadu_ps(src + 16 * v), acc[r * V + v]);
+            }
+        }
+    const __m512 lo = _mm512_set1_ps(post->lo), hi = _mm512_set1_ps(post->hi);
+    for (int r = 0; r < R; r++)
+        for (int v = 0; v < V; v++) {
+            const __mmask16 m = v == V - 1 ? lane_mask(last_n) : (__mmask16)0xFFFF;
+            const int64_t at = (oy + r) * wo + ox + 16 * v;
+            __m512 z = _mm512_add_ps(acc[r * V + v], bv);
+            if (res)
+                z = _mm512_add_ps(z, _mm512_maskz_loadu_ps(m, res + at));
+            _mm512_mask_storeu_ps(y + at, m, act_v(z, post->act, lo, hi));
+        }
+}
+
+INL void dwr_rows_k(const int K, const int S, const cc_dwr *d, const float *x, const float *wk, float bias,
+                    const float *res, float *y, int64_t oy0, int64_t oy1, const cc_post *post)
+{
+    enum { MAX_ROWS = 4 * 2 + CC_DWR_MAX_K };
+    const int64_t pitch = d->pitch, slot = S * pitch, wo = d->wo, ring_n = d->ring;
+    float *ring = d->buf, *zero = ring + ring_n * slot;
+    int64_t tag[MAX_ROWS];
+    for (int k = 0; k < ring_n; k++)
+        tag[k] = -1;
+    for (int64_t j = 0; j < slot; j += 16)
+        _mm512_storeu_ps(zero + j, _mm512_setzero_ps());
+    __m512 wv[CC_DWR_MAX_K * CC_DWR_MAX_K];
+    for (int t = 0; t < K * K; t++)
+        wv[t] = _mm512_set1_ps(wk[t]);
+    const __m512 bv = _mm512_set1_ps(bias);
+    const int rows = (int)d->rows;
+    for (int64_t oy = oy0; oy < oy1; oy += rows) {
+        const int nr = oy1 - oy < rows ? (int)(oy1 - oy) : rows;
+        const float *rp[MAX_ROWS];
+        for (int i = 0; i < (nr - 1) * S + K; i++) {
+            const int64_t iy = oy * S - d->pt + i;
+            if (iy < 0 || iy >= d->h) {
+                rp[i] = zero;
+                continue;
+            }
+            float *dst = ring + (iy % ring_n) * slot;
+            if (tag[iy % ring_n] != iy) {
+                dwr_stage(S, d, x + iy * d->w, dst);
+                tag[iy % ring_n] = iy;
+            }
+            rp[i] = dst;
+        }
+        /* The rows the next two groups stage: planes that come from L3 or memory
+         * arrive row by row too slowly for the hardware prefetchers to follow. */
+        for (int64_t i = (nr - 1) * S + K; i < (nr - 1) * S + K + 2 * rows * S; i++) {
+            const int64_t iy = oy * S - d->pt + i;
+            if (iy < 0 || iy >= d->h)
+                continue;
+            for (int64_t e = 0; e < d->w; e += 16)
+                cc_prefetch(x + iy * d->w + e);
+        }
+        if (nr == 4 && wo <= 16) {
+            dwr_block(K, S, 4, 1, d, rp, wv, bv, res, y, oy, 0, (int)wo, post);
+            continue;
+        }
+        if (nr >= 2 && wo <= 32) {
+            for (int r = 0; r + 1 < nr; r += 2) {
+                if (wo <= 16)
+                    dwr_block(K, S, 2, 1, d, rp + r * S, wv, bv, res, y, oy + r, 0, (int)wo, post);
+                else
+                    dwr_block(K, S, 2, 2, d, rp + r * S, wv, bv, res, y, oy + r, 0, (int)(wo - 16), post);
+            }
+            if (nr % 2 == 0)
+                continue;
+        }
+        for (int r = nr >= 2 && wo <= 32 ? nr - 1 : 0; r < nr; r++)
+            for (int64_t ox = 0; ox < wo; ox += 64) {
+                const int64_t left = wo - ox;
+                const int nv = left > 48 ? 4 : (int)((left + 15) / 16), ln = (int)(left - 16 * (nv - 1));
+                const float *const *rr = rp + r * S;
+                switch (nv) {
+                case 4:
+                    dwr_block(K, S, 1, 4, d, rr, wv, bv, res, y, oy + r, ox, ln > 16 ? 16 : ln, post);
+                    break;
+                case 3:
+                    dwr_block(K, S, 1, 3, d, rr, wv, bv, res, y, oy + r, ox, ln, post);
+                    break;
+                case 2:
+                    dwr_block(K, S, 1, 2, d, rr, wv, bv, res, y, oy + r, ox, ln, post);
+                    break;
+                default:
+                    dwr_block(K, S, 1, 1, d, rr, wv, bv, res, y, oy + r, ox, ln, post);
+                    break;
+                }
+            }
+    }
+}
+
+static TGT void dw_ring(const cc_dwr *d, const float *x, const float *wk, float bias, const float *res, float *y,
+                        int64_t oy0, int64_t oy1, const cc_post *post)
+{
+#define CC_DWR_CASE(K, S)                                                                                        \
+    if (d->kh == K && d->s == S) {                                                                               \
+        dwr_rows_k(K, S, d, x, wk, bias, res, y, oy0, oy1, post);                                               \
+        return;                                                                                                  \
+    }
+    CC_DWR_CASE(3, 1) CC_DWR_CASE(3, 2) CC_DWR_CASE(5, 1) CC_DWR_CASE(5, 2) CC_DWR_CASE(7, 1) CC_DWR_CASE(7, 2)
+#undef CC_DWR_CASE
+}
+
 /* As load_strided, with `fill` where the row has no element. */
 INL __m512 load_strided_fill(const float *row, int64_t w, int64_t ix, int64_t sw, __m512 fill)
 {
@@ -802,4 +948,5 @@ static TGT void maxpool_rows(const cc_geom *g, const float *x, float *y, int64_t
 }
 
 const cc_ops s4d_cc_ops_avx512 = {S4D_CPUCONV_ISA_AVX512, NR,       VL,      ukr,         pack_b,
-                                  wino_in,                wino_out, dw_rows, dw_staged, maxpool_rows};
+                                  wino_in,                wino_out, dw_rows, dw_staged, maxpool_rows,
+                                  dw_ring};
