@@ -59,16 +59,6 @@ static int has_f32(const s4d_ir_graph *g, const s4d_ir_node *n)
     return 0;
 }
 
-static int same_dims(const s4d_tensor *a, const s4d_tensor *b)
-{
-    if (a->rank != b->rank)
-        return 0;
-    for (int d = 0; d < a->rank; d++)
-        if (a->dims[d] != b->dims[d])
-            return 0;
-    return 1;
-}
-
 /*
  * Whether node n runs in float16 on backend be: its schema infers the same
  * shapes and parameters from float16 inputs (so the loader will infer it
@@ -141,7 +131,7 @@ static s4d_status try_half(const s4d_ir_graph *g, const s4d_ir_node *n, const s4
         }
         const s4d_tensor *t = &g->values[v].t;
         s4d_dtype want = t->dtype == S4D_DTYPE_FLOAT32 ? S4D_DTYPE_FLOAT16 : t->dtype;
-        if (n->kind == S4D_LAYER_OP && (out[i].dtype != want || !same_dims(&out[i], t))) {
+        if (n->kind == S4D_LAYER_OP && (out[i].dtype != want || !s4d_tensor_same_dims(&out[i], t))) {
             st = s4d_fmt_err(why, whysz, S4D_ERR_UNSUPPORTED,
                              "with float16 inputs its output %d would be %s", i,
                              s4d_dtype_name(out[i].dtype));
@@ -228,7 +218,7 @@ static s4d_status reinfer(const s4d_ir_graph *g, s4d_ir_node *n, char *err, size
     st = s4d_op_infer(&ctx);
     for (int i = 0; st == S4D_OK && i < n->num_outputs; i++) {
         int v = n->outputs[i];
-        if (v >= 0 && (out[i].dtype != g->values[v].t.dtype || !same_dims(&out[i], &g->values[v].t)))
+        if (v >= 0 && (out[i].dtype != g->values[v].t.dtype || !s4d_tensor_same_dims(&out[i], &g->values[v].t)))
             st = S4D_ERR_INTERNAL;
     }
     if (st != S4D_OK) {

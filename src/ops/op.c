@@ -176,6 +176,16 @@ const char *s4d_op_attr_string(const s4d_op_ctx *ctx, const char *name, const ch
     return a && a->type == S4D_ATTR_STRING && a->s ? a->s : dflt;
 }
 
+int s4d_tensor_same_dims(const s4d_tensor *a, const s4d_tensor *b)
+{
+    if (a->rank != b->rank)
+        return 0;
+    for (int d = 0; d < a->rank; d++)
+        if (a->dims[d] != b->dims[d])
+            return 0;
+    return 1;
+}
+
 int64_t s4d_tensor_numel(const s4d_tensor *t)
 {
     if (!t || t->rank < 0)

@@ -158,6 +158,8 @@ const char *s4d_op_attr_string(const s4d_op_ctx *ctx, const char *name, const ch
 
 /* Element count of a tensor (1 for rank 0). */
 int64_t s4d_tensor_numel(const s4d_tensor *t);
+/* Whether a and b have the same rank and dims. */
+int s4d_tensor_same_dims(const s4d_tensor *a, const s4d_tensor *b);
 
 /*
  * The largest tensor an op ever sees: its bytes, counting every dim of 0 as 1,

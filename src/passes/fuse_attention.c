@@ -51,16 +51,6 @@ static int softmax_last_axis(const s4d_ir_node *n, int r)
     return axis == r - 1;
 }
 
-static int same_shape(const s4d_tensor *a, const s4d_tensor *b)
-{
-    if (a->rank != b->rank)
-        return 0;
-    for (int d = 0; d < a->rank; d++)
-        if (a->dims[d] != b->dims[d])
-            return 0;
-    return 1;
-}
-
 /* A matched chain: the nodes and what the fused node takes. */
 typedef struct chain {
     int mm1, where, softmax, mm2;
@@ -104,7 +94,7 @@ static int match(const s4d_ir_graph *g, const int *uses, int i, chain *c)
         }
         if (other < 0 || !scalar_fill(g, other, st->dtype, &c->fill))
             return 0;
-        if (g->values[w->inputs[0]].t.dtype != S4D_DTYPE_BOOL || !same_shape(&g->values[w->outputs[0]].t, st))
+        if (g->values[w->inputs[0]].t.dtype != S4D_DTYPE_BOOL || !s4d_tensor_same_dims(&g->values[w->outputs[0]].t, st))
             return 0;
         c->where = j;
         c->mask = w->inputs[0];
@@ -182,7 +172,7 @@ static s4d_status fused_supported(const s4d_ir_graph *g, const chain *c, int *ok
     char msg[600], why[600];
     s4d_op_ctx ctx;
     s4d_ir_node_ctx(&n, in, out, msg, sizeof msg, &ctx);
-    if (s4d_op_infer(&ctx) == S4D_OK && same_shape(&out[0], &g->values[m2->outputs[0]].t) &&
+    if (s4d_op_infer(&ctx) == S4D_OK && s4d_tensor_same_dims(&out[0], &g->values[m2->outputs[0]].t) &&
         out[0].dtype == g->values[m2->outputs[0]].t.dtype) {
         out[0].data = NULL;
         *ok = s4d_node_supported_as(&n, be, in, out, n.params, why, sizeof why) == S4D_OK;

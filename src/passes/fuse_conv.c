@@ -113,16 +113,6 @@ s4d_status s4d_pass_fuse_conv_bn(s4d_ir_graph *g, char *err, size_t errsz)
     return st;
 }
 
-static int same_shape(const s4d_tensor *a, const s4d_tensor *b)
-{
-    if (a->dtype != b->dtype || a->rank != b->rank)
-        return 0;
-    for (int i = 0; i < a->rank; i++)
-        if (a->dims[i] != b->dims[i])
-            return 0;
-    return 1;
-}
-
 s4d_status s4d_pass_fuse_conv_act(s4d_ir_graph *g, char *err, size_t errsz)
 {
     int *uses = s4d_fuse_use_counts(g);
@@ -139,7 +129,7 @@ s4d_status s4d_pass_fuse_conv_act(s4d_ir_graph *g, char *err, size_t errsz)
         if (s4d_fuse_is_op(g, j, "Add") && g->nodes[j].num_inputs == 2) {
             const s4d_ir_node *add = &g->nodes[j];
             int other = add->inputs[0] == y ? add->inputs[1] : add->inputs[0];
-            if (other >= 0 && other != y && same_shape(&g->values[other].t, &g->values[y].t)) {
+            if (other >= 0 && other != y && s4d_tensor_same_dims(&g->values[other].t, &g->values[y].t)) {
                 z = other;
                 last = add_at = j;
                 y = add->outputs[0];

@@ -13,18 +13,7 @@
 #include <string.h>
 
 #include "runtime/precision_metric.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                                     \
-    do {                                                                                     \
-        if (!(cond)) {                                                                       \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);          \
-            fprintf(stderr, __VA_ARGS__);                                                    \
-            fputc('\n', stderr);                                                             \
-            failures++;                                                                      \
-        }                                                                                    \
-    } while (0)
+#include "../engine/check.h"
 
 static uint32_t rng = 88172645u;
 
@@ -372,8 +361,8 @@ int main(void)
     nonfinite();
     long_outputs();
     bad_axis();
-    if (failures) {
-        fprintf(stderr, "%d checks failed\n", failures);
+    if (g_failures) {
+        fprintf(stderr, "%d checks failed\n", g_failures);
         return 1;
     }
     printf("matched rel_l2: all checks passed\n");

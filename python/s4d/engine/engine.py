@@ -417,23 +417,40 @@ _PRECISIONS = {"fp32": 1, "float32": 1, "fp16": 10, "float16": 10}  # s4d_dtype 
 _METRICS = {"auto": 0, "ordered": 1, "matched": 2}  # s4d_accuracy_metric
 
 
+def _named_array(mapping, struct, name_field, value_field, convert, keep):
+    """A ctypes array of struct {name_field: name, value_field: convert(name, value)} from a
+    mapping, with the encoded names kept alive in keep; returns (pointer, count)."""
+    items = list(dict(mapping).items())
+    arr = (struct * len(items))()
+    for i, (name, value) in enumerate(items):
+        enc = str(name).encode()
+        keep.append(enc)
+        setattr(arr[i], name_field, enc)
+        setattr(arr[i], value_field, convert(name, value))
+    keep.append(arr)
+    return ctypes.cast(arr, ctypes.POINTER(struct)), len(items)
+
+
+def _layer_precision(name, prec):
+    if prec not in _PRECISIONS:
+        raise InvalidArgumentError(f"layer_precisions: layer '{name}': precision "
+                                   f"{prec!r} is not 'fp32' or 'fp16'")
+    return _PRECISIONS[prec]
+
+
+def _output_metric(name, metric):
+    if metric not in _METRICS:
+        raise InvalidArgumentError(f"output_metrics: output '{name}': metric {metric!r} "
+                                   f"is not 'ordered', 'matched' or 'auto'")
+    return _METRICS[metric]
+
+
 def _precision_options(opts, b):
     """Fills the fp16 precision fields of opts; returns what must stay alive during the build."""
     keep = []
     if b.layer_precisions:
-        items = list(dict(b.layer_precisions).items())
-        arr = (_lib.LayerPrecision * len(items))()
-        for i, (name, prec) in enumerate(items):
-            if prec not in _PRECISIONS:
-                raise InvalidArgumentError(f"layer_precisions: layer '{name}': precision "
-                                           f"{prec!r} is not 'fp32' or 'fp16'")
-            enc = str(name).encode()
-            keep.append(enc)
-            arr[i].layer = enc
-            arr[i].dtype = _PRECISIONS[prec]
-        opts.layer_precisions = ctypes.cast(arr, ctypes.POINTER(_lib.LayerPrecision))
-        opts.num_layer_precisions = len(items)
-        keep.append(arr)
+        opts.layer_precisions, opts.num_layer_precisions = _named_array(
+            b.layer_precisions, _lib.LayerPrecision, "layer", "dtype", _layer_precision, keep)
     opts.obey_precisions = int(bool(b.obey_precisions))
     if b.calib_dir is not None:
         enc = os.fsencode(b.calib_dir)
@@ -442,30 +459,12 @@ def _precision_options(opts, b):
     if b.accuracy is not None:
         opts.accuracy = float(b.accuracy)
     if b.output_tolerances:
-        items = list(dict(b.output_tolerances).items())
-        arr = (_lib.OutputTolerance * len(items))()
-        for i, (name, tol) in enumerate(items):
-            enc = str(name).encode()
-            keep.append(enc)
-            arr[i].output = enc
-            arr[i].rel_l2 = float(tol)
-        opts.output_tolerances = ctypes.cast(arr, ctypes.POINTER(_lib.OutputTolerance))
-        opts.num_output_tolerances = len(items)
-        keep.append(arr)
+        opts.output_tolerances, opts.num_output_tolerances = _named_array(
+            b.output_tolerances, _lib.OutputTolerance, "output", "rel_l2",
+            lambda _, tol: float(tol), keep)
     if b.output_metrics:
-        items = list(dict(b.output_metrics).items())
-        arr = (_lib.OutputMetric * len(items))()
-        for i, (name, metric) in enumerate(items):
-            if metric not in _METRICS:
-                raise InvalidArgumentError(f"output_metrics: output '{name}': metric {metric!r} "
-                                           f"is not 'ordered', 'matched' or 'auto'")
-            enc = str(name).encode()
-            keep.append(enc)
-            arr[i].output = enc
-            arr[i].metric = _METRICS[metric]
-        opts.output_metrics = ctypes.cast(arr, ctypes.POINTER(_lib.OutputMetric))
-        opts.num_output_metrics = len(items)
-        keep.append(arr)
+        opts.output_metrics, opts.num_output_metrics = _named_array(
+            b.output_metrics, _lib.OutputMetric, "output", "metric", _output_metric, keep)
     return keep
 
 
