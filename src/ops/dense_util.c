@@ -1,8 +1,32 @@
 /* Shared helpers of the dense CPU ops: OpenBLAS calls and shape tools. */
 #include <cblas.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "ops/dense_util.h"
+
+/*
+ * OpenBLAS's worker threads spin (sched_yield) for about 2^28 cycles after
+ * each threaded call before they sleep: a tenth of a second, longer than a
+ * whole small network. One threaded product per inference (a classifier's
+ * last Gemm) kept a core busy with OpenBLAS's spinning while the engine's pool
+ * wanted it, and two threads ran slower than one. So OpenBLAS stays on one
+ * thread, and only products large enough to repay that get the engine's width
+ * (blas_budget). Its thread count does not change the bits of a product:
+ * OpenBLAS splits M and N over threads, never K.
+ */
+#define BLAS_THREADED_MACS (8.0 * 1024 * 1024)
+
+static atomic_int blas_budget = 1; /* the engine's width, set by its contexts */
+static atomic_int blas_now = 0;    /* what OpenBLAS was last set to; 0: not yet */
+
+static void blas_width_for(double macs)
+{
+    int want = macs >= BLAS_THREADED_MACS ? atomic_load_explicit(&blas_budget, memory_order_relaxed) : 1;
+    /* Contexts on several threads may race here; that costs speed, never bits. */
+    if (atomic_exchange_explicit(&blas_now, want, memory_order_relaxed) != want)
+        openblas_set_num_threads(want);
+}
 
 void s4d_host_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                    const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
@@ -17,6 +41,7 @@ void s4d_host_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, f
                 c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
         return;
     }
+    blas_width_for((double)m * (double)n * (double)k);
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
                 (blasint)m, (blasint)n, (blasint)k, alpha, a, (blasint)lda, b, (blasint)ldb, beta, c,
                 (blasint)ldc);
@@ -34,6 +59,7 @@ void s4d_host_dgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, d
                 c[i * ldc + j] = beta == 0.0 ? 0.0 : beta * c[i * ldc + j];
         return;
     }
+    blas_width_for((double)m * (double)n * (double)k);
     cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
                 (blasint)m, (blasint)n, (blasint)k, alpha, a, (blasint)lda, b, (blasint)ldb, beta, c,
                 (blasint)ldc);
@@ -41,18 +67,27 @@ void s4d_host_dgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, d
 
 int s4d_host_gemm_is_small(int64_t m, int64_t n, int64_t k)
 {
-    /* OpenBLAS (interface/gemm.c) keeps products of m*n*k <= 65536 * 4 on one thread. */
-    return (double)m * (double)n * (double)k <= 262144.0;
+    return (double)m * (double)n * (double)k < BLAS_THREADED_MACS;
+}
+
+void s4d_host_sgemv(int trans, int64_t m, int64_t n, float alpha, const float *a, int64_t lda, const float *x,
+                    float beta, float *y)
+{
+    if (m <= 0 || n <= 0)
+        return;
+    blas_width_for((double)m * (double)n);
+    cblas_sgemv(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, (blasint)m, (blasint)n, alpha, a, (blasint)lda,
+                x, 1, beta, y, 1);
 }
 
 void s4d_host_blas_set_threads(int n)
 {
-    openblas_set_num_threads(n < 1 ? 1 : n);
+    atomic_store(&blas_budget, n < 1 ? 1 : n);
 }
 
 int s4d_host_blas_get_threads(void)
 {
-    return openblas_get_num_threads();
+    return atomic_load(&blas_budget);
 }
 
 int s4d_host_has_input(const s4d_op_ctx *ctx, int i)

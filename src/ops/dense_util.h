@@ -3,14 +3,13 @@
  * normalisation, resampling): the OpenBLAS entry points and small shape tools.
  *
  * Threading policy. OpenBLAS keeps its own worker threads; the engine keeps a
- * thread pool. Running both at full width at once oversubscribes the cores, so:
- *   - a matrix product large enough for OpenBLAS to split is issued from the
- *     thread that runs the op, never from a pool worker, and OpenBLAS's own
- *     thread count (s4d_host_blas_set_threads, set by the engine to its pool
- *     width) decides its parallelism;
- *   - a batch of products each below OpenBLAS's split threshold (where it runs
- *     on the calling thread anyway) is spread over the engine's pool, one
- *     product per task;
+ * thread pool. Running both at full width at once oversubscribes the cores, and
+ * OpenBLAS's workers keep spinning long after a threaded call, so:
+ *   - a product of a few million multiply-adds or more is issued from the
+ *     thread that runs the op, never from a pool worker, on as many OpenBLAS
+ *     threads as the engine's width (s4d_host_blas_set_threads);
+ *   - smaller products run on one OpenBLAS thread; a batch of them is spread
+ *     over the engine's pool, one product per task (s4d_host_gemm_is_small);
  *   - everything else (im2col, pooling, normalisation) runs on the pool.
  */
 #ifndef S4D_HOST_OPS_DENSE_UTIL_H
@@ -28,13 +27,18 @@ void s4d_host_dgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, d
                    const double *a, int64_t lda, const double *b, int64_t ldb, double beta,
                    double *c, int64_t ldc);
 
-/* Nonzero when OpenBLAS would run an m x n x k product on the calling thread alone. */
+/* Nonzero when an m x n x k product runs on one OpenBLAS thread (the calling one). */
 int s4d_host_gemm_is_small(int64_t m, int64_t n, int64_t k);
 
 /* Largest size OpenBLAS's 32-bit interface takes for m, n, k and leading dimensions. */
 #define S4D_HOST_BLAS_MAX_DIM 2147483647LL
 
-/* OpenBLAS worker threads for later products (n >= 1); process-wide. */
+/* Row-major y = alpha * op(A) x + beta * y for an m x n matrix A (op = transpose when trans != 0). */
+void s4d_host_sgemv(int trans, int64_t m, int64_t n, float alpha, const float *a, int64_t lda, const float *x,
+                    float beta, float *y);
+
+/* Threads OpenBLAS may use for a large product (n >= 1; process-wide): the
+ * products above a few million multiply-adds get them, smaller ones one. */
 void s4d_host_blas_set_threads(int n);
 int s4d_host_blas_get_threads(void);
 

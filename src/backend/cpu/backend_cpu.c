@@ -36,6 +36,40 @@ static s4d_status cpu_target_info(s4d_target_info *info)
     return S4D_OK;
 }
 
+double s4d_cpu_io_us(const s4d_op_ctx *ctx)
+{
+    double bytes = 0.0;
+    for (int i = 0; i < ctx->num_inputs; i++)
+        if (ctx->inputs[i].data && ctx->inputs[i].rank >= 0)
+            bytes += (double)s4d_tensor_numel(&ctx->inputs[i]) * (double)s4d_dtype_size(ctx->inputs[i].dtype);
+    for (int i = 0; i < ctx->num_outputs; i++)
+        if (ctx->outputs[i].rank >= 0)
+            bytes += (double)s4d_tensor_numel(&ctx->outputs[i]) * (double)s4d_dtype_size(ctx->outputs[i].dtype);
+    return bytes / 20000.0;
+}
+
+void s4d_cpu_split_decide(s4d_op_ctx *ctx, double est_us)
+{
+    if (est_us < S4D_CPU_SPLIT_MIN_US)
+        ctx->pool = NULL;
+}
+
+/* Ops whose time follows their arithmetic rather than the bytes they touch:
+   the size of their tensors says nothing about whether a split pays. */
+static int compute_bound(const char *op_type)
+{
+    static const char *const ops[] = {
+        "MatMul", "Gemm", "Einsum", "Conv", "ConvTranspose", "FusedConv", "FusedConvAct", "Attention",
+        "LSTM", "GRU", "RNN", "GridSample", "Resize", "Upsample", "TopK", "NonMaxSuppression", "RoiAlign",
+        "LRN", "MatMulInteger", "ConvInteger", "QLinearConv", "QLinearMatMul", "DeformConv", "MaxRoiPool",
+        "Col2Im", "STFT", "DFT",
+    };
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (strcmp(op_type, ops[i]) == 0)
+            return 1;
+    return 0;
+}
+
 /* Host implementations run as they are: the schema's reference is the CPU kernel. */
 static size_t host_workspace(const s4d_op_ctx *ctx)
 {
@@ -44,6 +78,8 @@ static size_t host_workspace(const s4d_op_ctx *ctx)
 
 static s4d_status host_run(s4d_op_ctx *ctx)
 {
+    if (ctx->pool && !compute_bound(ctx->schema->op_type))
+        s4d_cpu_split_decide(ctx, s4d_cpu_io_us(ctx));
     return ctx->schema->run(ctx);
 }
 

@@ -45,6 +45,7 @@ typedef struct conv_state {
     size_t packed_bytes;
     size_t ws_bytes;            /* the largest plan's */
     s4d_cpuconv_algo algo;
+    double arith_us; /* estimated single-thread time of the arithmetic */
 } conv_state;
 
 int s4d_cpu_plan_threads(void)
@@ -210,6 +211,14 @@ static s4d_status conv_prepare(s4d_op_ctx *ctx, const void *payload, size_t size
     s4d_errbuf err;
     err.msg[0] = 0;
     s4d_status st = conv_make_plans(s, cp, algo, &err);
+    if (st == S4D_OK) {
+        const double ho = (double)((cp.h + cp.pad_top + cp.pad_bottom - cp.dil_h * (cp.kh - 1) - 1) / cp.stride_h + 1);
+        const double wo = (double)((cp.w + cp.pad_left + cp.pad_right - cp.dil_w * (cp.kw - 1) - 1) / cp.stride_w + 1);
+        const double macs = (double)cp.n * (double)cp.m * (double)(cp.c / cp.group) * (double)(cp.kh * cp.kw) * ho * wo;
+        /* Multiply-adds per us on one thread, from the per-layer profiles: 50 to 90
+           thousand for the GEMM and Winograd layers, 4 to 15 thousand depthwise. */
+        s->arith_us = macs / (s->algo == S4D_CPUCONV_ALGO_DEPTHWISE ? 8000.0 : 60000.0);
+    }
     if (st != S4D_OK) {
         conv_state_free(s);
         if (algo != S4D_CPUCONV_ALGO_AUTO)
@@ -270,6 +279,7 @@ static s4d_status conv_run(s4d_op_ctx *ctx)
     if (!s)
         return ctx->schema->run(ctx);
     const s4d_conv_params *p = ctx->params;
+    s4d_cpu_split_decide(ctx, s->arith_us + s4d_cpu_io_us(ctx));
     int threads = s4d_threadpool_size(ctx->pool);
     int k = 0;
     while (k + 1 < s->nplans && s->width[k + 1] <= threads)

@@ -37,6 +37,22 @@ extern const s4d_kernel s4d_cpu_kernel_gemm;
    since_version <= opset, or NULL (kernel_table.c). */
 const s4d_kernel *s4d_cpu_find_own_kernel(const char *domain, const char *op_type, int opset);
 
+/*
+ * Whether a layer is worth splitting over the context's pool. Waking the
+ * workers and waiting for the last of them costs 10 to 30 us per parallel
+ * region on a shared virtual machine, about what a small layer takes on one
+ * thread, so layers estimated below S4D_CPU_SPLIT_MIN_US run on the calling
+ * thread alone (ctx->pool set to NULL). The result is the same either way:
+ * every kernel gives the same bits on any number of threads.
+ */
+#define S4D_CPU_SPLIT_MIN_US 60.0
+/* Single-thread microseconds to read and write the layer's tensors (in cache,
+   where these small layers live: 20 bytes per ns, Concat and Slice measured
+   at 50 to 90). */
+double s4d_cpu_io_us(const s4d_op_ctx *ctx);
+/* Sets ctx->pool to NULL when est_us, the layer's estimated single-thread time, is below the threshold. */
+void s4d_cpu_split_decide(s4d_op_ctx *ctx, double est_us);
+
 /* The largest thread count the convolution kernels plan for: the machine's
    online cores, or S4D_CPU_PLAN_THREADS when set (tests). */
 int s4d_cpu_plan_threads(void);

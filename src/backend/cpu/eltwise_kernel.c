@@ -234,6 +234,7 @@ static s4d_status act_run(s4d_op_ctx *ctx)
     act_job j;
     if (!act_job_make(ctx, &j))
         return ctx->schema->run(ctx);
+    s4d_cpu_split_decide(ctx, s4d_cpu_io_us(ctx));
     s4d_parallel_for(ctx->pool, s4d_tensor_numel(&ctx->inputs[0]), 1 << 14, act_fn(), &j);
     return S4D_OK;
 }

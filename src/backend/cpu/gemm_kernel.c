@@ -4,8 +4,6 @@
  * whole weight matrix into its packed panels on every call. Other shapes and
  * dtypes run the host reference.
  */
-#include <cblas.h>
-
 #include "backend/cpu/cpu_kernels.h"
 #include "ops/dense.h"
 #include "ops/dense_util.h"
@@ -20,11 +18,9 @@ static s4d_status gemm_run(s4d_op_ctx *ctx)
     float *y = ctx->outputs[0].data;
     /* One row of A is contiguous whether or not it is transposed. */
     if (p->tb)
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, (blasint)p->n, (blasint)p->k, p->alpha, b,
-                    (blasint)p->k, a, 1, 0.0f, y, 1);
+        s4d_host_sgemv(0, p->n, p->k, p->alpha, b, p->k, a, 0.0f, y);
     else
-        cblas_sgemv(CblasRowMajor, CblasTrans, (blasint)p->k, (blasint)p->n, p->alpha, b,
-                    (blasint)p->n, a, 1, 0.0f, y, 1);
+        s4d_host_sgemv(1, p->k, p->n, p->alpha, b, p->n, a, 0.0f, y);
     if (p->has_c && p->beta != 0.0f) {
         const float *c = ctx->inputs[2].data;
         for (int64_t j = 0; j < p->n; j++)

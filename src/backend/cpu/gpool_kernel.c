@@ -71,6 +71,7 @@ static s4d_status gavg_run(s4d_op_ctx *ctx)
     if (!p || ctx->inputs[0].dtype != S4D_DTYPE_FLOAT32)
         return ctx->schema->run(ctx);
     gavg_job j = {ctx->inputs[0].data, ctx->outputs[0].data, p->plane};
+    s4d_cpu_split_decide(ctx, s4d_cpu_io_us(ctx));
     __builtin_cpu_init();
     s4d_parallel_fn fn = __builtin_cpu_supports("avx512f") ? gavg_avx512
                          : __builtin_cpu_supports("avx2") ? gavg_avx2

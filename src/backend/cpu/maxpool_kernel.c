@@ -56,6 +56,9 @@ static s4d_status maxpool_run(s4d_op_ctx *ctx)
     s4d_cpuconv_pool_params q;
     if (!maxpool_lib_params(ctx, &q))
         return ctx->schema->run(ctx);
+    /* About 4 window elements compared per ns on one thread (ShuffleNet's 3x3/2 layer). */
+    s4d_cpu_split_decide(ctx, (double)q.n * (double)q.c * (double)q.ho * (double)q.wo * (double)q.kh *
+                                  (double)q.kw / 4000.0 + s4d_cpu_io_us(ctx));
     s4d_errbuf err;
     err.msg[0] = 0;
     s4d_status st = s4d_cpuconv_maxpool(&q, ctx->inputs[0].data, ctx->outputs[0].data,
