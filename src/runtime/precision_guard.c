@@ -1082,16 +1082,18 @@ s4d_status s4d_precision_guard(const void *data, size_t size, const s4d_build_op
            moving layers no longer reduces it (or nothing on the score path is left). */
         if (sel_t >= 0 && (stall >= STALL_ITERATIONS || (stall >= 1 && !on_path))) {
             free(r);
+            const s4d_selection_diff *d = &m.sel[sel_t];
+            /* Under the 512 bytes of an error message, with long names. */
             st = s4d_fmt_err(
                 err, errsz, S4D_ERR_UNSUPPORTED,
-                "fp16 accuracy guard: output '%s' stays at rel_l2 %s above its tolerance %g after "
-                "%d iteration%s that did not reduce it (%d layer%s moved to fp32): its rows "
-                "follow a selection near a tie, %s; the remaining error comes from that "
-                "selection, not from float16 arithmetic the guard can move. Give the output "
-                "the tolerance inf to accept it (--accuracy=%s:inf, output_tolerances), or "
-                "build without fp16",
+                "fp16 accuracy guard: output '%s' stays at rel_l2 %s above its tolerance %g "
+                "(%d iteration%s without improvement, %d layer%s moved to fp32): the error comes "
+                "from a selection near a tie: TopK '%s' selects %lld of its %lld rows other than "
+                "float32 (float32's k-th and (k+1)-th scores %.3g apart at %.4g, float16 moves "
+                "them by %.3g). Accept it with --accuracy=%s:inf, or build without fp16",
                 wi.name, e1, tol[wo], stall, stall == 1 ? "" : "s", gs.num_moved,
-                gs.num_moved == 1 ? "" : "s", selmsg, wi.name);
+                gs.num_moved == 1 ? "" : "s", p->layers[sel_t].name, (long long)d->other,
+                (long long)d->k, d->margin, d->kth, d->err, wi.name);
             progress("stopping: %s", err);
             goto done;
         }
@@ -1127,7 +1129,7 @@ s4d_status s4d_precision_guard(const void *data, size_t size, const s4d_build_op
                 snprintf(why, sizeof why,
                          "iteration %d: %s%s%sits outputs' error %s from inputs' %s "
                          "(amplification %.3g)",
-                         iter, on_path ? "computes the scores of TopK '" : "",
+                         iter, on_path ? "on the score path of TopK '" : "",
                          on_path ? p->layers[sel_t].name : "", on_path ? "'; " : "", e1, e2,
                          r[q].score);
             if (add_moved(&gs, l->name, iter, why) != S4D_OK) {
