@@ -31,7 +31,8 @@
 #define ERR_FLOOR 1e-3
 #define MAX_PUT_BACK_TRIALS 3
 /* An output whose rows another selection replaced stops the search after this many
-   iterations that did not reduce its error below STALL_GAIN times its best so far. */
+   iterations that did not bring the worst output's error (over its tolerance) below
+   STALL_GAIN times its best since that selection was first followed. */
 #define STALL_ITERATIONS 3
 #define STALL_GAIN 0.9
 /* The largest finite float16. */
@@ -999,9 +1000,10 @@ s4d_status s4d_precision_guard(const void *data, size_t size, const s4d_build_op
     memcpy(first.out_err, m.out_err, (size_t)no * sizeof(double));
     memcpy(first.out_ordered, m.out_ordered, (size_t)no * sizeof(double));
     int iter = 0, k = 1, k_sel = 1, last_batch = 0;
-    /* The stopping rule: the output whose changed selection is followed, its best error,
-       and how many iterations in a row did not reduce it. */
-    int stall_out = -1, stall = 0;
+    /* The stopping rule: the TopK (reference layer) whose changed selection is followed,
+       the best worst-output error over tolerance since, and how many iterations in a row
+       did not reduce it (outputs of one selection may take turns at being the worst). */
+    int stall_topk = -1, stall = 0;
     double stall_best = 0;
     char e1[32], e2[32];
     for (;;) {
@@ -1029,15 +1031,16 @@ s4d_status s4d_precision_guard(const void *data, size_t size, const s4d_build_op
         char selmsg[512] = "";
         if (sel_t >= 0) {
             selection_str(p, sel_t, &m.sel[sel_t], selmsg, sizeof selmsg);
-            if (wo == stall_out && !(m.out_err[wo] < STALL_GAIN * stall_best)) {
+            double ratio = m.out_err[wo] / tol[wo];
+            if (gd.topk[wo] == stall_topk && !(ratio < STALL_GAIN * stall_best)) {
                 stall++;
             } else {
-                stall_out = wo;
-                stall_best = m.out_err[wo];
+                stall_topk = gd.topk[wo];
+                stall_best = ratio;
                 stall = 0;
             }
         } else {
-            stall_out = -1;
+            stall_topk = -1;
             stall = 0;
         }
         unsigned char *on = NULL;
