@@ -9,7 +9,11 @@
  * the top k (k = 1, 2, 4, ...) to float32, so that the number of rebuilds
  * grows with the logarithm of the layers moved. Afterwards it tries to put
  * back the less suspicious half of the last batch. Layers the user pinned
- * are never changed.
+ * are never changed. An output whose rows follow a TopK that selected other
+ * rows than float32 is an error of the selection, invisible to the
+ * amplification of the layers that copy the rows: the layers computing that
+ * TopK's scores are ranked alone, and when moving them stops helping the
+ * build fails naming the selection's margin instead of moving everything.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
