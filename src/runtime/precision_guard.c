@@ -9,7 +9,11 @@
  * the top k (k = 1, 2, 4, ...) to float32, so that the number of rebuilds
  * grows with the logarithm of the layers moved. Afterwards it tries to put
  * back the less suspicious half of the last batch. Layers the user pinned
- * are never changed.
+ * are never changed. An output whose rows follow a TopK that selected other
+ * rows than float32 is an error of the selection, invisible to the
+ * amplification of the layers that copy the rows: the layers computing that
+ * TopK's scores are ranked alone, and when moving them stops helping the
+ * build fails naming the selection's margin instead of moving everything.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
@@ -30,6 +34,11 @@
 /* Input error below which a layer's output error counts as its own: float16's rounding. */
 #define ERR_FLOOR 1e-3
 #define MAX_PUT_BACK_TRIALS 3
+/* An output whose rows another selection replaced stops the search after this many
+   iterations that did not bring the worst output's error (over its tolerance) below
+   STALL_GAIN times its best since that selection was first followed. */
+#define STALL_ITERATIONS 3
+#define STALL_GAIN 0.9
 /* The largest finite float16. */
 #define FP16_MAX 65504.0
 
@@ -204,6 +213,7 @@ typedef struct measure {
     double *layer_err; /* per candidate layer: its outputs' error */
     double *in_err;    /* per candidate layer: its inputs' error */
     double *range;     /* per candidate layer: the largest magnitude of its float32 outputs */
+    s4d_selection_diff *sel; /* per candidate TopK layer: how its selection differs (worst set) */
 } measure;
 
 /* The hook's state for one run. */
@@ -265,6 +275,67 @@ static double mismatch(const float *a, const float *b, size_t n)
     return n ? (double)bad / (double)n : 0;
 }
 
+static int is_topk(const s4d_plan_layer *l)
+{
+    return l->op_type && strcmp(l->op_type, "TopK") == 0 && l->num_outputs >= 2 &&
+           l->num_inputs >= 1 && l->inputs[0] >= 0;
+}
+
+static int64_t attr_int(const s4d_plan_layer *l, const char *name, int64_t dflt)
+{
+    for (int i = 0; i < l->num_attrs; i++)
+        if (strcmp(l->attrs[i].name, name) == 0 && l->attrs[i].type == S4D_ATTR_INT)
+            return l->attrs[i].i;
+    return dflt;
+}
+
+/* A candidate TopK against the reference's: which rows it selects that float32 does not,
+   and how near a tie float32's k-th place is. Kept for the worst set. */
+static s4d_status compare_selection(s4d_context *c, int li, run_state *rs)
+{
+    const s4d_plan *p = rs->e->plan;
+    const s4d_plan_layer *l = &p->layers[li];
+    const s4d_plan_tensor *in = &p->tensors[l->inputs[0]];
+    const s4d_plan_tensor *vt = &p->tensors[l->outputs[0]], *it = &p->tensors[l->outputs[1]];
+    const float *scores = rs->cp[l->inputs[0]];
+    const float *rv = rs->ref_out[(size_t)rs->match[li] * MAXO];
+    const float *ri = rs->ref_out[(size_t)rs->match[li] * MAXO + 1];
+    int axis = (int)attr_int(l, "axis", -1);
+    if (axis < 0)
+        axis += in->rank;
+    if (!scores || !ri || axis < 0 || axis >= in->rank || it->rank != in->rank)
+        return S4D_OK;
+    size_t nv = tensor_numel(vt), ni = tensor_numel(it);
+    float *cv = malloc((nv + ni) * sizeof(float) + 4);
+    if (!cv)
+        return s4d_fmt_err(rs->err, rs->errsz, S4D_ERR_NO_MEMORY, "out of memory");
+    float *ci = cv + nv;
+    s4d_status st = s4d_context_layer_output(c, li, 0, rs->raw);
+    int ok = st == S4D_OK && widen_to_float(vt->dtype, rs->raw, nv, cv);
+    if (st == S4D_OK)
+        st = s4d_context_layer_output(c, li, 1, rs->raw);
+    ok = ok && st == S4D_OK && widen_to_float(it->dtype, rs->raw, ni, ci);
+    if (st != S4D_OK) {
+        free(cv);
+        return s4d_fmt_err(rs->err, rs->errsz, st, "%s", s4d_context_errmsg(c));
+    }
+    s4d_selection_diff d;
+    if (ok) {
+        st = s4d_selection_compare(scores, in->rank, in->dims, axis, it->dims[axis],
+                                   (int)attr_int(l, "largest", 1), ri, ci,
+                                   vt->dtype == S4D_DTYPE_INT64 ? NULL : rv, cv, &d);
+        if (st == S4D_ERR_NO_MEMORY) {
+            free(cv);
+            return s4d_fmt_err(rs->err, rs->errsz, st, "out of memory");
+        }
+        s4d_selection_diff *w = &rs->m->sel[li];
+        if (st == S4D_OK && (d.other > w->other || (d.other == w->other && d.margin < w->margin)))
+            *w = d;
+    }
+    free(cv);
+    return S4D_OK;
+}
+
 static s4d_status hook(s4d_context *c, int li, void *user)
 {
     run_state *rs = user;
@@ -319,6 +390,11 @@ static s4d_status hook(s4d_context *c, int li, void *user)
         any = 1;
         if (e > out_err || isnan(e))
             out_err = e;
+    }
+    if (!rs->reference && rs->match[li] >= 0 && any && is_topk(l)) {
+        s4d_status st = compare_selection(c, li, rs);
+        if (st != S4D_OK)
+            return st;
     }
     if (rs->reference || rs->match[li] < 0 || !half || !any)
         return S4D_OK;
@@ -536,8 +612,11 @@ static s4d_status evaluate(guard *gd, const s4d_engine *e16, measure *m, char *e
     int nl = p16->num_layers;
     for (int o = 0; o < gd->num_outputs; o++)
         m->out_err[o] = m->out_ordered[o] = 0;
-    for (int i = 0; i < nl; i++)
+    for (int i = 0; i < nl; i++) {
         m->score[i] = m->layer_err[i] = m->in_err[i] = m->range[i] = 0;
+        memset(&m->sel[i], 0, sizeof m->sel[i]);
+        m->sel[i].margin = INFINITY;
+    }
     s4d_status st = S4D_OK;
     int *match = malloc(((size_t)nl + 1) * sizeof *match);
     float **ref_out = calloc((size_t)p32->num_layers * MAXO + 1, sizeof *ref_out);
@@ -703,8 +782,11 @@ static s4d_status measure_alloc(measure *m, int no, int nl)
     m->layer_err = calloc((size_t)nl + 1, sizeof(double));
     m->in_err = calloc((size_t)nl + 1, sizeof(double));
     m->range = calloc((size_t)nl + 1, sizeof(double));
-    return m->out_err && m->out_ordered && m->score && m->layer_err && m->in_err && m->range ? S4D_OK
-                                                                           : S4D_ERR_NO_MEMORY;
+    m->sel = calloc((size_t)nl + 1, sizeof *m->sel);
+    return m->out_err && m->out_ordered && m->score && m->layer_err && m->in_err && m->range &&
+                   m->sel
+               ? S4D_OK
+               : S4D_ERR_NO_MEMORY;
 }
 
 static void measure_free(measure *m)
@@ -715,6 +797,7 @@ static void measure_free(measure *m)
     free(m->layer_err);
     free(m->in_err);
     free(m->range);
+    free(m->sel);
     memset(m, 0, sizeof *m);
 }
 
@@ -768,6 +851,60 @@ static void fmt_err(char *b, size_t n, double e)
         snprintf(b, n, "nan");
     else
         snprintf(b, n, "%.3e", e);
+}
+
+/* The layer of p that is the TopK ordering output o's rows (the reference's, by name), or -1. */
+static int topk_of(const guard *gd, const s4d_plan *p, int o)
+{
+    if (o < 0 || gd->topk[o] < 0)
+        return -1;
+    const char *name = gd->ref->plan->layers[gd->topk[o]].name;
+    for (int i = 0; i < p->num_layers; i++)
+        if (p->layers[i].name && strcmp(p->layers[i].name, name) == 0)
+            return is_topk(&p->layers[i]) ? i : -1;
+    return -1;
+}
+
+/* Marks in `on` TopK layer t and every layer of p that its scores (first input) depend on.
+   Layers are in execution order, so one backward sweep finds them. */
+static s4d_status score_path(const s4d_plan *p, int t, unsigned char *on)
+{
+    unsigned char *need = calloc((size_t)p->num_tensors + 1, 1);
+    if (!need)
+        return S4D_ERR_NO_MEMORY;
+    memset(on, 0, (size_t)p->num_layers);
+    on[t] = 1;
+    need[p->layers[t].inputs[0]] = 1;
+    for (int li = t - 1; li >= 0; li--) {
+        const s4d_plan_layer *l = &p->layers[li];
+        int hit = 0;
+        for (int j = 0; j < l->num_outputs && !hit; j++)
+            hit = need[l->outputs[j]];
+        if (!hit)
+            continue;
+        on[li] = 1;
+        for (int j = 0; j < l->num_inputs; j++)
+            if (l->inputs[j] >= 0)
+                need[l->inputs[j]] = 1;
+    }
+    free(need);
+    return S4D_OK;
+}
+
+/* "TopK 'x' selects 2 of its 12 rows other than float32 (float32's 12th and 13th scores
+   1.2e-02 apart at 0.5; float16 moves the scores there by 3.1e-02)" */
+static void selection_str(const s4d_plan *p, int t, const s4d_selection_diff *d, char *b,
+                          size_t n)
+{
+    char gap[32];
+    if (isinf(d->margin))
+        snprintf(gap, sizeof gap, "no (k+1)-th");
+    else
+        snprintf(gap, sizeof gap, "%.3g apart", d->margin);
+    snprintf(b, n,
+             "TopK '%s' selects %lld of its %lld rows other than float32 (float32's k-th and "
+             "(k+1)-th scores %s at %.4g; float16 moves the scores there by %.3g)",
+             p->layers[t].name, (long long)d->other, (long long)d->k, gap, d->kth, d->err);
 }
 
 s4d_status s4d_precision_guard(const void *data, size_t size, const s4d_build_options *o,
@@ -866,7 +1003,12 @@ s4d_status s4d_precision_guard(const void *data, size_t size, const s4d_build_op
         goto done;
     memcpy(first.out_err, m.out_err, (size_t)no * sizeof(double));
     memcpy(first.out_ordered, m.out_ordered, (size_t)no * sizeof(double));
-    int iter = 0, k = 1, last_batch = 0;
+    int iter = 0, k = 1, k_sel = 1, last_batch = 0;
+    /* The stopping rule: the TopK (reference layer) whose changed selection is followed,
+       the best worst-output error over tolerance since, and how many iterations in a row
+       did not reduce it (outputs of one selection may take turns at being the worst). */
+    int stall_topk = -1, stall = 0;
+    double stall_best = 0;
     char e1[32], e2[32];
     for (;;) {
         double worst;
@@ -884,23 +1026,83 @@ s4d_status s4d_precision_guard(const void *data, size_t size, const s4d_build_op
                  iter, gs.num_moved, wi.name, e1);
         if (all_ok(&m, tol, no))
             break;
-        /* Rank the float16 layers the guard may move. */
         const s4d_plan *p = cur->plan;
+        /* A worst output whose rows follow a TopK that selected other rows than float32:
+           the error is in the selection, so the layers computing its scores go first. */
+        int sel_t = topk_of(&gd, p, wo);
+        if (sel_t >= 0 && m.sel[sel_t].other <= 0)
+            sel_t = -1;
+        char selmsg[512] = "";
+        if (sel_t >= 0) {
+            selection_str(p, sel_t, &m.sel[sel_t], selmsg, sizeof selmsg);
+            double ratio = m.out_err[wo] / tol[wo];
+            if (gd.topk[wo] == stall_topk && !(ratio < STALL_GAIN * stall_best)) {
+                stall++;
+            } else {
+                stall_topk = gd.topk[wo];
+                stall_best = ratio;
+                stall = 0;
+            }
+        } else {
+            stall_topk = -1;
+            stall = 0;
+        }
+        unsigned char *on = NULL;
+        if (sel_t >= 0) {
+            on = malloc((size_t)p->num_layers + 1);
+            if (!on || score_path(p, sel_t, on) != S4D_OK) {
+                free(on);
+                st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
+                goto done;
+            }
+        }
+        /* Rank the float16 layers the guard may move (those on the score path only, while
+           a selection is followed and any is left there). */
         ranked *r = malloc(((size_t)p->num_layers + 1) * sizeof *r);
         if (!r) {
+            free(on);
             st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
             goto done;
         }
-        int nr = 0;
-        for (int i = 0; i < p->num_layers; i++) {
-            const s4d_plan_layer *l = &p->layers[i];
-            int half = 0;
-            for (int j = 0; j < l->num_outputs; j++)
-                half |= p->tensors[l->outputs[j]].dtype == S4D_DTYPE_FLOAT16;
-            if (!half || l->kind == S4D_LAYER_COPY || strncmp(l->name, "cast ", 5) == 0 ||
-                pinned(o, l->name))
-                continue;
-            r[nr++] = (ranked){i, m.score[i], m.layer_err[i]};
+        int nr = 0, on_path = 0;
+        for (int pass = on ? 0 : 1; pass < 2 && !nr; pass++) {
+            for (int i = 0; i < p->num_layers; i++) {
+                const s4d_plan_layer *l = &p->layers[i];
+                int half = 0;
+                for (int j = 0; j < l->num_outputs; j++)
+                    half |= p->tensors[l->outputs[j]].dtype == S4D_DTYPE_FLOAT16;
+                if (!half || l->kind == S4D_LAYER_COPY || strncmp(l->name, "cast ", 5) == 0 ||
+                    pinned(o, l->name) || (pass == 0 && !on[i]))
+                    continue;
+                r[nr++] = (ranked){i, m.score[i], m.layer_err[i]};
+            }
+            on_path = pass == 0 && nr > 0;
+        }
+        free(on);
+        if (sel_t >= 0) {
+            s4d_text_add(&rep, "iteration %d: output '%s': %s%s\n", iter, wi.name, selmsg,
+                         on_path ? "; the layers computing those scores go first"
+                                 : "; no float16 layer the guard may change computes them");
+            progress("output '%s': %s", wi.name, selmsg);
+        }
+        /* The stopping rule: the error comes from rows another selection replaced and
+           moving layers no longer reduces it (or nothing on the score path is left). */
+        if (sel_t >= 0 && (stall >= STALL_ITERATIONS || (stall >= 1 && !on_path))) {
+            free(r);
+            const s4d_selection_diff *d = &m.sel[sel_t];
+            /* Under the 512 bytes of an error message, with long names. */
+            st = s4d_fmt_err(
+                err, errsz, S4D_ERR_UNSUPPORTED,
+                "fp16 accuracy guard: output '%s' stays at rel_l2 %s above its tolerance %g "
+                "(%d iteration%s without improvement, %d layer%s moved to fp32): the error comes "
+                "from a selection near a tie: TopK '%s' selects %lld of its %lld rows other than "
+                "float32 (float32's k-th and (k+1)-th scores %.3g apart at %.4g, float16 moves "
+                "them by %.3g). Accept it with --accuracy=%s:inf, or build without fp16",
+                wi.name, e1, tol[wo], stall, stall == 1 ? "" : "s", gs.num_moved,
+                gs.num_moved == 1 ? "" : "s", p->layers[sel_t].name, (long long)d->other,
+                (long long)d->k, d->margin, d->kth, d->err, wi.name);
+            progress("stopping: %s", err);
+            goto done;
         }
         if (!nr) {
             free(r);
@@ -917,9 +1119,10 @@ s4d_status s4d_precision_guard(const void *data, size_t size, const s4d_build_op
         int broken = 0;
         while (broken < nr && isinf(r[broken].score))
             broken++;
-        int take = broken ? broken : (k < nr ? k : nr);
+        int *kk = on_path ? &k_sel : &k;
+        int take = broken ? broken : (*kk < nr ? *kk : nr);
         if (!broken)
-            k *= 2;
+            *kk *= 2;
         for (int q = 0; q < take; q++) {
             const s4d_plan_layer *l = &p->layers[r[q].layer];
             char why[256];
@@ -931,9 +1134,11 @@ s4d_status s4d_precision_guard(const void *data, size_t size, const s4d_build_op
                          iter, m.range[r[q].layer]);
             else
                 snprintf(why, sizeof why,
-                         "iteration %d: its outputs' error %s from inputs' %s (amplification "
-                         "%.3g)",
-                         iter, e1, e2, r[q].score);
+                         "iteration %d: %s%s%sits outputs' error %s from inputs' %s "
+                         "(amplification %.3g)",
+                         iter, on_path ? "on the score path of TopK '" : "",
+                         on_path ? p->layers[sel_t].name : "", on_path ? "'; " : "", e1, e2,
+                         r[q].score);
             if (add_moved(&gs, l->name, iter, why) != S4D_OK) {
                 free(r);
                 st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
@@ -1009,6 +1214,11 @@ s4d_status s4d_precision_guard(const void *data, size_t size, const s4d_build_op
             fmt_err(e1, sizeof e1, first.out_ordered[i]);
             fmt_err(e2, sizeof e2, m.out_ordered[i]);
             s4d_text_add(&rep, "; element by element %s before, %s after", e1, e2);
+            int t = topk_of(&gd, cur->plan, i);
+            if (t >= 0 && m.sel[t].other > 0)
+                s4d_text_add(&rep, "; TopK '%s' selects %lld of its %lld rows other than float32",
+                             cur->plan->layers[t].name, (long long)m.sel[t].other,
+                             (long long)m.sel[t].k);
         }
         s4d_text_add(&rep, "]\n");
     }

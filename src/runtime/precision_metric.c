@@ -384,3 +384,74 @@ s4d_status s4d_matched_rel_l2(const float *cand, const float *ref, int rank, con
     free(match);
     return S4D_OK;
 }
+
+/* ---- comparing a selection ---- */
+
+s4d_status s4d_selection_compare(const float *ref_scores, int rank, const int64_t *dims, int axis,
+                                 int64_t k, int largest, const float *ref_idx,
+                                 const float *cand_idx, const float *ref_vals,
+                                 const float *cand_vals, s4d_selection_diff *out)
+{
+    memset(out, 0, sizeof *out);
+    out->margin = INFINITY;
+    if (axis < 0 || axis >= rank || k < 0 || k > dims[axis])
+        return S4D_ERR_INVALID_ARG;
+    int64_t outer = prod(dims, 0, axis), n = dims[axis], inner = prod(dims, axis + 1, rank);
+    out->k = k;
+    if (!k || !outer || !inner)
+        return S4D_OK;
+    unsigned char *mark = malloc((size_t)n + 1);
+    if (!mark)
+        return S4D_ERR_NO_MEMORY;
+    double sign = largest ? 1 : -1, any_gap = INFINITY, any_kth = 0;
+    for (int64_t b = 0; b < outer; b++) {
+        for (int64_t i = 0; i < inner; i++) {
+            memset(mark, 0, (size_t)n);
+            for (int64_t j = 0; j < k; j++) {
+                float x = ref_idx[(b * k + j) * inner + i];
+                if (x >= 0 && x < (float)n)
+                    mark[(int64_t)x] = 1;
+            }
+            int64_t other = 0;
+            for (int64_t j = 0; j < k; j++) {
+                float x = cand_idx[(b * k + j) * inner + i];
+                other += !(x >= 0 && x < (float)n && mark[(int64_t)x]);
+            }
+            /* The k-th: the worst score selected; the (k+1)-th: the best one left. */
+            double kth = INFINITY, next = -INFINITY;
+            for (int64_t j = 0; j < n; j++) {
+                double v = sign * ref_scores[(b * n + j) * inner + i];
+                if (isnan(v))
+                    continue;
+                if (mark[j] && v < kth)
+                    kth = v;
+                else if (!mark[j] && v > next)
+                    next = v;
+            }
+            double gap = k < n ? kth - next : INFINITY;
+            if (isnan(gap))
+                gap = INFINITY;
+            if (gap < any_gap || isinf(any_gap)) {
+                any_gap = gap;
+                any_kth = sign * kth;
+            }
+            if (other && (gap < out->margin || !out->other)) {
+                out->margin = gap;
+                out->kth = sign * kth;
+            }
+            out->other += other;
+            for (int64_t j = k > 4 ? k - 4 : 0; ref_vals && cand_vals && j < k; j++) {
+                int64_t at = (b * k + j) * inner + i;
+                double d = fabs((double)cand_vals[at] - (double)ref_vals[at]);
+                if (d > out->err || isnan(d))
+                    out->err = isnan(d) ? INFINITY : d;
+            }
+        }
+    }
+    if (!out->other) {
+        out->margin = any_gap;
+        out->kth = any_kth;
+    }
+    free(mark);
+    return S4D_OK;
+}

@@ -58,6 +58,7 @@ def main(out):
     main_chain(out)
     main_topk(out)
     views_chain(out)
+    main_selection(out)
 
 
 def main_chain(out):
@@ -147,6 +148,62 @@ def main_topk(out, n=24, k=12, d=6):
         os.makedirs(dd, exist_ok=True)
         np.save(os.path.join(dd, "s.npy"), topk_scores(rng, n, k))
         np.save(os.path.join(dd, "f.npy"), rng.uniform(-1, 1, (n, d)).astype(np.float32))
+SEL_SHIFT = 64.0
+
+
+def selection_scores(rng, n, k):
+    """n scores in [0, 1): k - 1 clearly high ones, the k-th and (k+1)-th 0.01 apart near
+    0.51 (the (k+1)-th at the lower index, so that a tie selects it), the others low.
+    s + 64 rounds both to 64.5 in float16 (a grid of 1/16 there)."""
+    s = rng.uniform(0.05, 0.3, n)
+    pos = rng.permutation(n)
+    s[pos[:k - 1]] = rng.uniform(0.65, 0.95, k - 1)
+    a, b = sorted(pos[k - 1:k + 1])
+    s[a], s[b] = 0.505, 0.515
+    return s.astype(np.float32)[None, :]
+
+
+def main_selection(out, n=24, k=12, d=6):
+    """selection.onnx: a selection whose scores lose their digits in float16. score =
+    (s + 64) - 64 (a cancellation: in float16 s + 64 keeps 1/16 steps), TopK of the scores
+    picks k rows of feat = Tanh(f * w) (Gather), reshaped to [1, k, d]. In float16 the
+    k-th and (k+1)-th scores tie and the (k+1)-th row is selected instead: one of the k
+    rows is another row. The score path (score_shift, score_unshift, select) decides the
+    selection; the feature path (feat_scale, feat_tanh, pick, rows_shape) is benign."""
+    rng = np.random.default_rng(18)
+    w = rng.uniform(0.5, 1.5, (1, d)).astype(np.float32)
+    shift = np.full((1, n), SEL_SHIFT, np.float32)
+    nodes = [
+        helper.make_node("Add", ["s", "shift"], ["s_big"], name="score_shift"),
+        helper.make_node("Sub", ["s_big", "shift"], ["score"], name="score_unshift"),
+        helper.make_node("TopK", ["score", "kk"], ["top", "idx"], name="select", axis=1),
+        helper.make_node("Reshape", ["idx", "flat"], ["idx_flat"], name="idx_flat"),
+        helper.make_node("Mul", ["f", "w"], ["fw"], name="feat_scale"),
+        helper.make_node("Tanh", ["fw"], ["feat"], name="feat_tanh"),
+        helper.make_node("Gather", ["feat", "idx_flat"], ["picked"], name="pick", axis=0),
+        helper.make_node("Reshape", ["picked", "shape3"], ["rows"], name="rows_shape"),
+    ]
+    graph = helper.make_graph(
+        nodes, "selection_fp16",
+        [helper.make_tensor_value_info("s", TensorProto.FLOAT, [1, n]),
+         helper.make_tensor_value_info("f", TensorProto.FLOAT, [n, d])],
+        [helper.make_tensor_value_info("rows", TensorProto.FLOAT, [1, k, d])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(shift, "shift"),
+         numpy_helper.from_array(np.array([k], np.int64), "kk"),
+         numpy_helper.from_array(np.array([k], np.int64), "flat"),
+         numpy_helper.from_array(np.array([1, k, d], np.int64), "shape3")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, os.path.join(out, "selection.onnx"))
+    np.save(os.path.join(out, "sel_w.npy"), w)
+    for name in ("calib_sel/a", "calib_sel/b", "sel_run"):
+        dd = os.path.join(out, name)
+        os.makedirs(dd, exist_ok=True)
+        np.save(os.path.join(dd, "s.npy"), selection_scores(rng, n, k))
+        np.save(os.path.join(dd, "f.npy"), rng.uniform(-1, 1, (n, d)).astype(np.float32))
+
+
 def views_chain(out):
     """views.onnx: the chain of main_chain with its fragile pair between Reshapes, which the
     engine runs as views (no kernel): the guard reads the layers' outputs through them.

@@ -5,7 +5,8 @@
  * step, and, for few rows, the best of all permutations. Random rows (never
  * all zeros), ties, duplicated rows, blocks before the row axis, the window of
  * ranks on long outputs, and non-finite values: a NaN in the candidate must
- * always come out as an infinite error.
+ * always come out as an infinite error. Also the comparison of two TopK
+ * selections (s4d_selection_compare) against sorting written here.
  */
 #include <math.h>
 #include <stdio.h>
@@ -353,8 +354,115 @@ static void bad_axis(void)
     CHECK(s4d_matched_rel_l2(a, a, 2, dims, -1, &e, NULL) == S4D_ERR_INVALID_ARG, "axis -1");
 }
 
+/* The top k of slice (b, i) of x [outer, n, inner], best first, ties to the lower index. */
+static void topk_slice(const float *x, int n, int inner, int b, int i, int k, int largest,
+                       int *idx)
+{
+    for (int j = 0; j < n; j++)
+        idx[j] = j;
+    for (int a = 0; a < k; a++)
+        for (int j = a + 1; j < n; j++) {
+            double u = x[((size_t)b * n + idx[j]) * inner + i];
+            double v = x[((size_t)b * n + idx[a]) * inner + i];
+            if (!largest) {
+                u = -u;
+                v = -v;
+            }
+            if (u > v || (u == v && idx[j] < idx[a])) {
+                int t = idx[a];
+                idx[a] = idx[j];
+                idx[j] = t;
+            }
+        }
+}
+
+/* Random scores, a candidate selection from the scores with noise: the rows it selects
+   that the reference does not, the reference's k-th/(k+1)-th gap where they differ, and
+   the largest change of the last four sorted values, all found by sorting. */
+static void selections_against_sorting(void)
+{
+    for (int trial = 0; trial < 60; trial++) {
+        int outer = 1 + (int)(next() % 3), n = 4 + (int)(next() % 30), inner = 1 + (int)(next() % 3);
+        int k = 1 + (int)(next() % (uint32_t)n), largest = (int)(next() % 2);
+        double noise = trial % 3 == 0 ? 0 : uni(1e-3, 0.2);
+        size_t tot = (size_t)outer * n * inner, sel = (size_t)outer * k * inner;
+        float *x = malloc(tot * sizeof *x), *y = malloc(tot * sizeof *y);
+        float *ri = malloc(sel * sizeof *ri), *ci = malloc(sel * sizeof *ci);
+        float *rv = malloc(sel * sizeof *rv), *cv = malloc(sel * sizeof *cv);
+        int *idx = malloc((size_t)n * sizeof *idx);
+        fill(x, tot, 0.1, 1.0);
+        for (size_t q = 0; q < tot; q++)
+            y[q] = (float)(x[q] + uni(-noise, noise));
+        long long other = 0;
+        double margin = INFINITY, any = INFINITY, err = 0;
+        for (int b = 0; b < outer; b++)
+            for (int i = 0; i < inner; i++) {
+                topk_slice(x, n, inner, b, i, n, largest, idx); /* fully sorted */
+                for (int j = 0; j < k; j++) {
+                    ri[((size_t)b * k + j) * inner + i] = (float)idx[j];
+                    rv[((size_t)b * k + j) * inner + i] = x[((size_t)b * n + idx[j]) * inner + i];
+                }
+                double gap = k < n ? fabs((double)x[((size_t)b * n + idx[k - 1]) * inner + i] -
+                                          (double)x[((size_t)b * n + idx[k]) * inner + i])
+                                   : INFINITY;
+                topk_slice(y, n, inner, b, i, k, largest, idx);
+                int miss = 0;
+                for (int j = 0; j < k; j++) {
+                    ci[((size_t)b * k + j) * inner + i] = (float)idx[j];
+                    cv[((size_t)b * k + j) * inner + i] = y[((size_t)b * n + idx[j]) * inner + i];
+                    int found = 0;
+                    for (int q = 0; q < k; q++)
+                        found |= ri[((size_t)b * k + q) * inner + i] == (float)idx[j];
+                    miss += !found;
+                }
+                other += miss;
+                if (miss && gap < margin)
+                    margin = gap;
+                if (gap < any)
+                    any = gap;
+                for (int j = k > 4 ? k - 4 : 0; j < k; j++) {
+                    size_t at = ((size_t)b * k + j) * inner + i;
+                    double dd = fabs((double)cv[at] - (double)rv[at]);
+                    if (dd > err)
+                        err = dd;
+                }
+            }
+        if (!other)
+            margin = any;
+        int64_t dims[3] = {outer, n, inner};
+        s4d_selection_diff d;
+        s4d_status st = s4d_selection_compare(x, 3, dims, 1, k, largest, ri, ci, rv, cv, &d);
+        CHECK(st == S4D_OK, "status %d", (int)st);
+        CHECK(d.k == k && d.other == other, "trial %d: other %lld, want %lld", trial,
+              (long long)d.other, other);
+        CHECK(close_to(d.margin, margin), "trial %d: margin %g, want %g", trial, d.margin, margin);
+        CHECK(close_to(d.err, err), "trial %d: err %g, want %g", trial, d.err, err);
+        if (noise == 0)
+            CHECK(d.other == 0 && d.err == 0, "trial %d: same scores, other %lld", trial,
+                  (long long)d.other);
+        free(x);
+        free(y);
+        free(ri);
+        free(ci);
+        free(rv);
+        free(cv);
+        free(idx);
+    }
+    float a[4] = {1, 2, 3, 4}, i1[1] = {3};
+    int64_t dims[1] = {4};
+    s4d_selection_diff d;
+    CHECK(s4d_selection_compare(a, 1, dims, 1, 1, 1, i1, i1, NULL, NULL, &d) ==
+              S4D_ERR_INVALID_ARG, "axis 1 of a rank-1 selection");
+    CHECK(s4d_selection_compare(a, 1, dims, 0, 5, 1, i1, i1, NULL, NULL, &d) ==
+              S4D_ERR_INVALID_ARG, "k 5 of 4");
+    CHECK(s4d_selection_compare(a, 1, dims, 0, 1, 1, i1, i1, NULL, NULL, &d) == S4D_OK &&
+              d.other == 0 && d.margin == 1 && d.kth == 4, "top 1 of 1..4: margin %g kth %g",
+          d.margin, d.kth);
+}
+
 int main(void)
 {
+    selections_against_sorting();
     random_against_brute();
     permutation_is_found();
     ties();

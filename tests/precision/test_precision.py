@@ -466,3 +466,96 @@ def test_python_api_passes_the_output_metrics(toy, monkeypatch):
     with pytest.raises(Exception, match="accuracy metric for output 'nosuch'"):
         se.build(path, device="cuda", fp16=True, calib_dir=calib,
                  output_metrics={"nosuch": "matched"})
+
+
+# ---- a selection whose scores lose their digits in float16 (make_toy.main_selection) ----
+
+SCORE_PATH = ["score_shift", "score_unshift", "select"]
+FEATURE_PATH = ["feat_scale", "feat_tanh", "pick", "rows_shape"]
+
+
+def selection_reference(toy, run):
+    """float64: the rows of Tanh(f * w) selected by the top 12 scores, best first."""
+    s = np.load(os.path.join(toy, run, "s.npy")).astype(np.float64)[0]
+    f = np.load(os.path.join(toy, run, "f.npy")).astype(np.float64)
+    w = np.load(os.path.join(toy, "sel_w.npy")).astype(np.float64)
+    order = np.argsort(-s, kind="stable")[:12]
+    return np.tanh(f * w)[order][None]
+
+
+def run_selection(toy, *args, outdir, ok=True):
+    shutil.rmtree(os.path.join(toy, outdir), ignore_errors=True)
+    out = s4dexec(toy, "--onnx=selection.onnx", "--device=cuda", "--fp16", "--dumpLayerInfo",
+                  "--loadInputs=s:sel_run/s.npy,f:sel_run/f.npy", "--exportOutput=" + outdir,
+                  *args, ok=ok, S4D_BUILD_LOG="1")
+    path = os.path.join(toy, outdir, "rows.npy")
+    return out, (np.load(path) if ok else None)
+
+
+def test_selection_inputs_tie_in_float16(toy):
+    """The k-th and (k+1)-th scores are 0.01 apart in float32 and one value once 64 is
+    added in float16, so float16 selects the (k+1)-th row (the lower index)."""
+    for run in ("calib_sel/a", "calib_sel/b", "sel_run"):
+        s = np.load(os.path.join(toy, run, "s.npy"))[0]
+        f = np.load(os.path.join(toy, run, "f.npy"))
+        assert np.count_nonzero(f) == f.size and np.count_nonzero(s) == s.size
+        srt = np.sort(s.astype(np.float64))[::-1]
+        assert abs(srt[11] - srt[12] - 0.01) < 1e-6 and srt[10] - srt[11] > 0.1
+        big = (s.astype(np.float16) + np.float16(64)).astype(np.float16)
+        assert big[s == srt[11]][0] == big[s == srt[12]][0]
+        assert len(set(np.argsort(-s, kind="stable")[:12]) -
+                   set(np.argsort(-big.astype(np.float32), kind="stable")[:12])) == 1
+
+
+def test_float16_selection_picks_another_row(toy):
+    out, rows = run_selection(toy, outdir="out_sel_nocalib")
+    assert set(precisions(out)[n] for n in SCORE_PATH + FEATURE_PATH) == {"float16"}, out
+    want = selection_reference(toy, "sel_run")
+    # One of the 12 rows is another row: the pairing cannot hide it.
+    assert assignment_rel_l2(rows, want) > 0.1
+
+
+def test_guard_moves_the_score_path_of_a_changed_selection(toy):
+    out, rows = run_selection(toy, "--calib=calib_sel", outdir="out_sel")
+    got = moved(out)
+    # The two layers of the cancellation must be float32; nothing off the score path moves.
+    assert "score_shift" in got and "score_unshift" in got, out
+    assert set(got) <= set(SCORE_PATH), out
+    prec = precisions(out)
+    for name in FEATURE_PATH:
+        assert prec[name] == "float16", (name, out)
+    assert ("iteration 0: output 'rows': TopK 'select' selects 1 of its 12 rows other than "
+            "float32 (float32's k-th and (k+1)-th scores 0.01 apart at 0.515") in out, out
+    assert "the layers computing those scores go first" in out, out
+    assert "on the score path of TopK 'select'" in out, out
+    m = re.search(r"output 'rows': rel_l2 before (\S+), after (\S+) \(tolerance 0.01\) ok "
+                  r"\[matched rows along axis 1: their order follows TopK 'select'", out)
+    assert m and float(m.group(1)) > 0.1 and float(m.group(2)) <= 1e-2, out
+    # Against float64: the same rows, rounded to float16.
+    want = selection_reference(toy, "sel_run")
+    assert 0 < assignment_rel_l2(rows, want) <= 1e-2
+
+
+def test_selection_that_no_move_fixes_stops_early(toy):
+    """score_shift pinned to fp16: s + 64 is rounded to float16 whatever the guard does, so
+    the 12th and 13th scores tie and the wrong row stays selected. The guard moves the
+    rest of the score path, sees no improvement and stops with a message naming the output,
+    the TopK and the float32 margin, instead of moving the feature path."""
+    out, _ = run_selection(toy, "--calib=calib_sel", "--layerPrecisions=score_shift:fp16",
+                           outdir="out_sel_stop", ok=False)
+    assert re.search(r"fp16 accuracy guard: output 'rows' stays at rel_l2 \S+ above its "
+                     r"tolerance 0.01 \(2 iterations without improvement, 2 layers moved to "
+                     r"fp32\): the error comes from a selection near a tie: TopK 'select' selects "
+                     r"1 of its 12 rows other than float32 \(float32's k-th and \(k\+1\)-th "
+                     r"scores 0.01 apart at 0.515, float16 moves them by \S+\)\. Accept it with "
+                     r"--accuracy=rows:inf, or build without fp16", out), out
+    assert "--accuracy=rows:inf" in out, out
+    assert "moving 'score_unshift'" in out and "moving 'select'" in out, out
+    assert "moving 'feat" not in out and "moving 'pick'" not in out, out
+    # Accepting it: the output is measured and reported, never acted on.
+    out, rows = run_selection(toy, "--calib=calib_sel", "--layerPrecisions=score_shift:fp16",
+                              "--accuracy=rows:inf", outdir="out_sel_inf")
+    assert moved(out) == [], out
+    assert re.search(r"output 'rows': .*\(tolerance inf\) ok .*TopK 'select' selects 1 of its "
+                     r"12 rows other than float32", out), out
+    assert assignment_rel_l2(rows, selection_reference(toy, "sel_run")) > 0.1
