@@ -1007,7 +1007,7 @@ s4d_status s4d_precision_guard(const void *data, size_t size, const s4d_build_op
     /* The stopping rule: the TopK (reference layer) whose changed selection is followed,
        the best worst-output error over tolerance since, and how many iterations in a row
        did not reduce it (outputs of one selection may take turns at being the worst). */
-    int stall_topk = -1, stall = 0;
+    int stall_topk = -1, stall = 0, whole_path = 0;
     double stall_best = 0;
     char e1[32], e2[32];
     for (;;) {
@@ -1086,8 +1086,20 @@ s4d_status s4d_precision_guard(const void *data, size_t size, const s4d_build_op
             progress("output '%s': %s", wi.name, selmsg);
         }
         /* The stopping rule: the error comes from rows another selection replaced and
-           moving layers no longer reduces it (or nothing on the score path is left). */
-        if (sel_t >= 0 && (stall >= STALL_ITERATIONS || (stall >= 1 && !on_path))) {
+           moving layers no longer reduces it (or nothing on the score path is left). The
+           first time, the rest of the score path goes to float32 at once (a float32 score
+           path selects the float32 rows unless a pin keeps part of it in float16); only
+           when that does not help either does the build fail. */
+        const int stalled = sel_t >= 0 && (stall >= STALL_ITERATIONS || (stall >= 1 && !on_path));
+        const int move_path = stalled && on_path && !whole_path;
+        if (move_path) {
+            whole_path = 1;
+            stall = 0;
+            s4d_text_add(&rep, "iteration %d: moving the %d float16 layer%s left on the score path "
+                           "of TopK '%s' at once\n",
+                     iter + 1, nr, nr == 1 ? "" : "s", p->layers[sel_t].name);
+            progress("moving the %d float16 layers left on the score path at once", nr);
+        } else if (stalled) {
             free(r);
             const s4d_selection_diff *d = &m.sel[sel_t];
             /* Under the 512 bytes of an error message, with long names. */
@@ -1120,8 +1132,8 @@ s4d_status s4d_precision_guard(const void *data, size_t size, const s4d_build_op
         while (broken < nr && isinf(r[broken].score))
             broken++;
         int *kk = on_path ? &k_sel : &k;
-        int take = broken ? broken : (*kk < nr ? *kk : nr);
-        if (!broken)
+        int take = move_path ? nr : broken ? broken : (*kk < nr ? *kk : nr);
+        if (!broken && !move_path)
             *kk *= 2;
         for (int q = 0; q < take; q++) {
             const s4d_plan_layer *l = &p->layers[r[q].layer];

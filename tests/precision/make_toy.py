@@ -59,6 +59,7 @@ def main(out):
     main_topk(out)
     views_chain(out)
     main_selection(out)
+    main_selection_long(out)
 
 
 def main_chain(out):
@@ -198,6 +199,51 @@ def main_selection(out, n=24, k=12, d=6):
     onnx.save(model, os.path.join(out, "selection.onnx"))
     np.save(os.path.join(out, "sel_w.npy"), w)
     for name in ("calib_sel/a", "calib_sel/b", "sel_run"):
+        dd = os.path.join(out, name)
+        os.makedirs(dd, exist_ok=True)
+        np.save(os.path.join(dd, "s.npy"), selection_scores(rng, n, k))
+        np.save(os.path.join(dd, "f.npy"), rng.uniform(-1, 1, (n, d)).astype(np.float32))
+
+
+def main_selection_long(out, n=24, k=12, d=6, pairs=6):
+    """selection_long.onnx: the selection of main_selection behind six (s + 64) - 64 pairs
+    in a row. Any pair left in float16 rounds the scores to 1/16 steps again, so the k-th
+    and (k+1)-th scores tie until the whole score path is float32: moving the
+    highest-ranked layers (the Subs) helps nothing for three iterations, after which the
+    guard moves the rest of the score path at once. Feature path as in main_selection."""
+    rng = np.random.default_rng(19)
+    w = rng.uniform(0.5, 1.5, (1, d)).astype(np.float32)
+    nodes, inits, prev = [], [], "s"
+    for i in range(pairs):
+        inits.append(numpy_helper.from_array(np.full((1, n), SEL_SHIFT, np.float32), f"shift{i}"))
+        nodes.append(helper.make_node("Add", [prev, f"shift{i}"], [f"big{i}"],
+                                      name=f"score_shift{i}"))
+        nodes.append(helper.make_node("Sub", [f"big{i}", f"shift{i}"], [f"sc{i}"],
+                                      name=f"score_unshift{i}"))
+        prev = f"sc{i}"
+    nodes += [
+        helper.make_node("TopK", [prev, "kk"], ["top", "idx"], name="select", axis=1),
+        helper.make_node("Reshape", ["idx", "flat"], ["idx_flat"], name="idx_flat"),
+        helper.make_node("Mul", ["f", "w"], ["fw"], name="feat_scale"),
+        helper.make_node("Tanh", ["fw"], ["feat"], name="feat_tanh"),
+        helper.make_node("Gather", ["feat", "idx_flat"], ["picked"], name="pick", axis=0),
+        helper.make_node("Reshape", ["picked", "shape3"], ["rows"], name="rows_shape"),
+    ]
+    graph = helper.make_graph(
+        nodes, "selection_long_fp16",
+        [helper.make_tensor_value_info("s", TensorProto.FLOAT, [1, n]),
+         helper.make_tensor_value_info("f", TensorProto.FLOAT, [n, d])],
+        [helper.make_tensor_value_info("rows", TensorProto.FLOAT, [1, k, d])],
+        inits + [numpy_helper.from_array(w, "w"),
+                 numpy_helper.from_array(np.array([k], np.int64), "kk"),
+                 numpy_helper.from_array(np.array([k], np.int64), "flat"),
+                 numpy_helper.from_array(np.array([1, k, d], np.int64), "shape3")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, os.path.join(out, "selection_long.onnx"))
+    np.save(os.path.join(out, "sel_long_w.npy"), w)
+    for name in ("calib_sel_long/a", "calib_sel_long/b", "sel_long_run"):
         dd = os.path.join(out, name)
         os.makedirs(dd, exist_ok=True)
         np.save(os.path.join(dd, "s.npy"), selection_scores(rng, n, k))

@@ -474,11 +474,11 @@ SCORE_PATH = ["score_shift", "score_unshift", "select"]
 FEATURE_PATH = ["feat_scale", "feat_tanh", "pick", "rows_shape"]
 
 
-def selection_reference(toy, run):
+def selection_reference(toy, run, weights="sel_w.npy"):
     """float64: the rows of Tanh(f * w) selected by the top 12 scores, best first."""
     s = np.load(os.path.join(toy, run, "s.npy")).astype(np.float64)[0]
     f = np.load(os.path.join(toy, run, "f.npy")).astype(np.float64)
-    w = np.load(os.path.join(toy, "sel_w.npy")).astype(np.float64)
+    w = np.load(os.path.join(toy, weights)).astype(np.float64)
     order = np.argsort(-s, kind="stable")[:12]
     return np.tanh(f * w)[order][None]
 
@@ -559,3 +559,25 @@ def test_selection_that_no_move_fixes_stops_early(toy):
     assert re.search(r"output 'rows': .*\(tolerance inf\) ok .*TopK 'select' selects 1 of its "
                      r"12 rows other than float32", out), out
     assert assignment_rel_l2(rows, selection_reference(toy, "sel_run")) > 0.1
+
+
+def test_a_stalled_selection_moves_the_whole_score_path(toy):
+    """Six (s + 64) - 64 pairs before the TopK: while any pair is float16 the scores tie, so
+    moving the highest-ranked layers helps nothing for three iterations; the guard then
+    moves the rest of the score path at once and the selection is float32's. The feature
+    path stays float16, and the rows match a float64 reference."""
+    shutil.rmtree(os.path.join(toy, "out_sel_long"), ignore_errors=True)
+    out = s4dexec(toy, "--onnx=selection_long.onnx", "--device=cuda", "--fp16", "--dumpLayerInfo",
+                  "--calib=calib_sel_long", "--loadInputs=s:sel_long_run/s.npy,f:sel_long_run/f.npy",
+                  "--exportOutput=out_sel_long", S4D_BUILD_LOG="1")
+    assert re.search(r"iteration \d+: moving the \d+ float16 layers? left on the score path of "
+                     r"TopK 'select' at once", out), out
+    prec = precisions(out)
+    for i in range(6):
+        assert prec[f"score_shift{i}"] == "float32" and prec[f"score_unshift{i}"] == "float32", out
+    for name in ("feat_scale", "feat_tanh", "pick"):
+        assert prec[name] == "float16", (name, out)
+    assert "stays at rel_l2" not in out, out
+    rows = np.load(os.path.join(toy, "out_sel_long", "rows.npy"))
+    ref = selection_reference(toy, "sel_long_run", "sel_long_w.npy")
+    assert 0 < assignment_rel_l2(rows, ref) < 1e-2
