@@ -164,63 +164,21 @@ def selection_scores(rng, n, k):
     return s.astype(np.float32)[None, :]
 
 
-def main_selection(out, n=24, k=12, d=6):
-    """selection.onnx: a selection whose scores lose their digits in float16. score =
-    (s + 64) - 64 (a cancellation: in float16 s + 64 keeps 1/16 steps), TopK of the scores
-    picks k rows of feat = Tanh(f * w) (Gather), reshaped to [1, k, d]. In float16 the
-    k-th and (k+1)-th scores tie and the (k+1)-th row is selected instead: one of the k
-    rows is another row. The score path (score_shift, score_unshift, select) decides the
-    selection; the feature path (feat_scale, feat_tanh, pick, rows_shape) is benign."""
-    rng = np.random.default_rng(18)
-    w = rng.uniform(0.5, 1.5, (1, d)).astype(np.float32)
-    shift = np.full((1, n), SEL_SHIFT, np.float32)
-    nodes = [
-        helper.make_node("Add", ["s", "shift"], ["s_big"], name="score_shift"),
-        helper.make_node("Sub", ["s_big", "shift"], ["score"], name="score_unshift"),
-        helper.make_node("TopK", ["score", "kk"], ["top", "idx"], name="select", axis=1),
-        helper.make_node("Reshape", ["idx", "flat"], ["idx_flat"], name="idx_flat"),
-        helper.make_node("Mul", ["f", "w"], ["fw"], name="feat_scale"),
-        helper.make_node("Tanh", ["fw"], ["feat"], name="feat_tanh"),
-        helper.make_node("Gather", ["feat", "idx_flat"], ["picked"], name="pick", axis=0),
-        helper.make_node("Reshape", ["picked", "shape3"], ["rows"], name="rows_shape"),
-    ]
-    graph = helper.make_graph(
-        nodes, "selection_fp16",
-        [helper.make_tensor_value_info("s", TensorProto.FLOAT, [1, n]),
-         helper.make_tensor_value_info("f", TensorProto.FLOAT, [n, d])],
-        [helper.make_tensor_value_info("rows", TensorProto.FLOAT, [1, k, d])],
-        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(shift, "shift"),
-         numpy_helper.from_array(np.array([k], np.int64), "kk"),
-         numpy_helper.from_array(np.array([k], np.int64), "flat"),
-         numpy_helper.from_array(np.array([1, k, d], np.int64), "shape3")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    onnx.save(model, os.path.join(out, "selection.onnx"))
-    np.save(os.path.join(out, "sel_w.npy"), w)
-    for name in ("calib_sel/a", "calib_sel/b", "sel_run"):
-        dd = os.path.join(out, name)
-        os.makedirs(dd, exist_ok=True)
-        np.save(os.path.join(dd, "s.npy"), selection_scores(rng, n, k))
-        np.save(os.path.join(dd, "f.npy"), rng.uniform(-1, 1, (n, d)).astype(np.float32))
-
-
-def main_selection_long(out, n=24, k=12, d=6, pairs=6):
-    """selection_long.onnx: the selection of main_selection behind six (s + 64) - 64 pairs
-    in a row. Any pair left in float16 rounds the scores to 1/16 steps again, so the k-th
-    and (k+1)-th scores tie until the whole score path is float32: moving the
-    highest-ranked layers (the Subs) helps nothing for three iterations, after which the
-    guard moves the rest of the score path at once. Feature path as in main_selection."""
-    rng = np.random.default_rng(19)
+def selection_model(out, stem, seed, pairs, score_names, n=24, k=12, d=6):
+    """The selection toys: the score chain of `pairs` (s + 64) - 64 pairs (node names from
+    score_names(i)), TopK, and the feature path; writes <stem>.onnx, the weights and the
+    calibration and run inputs (calib_<prefix>/a, /b, <prefix>_run; prefix: "sel" for
+    "selection")."""
+    rng = np.random.default_rng(seed)
     w = rng.uniform(0.5, 1.5, (1, d)).astype(np.float32)
     nodes, inits, prev = [], [], "s"
     for i in range(pairs):
-        inits.append(numpy_helper.from_array(np.full((1, n), SEL_SHIFT, np.float32), f"shift{i}"))
-        nodes.append(helper.make_node("Add", [prev, f"shift{i}"], [f"big{i}"],
-                                      name=f"score_shift{i}"))
-        nodes.append(helper.make_node("Sub", [f"big{i}", f"shift{i}"], [f"sc{i}"],
-                                      name=f"score_unshift{i}"))
-        prev = f"sc{i}"
+        shift = "shift" if pairs == 1 else f"shift{i}"
+        add_name, sub_name = score_names(i)
+        inits.append(numpy_helper.from_array(np.full((1, n), SEL_SHIFT, np.float32), shift))
+        nodes.append(helper.make_node("Add", [prev, shift], [f"s_big{i}"], name=add_name))
+        nodes.append(helper.make_node("Sub", [f"s_big{i}", shift], [f"score{i}"], name=sub_name))
+        prev = f"score{i}"
     nodes += [
         helper.make_node("TopK", [prev, "kk"], ["top", "idx"], name="select", axis=1),
         helper.make_node("Reshape", ["idx", "flat"], ["idx_flat"], name="idx_flat"),
@@ -230,24 +188,45 @@ def main_selection_long(out, n=24, k=12, d=6, pairs=6):
         helper.make_node("Reshape", ["picked", "shape3"], ["rows"], name="rows_shape"),
     ]
     graph = helper.make_graph(
-        nodes, "selection_long_fp16",
+        nodes, stem + "_fp16",
         [helper.make_tensor_value_info("s", TensorProto.FLOAT, [1, n]),
          helper.make_tensor_value_info("f", TensorProto.FLOAT, [n, d])],
         [helper.make_tensor_value_info("rows", TensorProto.FLOAT, [1, k, d])],
-        inits + [numpy_helper.from_array(w, "w"),
-                 numpy_helper.from_array(np.array([k], np.int64), "kk"),
-                 numpy_helper.from_array(np.array([k], np.int64), "flat"),
-                 numpy_helper.from_array(np.array([1, k, d], np.int64), "shape3")])
+        [numpy_helper.from_array(w, "w")] + inits +
+        [numpy_helper.from_array(np.array([k], np.int64), "kk"),
+         numpy_helper.from_array(np.array([k], np.int64), "flat"),
+         numpy_helper.from_array(np.array([1, k, d], np.int64), "shape3")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.checker.check_model(model)
-    onnx.save(model, os.path.join(out, "selection_long.onnx"))
-    np.save(os.path.join(out, "sel_long_w.npy"), w)
-    for name in ("calib_sel_long/a", "calib_sel_long/b", "sel_long_run"):
+    onnx.save(model, os.path.join(out, stem + ".onnx"))
+    prefix = stem.replace("selection", "sel")
+    np.save(os.path.join(out, prefix + "_w.npy"), w)
+    for name in (f"calib_{prefix}/a", f"calib_{prefix}/b", f"{prefix}_run"):
         dd = os.path.join(out, name)
         os.makedirs(dd, exist_ok=True)
         np.save(os.path.join(dd, "s.npy"), selection_scores(rng, n, k))
         np.save(os.path.join(dd, "f.npy"), rng.uniform(-1, 1, (n, d)).astype(np.float32))
+
+
+def main_selection(out):
+    """selection.onnx: a selection whose scores lose their digits in float16. score =
+    (s + 64) - 64 (a cancellation: in float16 s + 64 keeps 1/16 steps), TopK of the scores
+    picks k rows of feat = Tanh(f * w) (Gather), reshaped to [1, k, d]. In float16 the
+    k-th and (k+1)-th scores tie and the (k+1)-th row is selected instead: one of the k
+    rows is another row. The score path (score_shift, score_unshift, select) decides the
+    selection; the feature path (feat_scale, feat_tanh, pick, rows_shape) is benign."""
+    selection_model(out, "selection", 18, 1, lambda i: ("score_shift", "score_unshift"))
+
+
+def main_selection_long(out):
+    """selection_long.onnx: the selection of main_selection behind six (s + 64) - 64 pairs
+    in a row. Any pair left in float16 rounds the scores to 1/16 steps again, so the k-th
+    and (k+1)-th scores tie until the whole score path is float32: moving the
+    highest-ranked layers (the Subs) helps nothing for three iterations, after which the
+    guard moves the rest of the score path at once. Feature path as in main_selection."""
+    selection_model(out, "selection_long", 19, 6,
+                    lambda i: (f"score_shift{i}", f"score_unshift{i}"))
 
 
 def views_chain(out):
