@@ -62,34 +62,46 @@ def main(out):
     main_selection_long(out)
 
 
+def chain_model(out, stem, views):
+    """y = Sqrt(Mul(Exp(Add(z, c)), 1e-4)) * 2 + 0.5 as <stem>.onnx; with views, the
+    fragile Exp and Mul sit between Reshapes to [128] and back to [8, 16]."""
+    c = np.full((1, 16), 10.5, np.float32)
+    k = np.full((128,) if views else (1, 16), 1e-4, np.float32)
+    two = np.full((1, 16), 2.0, np.float32)
+    half = np.full((1, 16), 0.5, np.float32)
+    exp_in, sqrt_in = ("zf", "sg") if views else ("zc", "small")
+    nodes = [helper.make_node("Add", ["z", "c"], ["zc"], name="shift")]
+    if views:
+        nodes.append(helper.make_node("Reshape", ["zc", "flat"], ["zf"], name="flatten_zc"))
+    nodes += [helper.make_node("Exp", [exp_in], ["e"], name="exp_mid"),
+              helper.make_node("Mul", ["e", "k"], ["small"], name="shrink")]
+    if views:
+        nodes.append(helper.make_node("Reshape", ["small", "grid"], ["sg"], name="unflatten"))
+    nodes += [helper.make_node("Sqrt", [sqrt_in], ["t"], name="squash"),
+              helper.make_node("Mul", ["t", "two"], ["t2"], name="double"),
+              helper.make_node("Add", ["t2", "half"], ["y"], name="offset")]
+    inits = [numpy_helper.from_array(c, "c"), numpy_helper.from_array(k, "k"),
+             numpy_helper.from_array(two, "two"), numpy_helper.from_array(half, "half")]
+    if views:
+        inits += [numpy_helper.from_array(np.array([128], np.int64), "flat"),
+                  numpy_helper.from_array(np.array([8, 16], np.int64), "grid")]
+    graph = helper.make_graph(
+        nodes, stem + "_fp16",
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [8, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 16])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, os.path.join(out, stem + ".onnx"))
+
+
 def main_chain(out):
     """chain.onnx: y = Sqrt(Mul(Exp(Add(z, c)), 1e-4)) * 2 + 0.5, with the fragile Exp in the
     middle: in float16 Exp overflows; with Exp alone in float32 its output still overflows
     when it is cast to float16 for the Mul, so the guard must move the Mul as well. The
     benign layers around them must stay float16."""
     rng = np.random.default_rng(16)
-    c = np.full((1, 16), 10.5, np.float32)
-    k = np.full((1, 16), 1e-4, np.float32)
-    two = np.full((1, 16), 2.0, np.float32)
-    half = np.full((1, 16), 0.5, np.float32)
-    nodes = [
-        helper.make_node("Add", ["z", "c"], ["zc"], name="shift"),
-        helper.make_node("Exp", ["zc"], ["e"], name="exp_mid"),
-        helper.make_node("Mul", ["e", "k"], ["small"], name="shrink"),
-        helper.make_node("Sqrt", ["small"], ["t"], name="squash"),
-        helper.make_node("Mul", ["t", "two"], ["t2"], name="double"),
-        helper.make_node("Add", ["t2", "half"], ["y"], name="offset"),
-    ]
-    graph = helper.make_graph(
-        nodes, "chain_fp16",
-        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [8, 16])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 16])],
-        [numpy_helper.from_array(c, "c"), numpy_helper.from_array(k, "k"),
-         numpy_helper.from_array(two, "two"), numpy_helper.from_array(half, "half")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    onnx.save(model, os.path.join(out, "chain.onnx"))
+    chain_model(out, "chain", False)
     for s in range(3):
         d = os.path.join(out, "calib_chain", "frame%d" % s)
         os.makedirs(d, exist_ok=True)
@@ -233,32 +245,7 @@ def views_chain(out):
     """views.onnx: the chain of main_chain with its fragile pair between Reshapes, which the
     engine runs as views (no kernel): the guard reads the layers' outputs through them.
     y = Sqrt(Reshape(Mul(Exp(Reshape(Add(z, c), [128])), 1e-4), [8, 16])) * 2 + 0.5."""
-    c = np.full((1, 16), 10.5, np.float32)
-    k = np.full((128,), 1e-4, np.float32)
-    two = np.full((1, 16), 2.0, np.float32)
-    half = np.full((1, 16), 0.5, np.float32)
-    nodes = [
-        helper.make_node("Add", ["z", "c"], ["zc"], name="shift"),
-        helper.make_node("Reshape", ["zc", "flat"], ["zf"], name="flatten_zc"),
-        helper.make_node("Exp", ["zf"], ["e"], name="exp_mid"),
-        helper.make_node("Mul", ["e", "k"], ["small"], name="shrink"),
-        helper.make_node("Reshape", ["small", "grid"], ["sg"], name="unflatten"),
-        helper.make_node("Sqrt", ["sg"], ["t"], name="squash"),
-        helper.make_node("Mul", ["t", "two"], ["t2"], name="double"),
-        helper.make_node("Add", ["t2", "half"], ["y"], name="offset"),
-    ]
-    graph = helper.make_graph(
-        nodes, "views_fp16",
-        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [8, 16])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 16])],
-        [numpy_helper.from_array(c, "c"), numpy_helper.from_array(k, "k"),
-         numpy_helper.from_array(two, "two"), numpy_helper.from_array(half, "half"),
-         numpy_helper.from_array(np.array([128], np.int64), "flat"),
-         numpy_helper.from_array(np.array([8, 16], np.int64), "grid")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    onnx.save(model, os.path.join(out, "views.onnx"))
+    chain_model(out, "views", True)
 
 
 if __name__ == "__main__":
