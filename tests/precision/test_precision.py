@@ -296,6 +296,21 @@ def test_python_api_passes_the_precision_options(toy, monkeypatch):
         se.build(onnx_path, device="cuda", fp16=True, layer_precisions={"tanh": "half"})
 
 
+def check_chain_guarded(toy, out, outdir):
+    """The chain's guarded build: Exp and the Mul it feeds in float32, the benign layers in
+    float16, y within 1e-2 of float64 (reported and measured)."""
+    prec = precisions(out)
+    assert prec["exp_mid"] == "float32" and prec["shrink"] == "float32", out
+    for name in ("shift", "squash", "double", "offset"):
+        assert prec[name] == "float16", (name, out)
+    m = re.search(r"output 'y': rel_l2 before inf, after (\S+) \(tolerance 0.01\) ok", out)
+    assert m and float(m.group(1)) <= 1e-2, out
+    z = np.load(os.path.join(toy, "z_chain.npy")).astype(np.float64)
+    want = np.sqrt(np.exp(z + 10.5) * np.float64(np.float32(1e-4))) * 2 + 0.5
+    got = np.load(os.path.join(toy, outdir, "y.npy"))
+    assert 0 < rel_l2(got, want) <= 1e-2
+
+
 def test_guard_sees_through_views(toy):
     """The chain with Reshapes around its fragile pair: the Reshapes run as views (no
     kernel), and the guard, reading every layer's output through the context's hook, moves
@@ -307,16 +322,7 @@ def test_guard_sees_through_views(toy):
     assert moved(out) == ["exp_mid", "shrink"], out
     views = [l for l in out.splitlines() if re.match(r"\s+\d+ ", l) and l.endswith(" view")]
     assert len(views) == 2 and "flatten_zc" in views[0] and "unflatten" in views[1], out
-    prec = precisions(out)
-    assert prec["exp_mid"] == "float32" and prec["shrink"] == "float32", out
-    for name in ("shift", "squash", "double", "offset"):
-        assert prec[name] == "float16", (name, out)
-    m = re.search(r"output 'y': rel_l2 before inf, after (\S+) \(tolerance 0.01\) ok", out)
-    assert m and float(m.group(1)) <= 1e-2, out
-    z = np.load(os.path.join(toy, "z_chain.npy")).astype(np.float64)
-    want = np.sqrt(np.exp(z + 10.5) * np.float64(np.float32(1e-4))) * 2 + 0.5
-    got = np.load(os.path.join(toy, "out_views", "y.npy"))
-    assert 0 < rel_l2(got, want) <= 1e-2
+    check_chain_guarded(toy, out, "out_views")
 
 
 def test_guard_moves_a_fragile_pair_in_the_middle(toy):
@@ -331,16 +337,7 @@ def test_guard_moves_a_fragile_pair_in_the_middle(toy):
     assert "'shrink' (iteration 2: its outputs' error inf" in out, out
     assert "3 calibration sets" in out
     assert "builds: 1 float32 reference + 3 fp16 candidates" in out, out
-    prec = precisions(out)
-    assert prec["exp_mid"] == "float32" and prec["shrink"] == "float32", out
-    for name in ("shift", "squash", "double", "offset"):
-        assert prec[name] == "float16", (name, out)
-    m = re.search(r"output 'y': rel_l2 before inf, after (\S+) \(tolerance 0.01\) ok", out)
-    assert m and float(m.group(1)) <= 1e-2, out
-    z = np.load(os.path.join(toy, "z_chain.npy")).astype(np.float64)
-    want = np.sqrt(np.exp(z + 10.5) * np.float64(np.float32(1e-4))) * 2 + 0.5
-    got = np.load(os.path.join(toy, "out_chain", "y.npy"))
-    assert 0 < rel_l2(got, want) <= 1e-2
+    check_chain_guarded(toy, out, "out_chain")
 
 
 # ---- outputs whose rows follow a TopK (make_toy.main_topk) ----
