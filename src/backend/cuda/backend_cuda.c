@@ -54,6 +54,13 @@ s4d_status s4d_cuda_launched(s4d_op_ctx *ctx, const char *kernel)
     return s4d_cuda_check(ctx, cudaGetLastError(), kernel);
 }
 
+const void *s4d_cuda_params(s4d_op_ctx *ctx)
+{
+    if (!ctx->params)
+        s4d_op_error(ctx, S4D_ERR_INTERNAL, "the node has no typed parameters (its schema's infer did not run)");
+    return ctx->params;
+}
+
 int s4d_cuda_data_type(s4d_dtype dt)
 {
     switch (dt) {

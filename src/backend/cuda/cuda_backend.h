@@ -62,6 +62,10 @@ s4d_status s4d_cuda_fmt(cudaError_t e, const char *what, char *err, size_t errsz
 /* Checks that a launch went out (cudaGetLastError), naming the kernel. */
 s4d_status s4d_cuda_launched(s4d_op_ctx *ctx, const char *kernel);
 
+/* The schema's typed params, which infer fills before any kernel call; NULL (with the
+   error in ctx) when they are missing. */
+const void *s4d_cuda_params(s4d_op_ctx *ctx);
+
 /* The cudaDataType / cudnnDataType of an s4d dtype; -1 when there is none. */
 int s4d_cuda_data_type(s4d_dtype dt);
 int s4d_cudnn_data_type(s4d_dtype dt);

@@ -40,16 +40,9 @@ static void to_desc(const s4d_attention_params *p, s4d_cuda_attn_desc *g)
     g->mask_fill = p->mask_fill;
 }
 
-static const s4d_attention_params *params_of(s4d_op_ctx *ctx)
-{
-    if (!ctx->params)
-        s4d_op_error(ctx, S4D_ERR_INTERNAL, "the node has no typed parameters (its schema's infer did not run)");
-    return ctx->params;
-}
-
 static s4d_status attn_supports(s4d_op_ctx *ctx)
 {
-    const s4d_attention_params *p = params_of(ctx);
+    const s4d_attention_params *p = s4d_cuda_params(ctx);
     if (!p)
         return S4D_ERR_INTERNAL;
     s4d_cuda_attn_desc g;
@@ -76,7 +69,7 @@ static s4d_status attn_prepare(s4d_op_ctx *ctx, const void *payload, size_t size
     (void)payload;
     (void)size;
     *state = NULL;
-    const s4d_attention_params *p = params_of(ctx);
+    const s4d_attention_params *p = s4d_cuda_params(ctx);
     if (!p)
         return S4D_ERR_INTERNAL;
     s4d_cuda_attn_desc g;
@@ -87,7 +80,7 @@ static s4d_status attn_prepare(s4d_op_ctx *ctx, const void *payload, size_t size
 
 static s4d_status attn_run(s4d_op_ctx *ctx)
 {
-    const s4d_attention_params *p = params_of(ctx);
+    const s4d_attention_params *p = s4d_cuda_params(ctx);
     if (!p)
         return S4D_ERR_INTERNAL;
     s4d_cuda_attn_desc g;

@@ -23,14 +23,6 @@ _Static_assert(S4D_CUDA_RED_SUM == (int)S4D_REDUCE_SUM && S4D_CUDA_RED_MEAN == (
                "kernels/reduce.h and ops/reduce.h number the reductions alike");
 _Static_assert(S4D_CUDA_RED_MAX_RANK == S4D_MAX_RANK, "one rank limit");
 
-/* The schema's params, which infer always fills for a kernel call. */
-static const void *params_of(s4d_op_ctx *ctx)
-{
-    if (!ctx->params)
-        s4d_op_error(ctx, S4D_ERR_INTERNAL, "the node has no typed parameters (its schema's infer did not run)");
-    return ctx->params;
-}
-
 static void to_geom(const s4d_reduce_geom *g, s4d_cuda_red_geom *o)
 {
     memset(o, 0, sizeof *o);
@@ -56,7 +48,7 @@ static s4d_status refuse_dtype(s4d_op_ctx *ctx, s4d_dtype dt, const char *takes)
 
 static s4d_status reduce_supports(s4d_op_ctx *ctx)
 {
-    const s4d_reduce_params *p = params_of(ctx);
+    const s4d_reduce_params *p = s4d_cuda_params(ctx);
     if (!p)
         return S4D_ERR_INTERNAL;
     s4d_dtype dt = ctx->inputs[0].dtype;
@@ -77,7 +69,7 @@ static size_t reduce_workspace(const s4d_op_ctx *ctx)
 
 static s4d_status reduce_run(s4d_op_ctx *ctx)
 {
-    const s4d_reduce_params *p = params_of(ctx);
+    const s4d_reduce_params *p = s4d_cuda_params(ctx);
     if (!p)
         return S4D_ERR_INTERNAL;
     const s4d_tensor *in = &ctx->inputs[0];
@@ -117,7 +109,7 @@ REDUCE_KERNEL(reduce_log_sum_exp, "ReduceLogSumExp")
 
 static s4d_status arg_supports(s4d_op_ctx *ctx)
 {
-    const s4d_reduce_params *p = params_of(ctx);
+    const s4d_reduce_params *p = s4d_cuda_params(ctx);
     if (!p)
         return S4D_ERR_INTERNAL;
     s4d_dtype dt = ctx->inputs[0].dtype;
@@ -130,7 +122,7 @@ static s4d_status arg_supports(s4d_op_ctx *ctx)
 
 static s4d_status arg_run(s4d_op_ctx *ctx)
 {
-    const s4d_reduce_params *p = params_of(ctx);
+    const s4d_reduce_params *p = s4d_cuda_params(ctx);
     if (!p)
         return S4D_ERR_INTERNAL;
     s4d_cuda_red_geom g;
@@ -149,7 +141,7 @@ static const s4d_kernel k_argmin = {.domain = "", .op_type = "ArgMin", .since_ve
 
 static s4d_status softmax_supports(s4d_op_ctx *ctx)
 {
-    if (!params_of(ctx))
+    if (!s4d_cuda_params(ctx))
         return S4D_ERR_INTERNAL;
     s4d_dtype dt = ctx->inputs[0].dtype;
     if (dt != S4D_DTYPE_FLOAT32 && dt != S4D_DTYPE_FLOAT16 && dt != S4D_DTYPE_FLOAT64)
@@ -159,7 +151,7 @@ static s4d_status softmax_supports(s4d_op_ctx *ctx)
 
 static s4d_status softmax_run(s4d_op_ctx *ctx)
 {
-    const s4d_softmax_params *p = params_of(ctx);
+    const s4d_softmax_params *p = s4d_cuda_params(ctx);
     if (!p)
         return S4D_ERR_INTERNAL;
     cudaError_t e = s4d_cuda_softmax(p->log, ctx->inputs[0].dtype, p->outer, p->n, p->inner, ctx->inputs[0].data,
@@ -193,7 +185,7 @@ static void ln_args(const s4d_layernorm_params *p, s4d_dtype dt, s4d_cuda_ln_arg
 
 static s4d_status ln_supports(s4d_op_ctx *ctx)
 {
-    if (!params_of(ctx))
+    if (!s4d_cuda_params(ctx))
         return S4D_ERR_INTERNAL;
     /* X, Scale and B alike (the schema checked): float32, or float16 with float statistics. */
     const s4d_dtype x = ctx->inputs[0].dtype;
@@ -220,7 +212,7 @@ static size_t ln_workspace(const s4d_op_ctx *ctx)
 
 static s4d_status ln_run(s4d_op_ctx *ctx)
 {
-    const s4d_layernorm_params *p = params_of(ctx);
+    const s4d_layernorm_params *p = s4d_cuda_params(ctx);
     if (!p)
         return S4D_ERR_INTERNAL;
     s4d_cuda_ln_args a;
@@ -240,7 +232,7 @@ static const s4d_kernel k_layernorm = {.domain = "", .op_type = "LayerNormalizat
 
 static s4d_status bn_supports(s4d_op_ctx *ctx)
 {
-    if (!params_of(ctx))
+    if (!s4d_cuda_params(ctx))
         return S4D_ERR_INTERNAL;
     for (int i = 0; i < ctx->num_inputs; i++)
         if (ctx->inputs[i].dtype != S4D_DTYPE_FLOAT32)
@@ -250,7 +242,7 @@ static s4d_status bn_supports(s4d_op_ctx *ctx)
 
 static s4d_status bn_run(s4d_op_ctx *ctx)
 {
-    const s4d_batchnorm_params *p = params_of(ctx);
+    const s4d_batchnorm_params *p = s4d_cuda_params(ctx);
     if (!p)
         return S4D_ERR_INTERNAL;
     cudaError_t e = s4d_cuda_batchnorm(p->n, p->c, p->plane, p->epsilon, ctx->inputs[0].data, ctx->inputs[1].data,
@@ -266,7 +258,7 @@ static const s4d_kernel k_batchnorm = {.domain = "", .op_type = "BatchNormalizat
 
 static s4d_status topk_supports(s4d_op_ctx *ctx)
 {
-    const s4d_topk_params *p = params_of(ctx);
+    const s4d_topk_params *p = s4d_cuda_params(ctx);
     if (!p)
         return S4D_ERR_INTERNAL;
     s4d_dtype dt = ctx->inputs[0].dtype;
@@ -286,7 +278,7 @@ static size_t topk_workspace(const s4d_op_ctx *ctx)
 
 static s4d_status topk_run(s4d_op_ctx *ctx)
 {
-    const s4d_topk_params *p = params_of(ctx);
+    const s4d_topk_params *p = s4d_cuda_params(ctx);
     if (!p)
         return S4D_ERR_INTERNAL;
     cudaError_t e = s4d_cuda_topk(ctx->inputs[0].dtype, p->largest, p->outer, p->n, p->inner, p->k,
