@@ -448,19 +448,19 @@ static s4d_status run_layers(s4d_context *c, void *stream)
 {
     const s4d_plan *p = plan_of(c);
     for (int i = 0; i < p->num_layers; i++) {
-        const s4d_backend *be = c->dev[p->layers[i].device].be;
+        const s4d_plan_layer *l = &p->layers[i];
+        const s4d_backend *be = c->dev[l->device].be;
         s4d_status st;
         /* A view's output already holds its input's bytes: no kernel, no graph node,
            no time; the hook still sees the output. */
-        int view = s4d_plan_layer_is_view(p, &p->layers[i]);
+        int view = s4d_plan_layer_is_view(p, l);
         if (c->profile && !view)
             be->event_record(c->ev[2 * i], stream);
         if (!view && (st = run_layer(c, i, stream)) != S4D_OK)
             return st;
-        if (c->sync_layers) {
+        if (c->sync_layers && !view) {
             /* An asynchronous fault surfaces at the next call that waits: wait here, so the
                error names the layer whose kernels caused it. */
-            const s4d_plan_layer *l = &plan_of(c)->layers[i];
             char msg[512];
             msg[0] = 0;
             st = be->synchronize(c->dev[l->device].bctx, stream, msg, sizeof msg);
