@@ -59,6 +59,12 @@ static int has_f32(const s4d_ir_graph *g, const s4d_ir_node *n)
     return 0;
 }
 
+/* Whether input j is one of the float inputs a mask keeps in float32. */
+static int kept32(unsigned mask, int j)
+{
+    return j < 32 && (mask >> j & 1u);
+}
+
 /*
  * Whether node n runs in float16 on backend be: its schema infers the same
  * shapes and parameters from float16 inputs (so the loader will infer it
@@ -89,7 +95,7 @@ static s4d_status try_half(const s4d_ir_graph *g, const s4d_ir_node *n, const s4
         in[i] = val->t;
         if (val->kind != S4D_VALUE_CONST && !val->frozen)
             in[i].data = NULL;
-        if (in[i].dtype != S4D_DTYPE_FLOAT32 || (i < 32 && (keep32 >> i & 1u)))
+        if (in[i].dtype != S4D_DTYPE_FLOAT32 || kept32(keep32, i))
             continue;
         in[i].dtype = S4D_DTYPE_FLOAT16;
         if (in[i].data) {
@@ -496,7 +502,7 @@ s4d_status s4d_pass_precision(s4d_ir_graph *g, const s4d_build_config *cfg, char
             st = S4D_OK;
             char list[96] = "";
             for (int j = 0, len = 0; j < 32 && len < (int)sizeof list - 8; j++)
-                if (keep32[i] >> j & 1u)
+                if (kept32(keep32[i], j))
                     len += snprintf(list + len, sizeof list - (size_t)len, "%s%d", len ? ", " : "", j);
             s4d_text_add(&notes_t, "'%s' (%s) runs in float16 with input%s %s kept in float32 (%s)\n",
                          n->name, n->op_type, (keep32[i] & (keep32[i] - 1)) ? "s" : "", list, why);
@@ -528,7 +534,7 @@ s4d_status s4d_pass_precision(s4d_ir_graph *g, const s4d_build_config *cfg, char
             if (v < 0)
                 continue;
             users[v]++;
-            half_users[v] += half[i] && !(j < 32 && (keep32[i] >> j & 1u));
+            half_users[v] += half[i] && !kept32(keep32[i], j);
         }
     }
     for (int v = 0; v < nvals; v++)
@@ -539,7 +545,7 @@ s4d_status s4d_pass_precision(s4d_ir_graph *g, const s4d_build_config *cfg, char
         s4d_device dev = g->nodes[i].device;
         for (int j = 0; j < g->nodes[i].num_inputs; j++) {
             int v = g->nodes[i].inputs[j];
-            if (j < 32 && (keep32[i] >> j & 1u))
+            if (kept32(keep32[i], j))
                 continue;
             if (!is_f32(g, v)) {
                 if (v >= 0 && twin[v] >= 0)
