@@ -9,6 +9,7 @@
  * memory and the output rows in registers; the fusion pass then leaves the
  * chain unfused, where cuBLAS and the softmax kernel run it.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/cuda/cuda_backend.h"
@@ -40,13 +41,21 @@ static void to_desc(const s4d_attention_params *p, s4d_cuda_attn_desc *g)
     g->mask_fill = p->mask_fill;
 }
 
-static s4d_status attn_supports(s4d_op_ctx *ctx)
+/* The kernel's descriptor of the node; NULL (error in ctx) without typed params. */
+static const s4d_attention_params *desc_of(s4d_op_ctx *ctx, s4d_cuda_attn_desc *g)
 {
     const s4d_attention_params *p = s4d_cuda_params(ctx);
+    if (p)
+        to_desc(p, g);
+    return p;
+}
+
+static s4d_status attn_supports(s4d_op_ctx *ctx)
+{
+    s4d_cuda_attn_desc g;
+    const s4d_attention_params *p = desc_of(ctx, &g);
     if (!p)
         return S4D_ERR_INTERNAL;
-    s4d_cuda_attn_desc g;
-    to_desc(p, &g);
     const char *why = "";
     if (!s4d_cuda_attention_ok(p->dtype, &g, &why))
         return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "%s (got %s, D %lld, Dv %lld)", why,
@@ -64,28 +73,39 @@ static size_t attn_workspace(const s4d_op_ctx *ctx)
     return s4d_cuda_attention_workspace(&g);
 }
 
+/* The descriptor is made once here and kept as the layer's state for run(). */
 static s4d_status attn_prepare(s4d_op_ctx *ctx, const void *payload, size_t size, void **state)
 {
     (void)payload;
     (void)size;
     *state = NULL;
-    const s4d_attention_params *p = s4d_cuda_params(ctx);
-    if (!p)
-        return S4D_ERR_INTERNAL;
-    s4d_cuda_attn_desc g;
-    to_desc(p, &g);
-    return s4d_cuda_check(ctx, s4d_cuda_attention_prepare(p->dtype, &g),
-                          "setting the fused attention kernel's shared memory size");
+    s4d_cuda_attn_desc *g = malloc(sizeof *g);
+    if (!g)
+        return s4d_op_error(ctx, S4D_ERR_NO_MEMORY, "out of memory");
+    const s4d_attention_params *p = desc_of(ctx, g);
+    s4d_status st = !p ? S4D_ERR_INTERNAL
+                       : s4d_cuda_check(ctx, s4d_cuda_attention_prepare(p->dtype, g),
+                                        "setting the fused attention kernel's shared memory size");
+    if (st != S4D_OK) {
+        free(g);
+        return st;
+    }
+    *state = g;
+    return S4D_OK;
+}
+
+static void attn_destroy(void *state)
+{
+    free(state);
 }
 
 static s4d_status attn_run(s4d_op_ctx *ctx)
 {
     const s4d_attention_params *p = s4d_cuda_params(ctx);
-    if (!p)
-        return S4D_ERR_INTERNAL;
-    s4d_cuda_attn_desc g;
-    to_desc(p, &g);
-    cudaError_t e = s4d_cuda_attention(p->dtype, &g, ctx->inputs[0].data, ctx->inputs[1].data,
+    const s4d_cuda_attn_desc *g = ctx->state;
+    if (!p || !g)
+        return s4d_op_error(ctx, S4D_ERR_INTERNAL, "the fused attention was not prepared");
+    cudaError_t e = s4d_cuda_attention(p->dtype, g, ctx->inputs[0].data, ctx->inputs[1].data,
                                        ctx->inputs[2].data, p->has_mask ? ctx->inputs[3].data : NULL,
                                        ctx->outputs[0].data, ctx->workspace, ctx->workspace_size,
                                        s4d_cuda_stream(ctx));
@@ -94,7 +114,8 @@ static s4d_status attn_run(s4d_op_ctx *ctx)
 
 static const s4d_kernel k_fused_attention = {
     .domain = "s4d", .op_type = "FusedAttention", .since_version = 1, .supports = attn_supports,
-    .workspace_size = attn_workspace, .prepare = attn_prepare, .run = attn_run,
+    .workspace_size = attn_workspace, .prepare = attn_prepare, .destroy = attn_destroy,
+    .run = attn_run,
 };
 
 const s4d_kernel *const s4d_cuda_kernels_attention[] = {&k_fused_attention};
