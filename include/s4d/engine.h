@@ -173,6 +173,9 @@ typedef struct s4d_context_options {
     void *stream;      /* CUDA: the context's default stream (cudaStream_t, borrowed); NULL: its own */
     int use_graph;     /* CUDA: capture the layers once into a CUDA graph and replay it
                           (recaptured when a bound device pointer changes); ignored on the CPU */
+    int graph_streams; /* CUDA graphs: streams the captured layers spread over, so that
+                          independent branches run at once (1 .. 8; 1: one stream); 0: the
+                          environment's S4D_GRAPH_STREAMS, else 4 */
 } s4d_context_options;
 
 /* Where the memory bound to an input or output lives. */

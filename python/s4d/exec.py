@@ -47,6 +47,7 @@ reports latency, like build/bin/s4dexec. Exit status 0 only on success.
   --warmUp=N             untimed runs first (default 2)
   --threads=N            CPU threads per context (default: all cores)
   --useCudaGraph         replay the layers as a CUDA graph
+  --graphStreams=N       streams the graph's independent branches spread over (1..8)
   --dumpLayerInfo        print each layer and the activation memory plan
   --dumpProfile          print the mean time of each layer over the timed runs
   --verbose              print the plugin creators, where inputs came from, the layers
@@ -195,7 +196,7 @@ def parse_args(argv):
     o = {"onnx": None, "plugins": [], "save": None, "load": None, "device": "cpu",
          "device_given": False, "fp16": False, "shapes": {}, "fallback": False, "tf32": False,
          "inputs": {}, "seed": 1, "export": None, "compare": None, "rtol": 1e-3, "atol": 1e-5,
-         "iterations": 10, "warmup": 2, "threads": 0, "graph": False, "dump": False,
+         "iterations": 10, "warmup": 2, "threads": 0, "graph": False, "graph_streams": 0, "dump": False,
          "profile": False, "verbose": False, "help": False, "precisions": {}, "obey": False,
          "calib": None, "accuracy": None, "tolerances": {}, "metrics": {}}
     valued = {"--onnx": "onnx", "--saveEngine": "save", "--loadEngine": "load",
@@ -232,6 +233,10 @@ def parse_args(argv):
             key = {"--iterations": "iterations", "--warmUp": "warmup", "--threads": "threads",
                    "--seed": "seed"}[flag]
             o[key] = _int(v, flag, 1 if flag == "--iterations" else 0)
+        elif flag == "--graphStreams":
+            o["graph_streams"] = _int(v, flag, 1)
+            if o["graph_streams"] > 8:
+                raise UsageError(f"--graphStreams expects 1 .. 8, got {o['graph_streams']}")
         elif flag in ("--rtol", "--atol"):
             o[flag[2:]] = _float(v, flag)
         elif flag == "--layerPrecisions":
@@ -340,7 +345,8 @@ def run_main(o):
         if o["dump"] or o["verbose"]:
             dump_layers(engine)
         with engine.create_context(num_threads=o["threads"], profile=o["profile"],
-                                   use_graph=o["graph"]) as ctx:
+                                   use_graph=o["graph"],
+                                   graph_streams=o["graph_streams"]) as ctx:
             return run_all(o, engine, ctx, se)
 
 

@@ -134,6 +134,14 @@ typedef struct s4d_backend {
     s4d_status (*graph_end)(void *stream, void **graph, char *err, size_t errsz);
     s4d_status (*graph_launch)(void *graph, void *stream, char *err, size_t errsz);
     void (*graph_destroy)(void *graph);
+
+    /* More streams for a context, and events that order them: a graph's independent
+       branches are captured on several streams (runtime/schedule.h). All NULL when the
+       backend has none; graphs then use the context's stream alone. */
+    s4d_status (*stream_create)(s4d_backend_ctx *c, void **stream, char *err, size_t errsz);
+    void (*stream_destroy)(void *stream);
+    s4d_status (*order_event_create)(void **event); /* an event for ordering only (no timing) */
+    s4d_status (*stream_wait)(void *stream, void *event);
 } s4d_backend;
 
 /*

@@ -12,6 +12,7 @@
 
 #include "registry/plugin_bridge.h"
 #include "runtime/runtime.h"
+#include "runtime/schedule.h"
 #include "util/util.h"
 
 #define ERRBUF(e) ((e) ? (e)->msg : NULL), ((e) ? sizeof((e)->msg) : 0)
@@ -53,6 +54,15 @@ struct s4d_context {
     void **graph_views;    /* per io: the pointers the graph was captured with */
     void *stream;          /* the main device's stream */
     void *last_stream;     /* the stream of the last enqueue */
+    /* A graph's layers spread over streams (schedule.h): the schedule of the graph captured
+       last, stream 0 being the enqueue's; each extra stream has its own workspace. */
+    int graph_streams;
+    s4d_schedule sched;
+    void *xstream[S4D_SCHED_MAX_STREAMS];
+    void *xworkspace[S4D_SCHED_MAX_STREAMS];
+    void **order_ev;       /* per layer: recorded after it when another stream waits for it */
+    void *fork_ev;
+    void *join_ev[S4D_SCHED_MAX_STREAMS];
     s4d_layer_hook hook;   /* called after each layer (the accuracy guard), or NULL */
     void *hook_user;
     char errmsg[2048];
@@ -91,6 +101,22 @@ void s4d_context_destroy(s4d_context *c)
     ctx_dev *md = main_dev(c);
     if (c->graph && md->be && md->be->graph_destroy)
         md->be->graph_destroy(c->graph);
+    if (c->order_ev)
+        for (int i = 0; i < p->num_layers; i++)
+            if (c->order_ev[i])
+                md->be->event_destroy(c->order_ev[i]);
+    free(c->order_ev);
+    if (c->fork_ev)
+        md->be->event_destroy(c->fork_ev);
+    for (int s = 0; s < S4D_SCHED_MAX_STREAMS; s++) {
+        if (c->join_ev[s])
+            md->be->event_destroy(c->join_ev[s]);
+        if (c->xworkspace[s])
+            md->be->free(c->xworkspace[s]);
+        if (c->xstream[s])
+            md->be->stream_destroy(c->xstream[s]);
+    }
+    s4d_schedule_free(&c->sched);
     if (c->ev)
         for (int i = 0; i < 2 * p->num_layers; i++)
             if (c->ev[i])
@@ -271,6 +297,14 @@ s4d_status s4d_context_create(const s4d_engine *e, const s4d_context_options *op
     c->use_graph = o.use_graph != 0;
     const char *sync_env = getenv("S4D_SYNC_LAYERS");
     c->sync_layers = sync_env && sync_env[0] && strcmp(sync_env, "0") != 0;
+    c->graph_streams = o.graph_streams;
+    const char *gs_env = getenv("S4D_GRAPH_STREAMS");
+    if (c->graph_streams <= 0)
+        c->graph_streams = gs_env && gs_env[0] ? atoi(gs_env) : 4;
+    if (c->graph_streams < 1)
+        c->graph_streams = 1;
+    if (c->graph_streams > S4D_SCHED_MAX_STREAMS)
+        c->graph_streams = S4D_SCHED_MAX_STREAMS;
     char msg[1024];
     msg[0] = 0;
     s4d_status st = context_setup(c, &o, msg, sizeof msg);
@@ -392,7 +426,7 @@ static void *io_view(s4d_context *c, int i)
 }
 
 /* Runs layer i (or copies, for a copy layer) on its device. */
-static s4d_status run_layer(s4d_context *c, int i, void *stream)
+static s4d_status run_layer(s4d_context *c, int i, void *stream, void *workspace)
 {
     const s4d_plan *p = plan_of(c);
     const s4d_plan_layer *l = &p->layers[i];
@@ -427,7 +461,7 @@ static s4d_status run_layer(s4d_context *c, int i, void *stream)
         ctx.schema = l->schema;
         ctx.params = l->params;
         ctx.pool = dv->be->context_pool(dv->bctx);
-        ctx.workspace = dv->workspace;
+        ctx.workspace = workspace ? workspace : dv->workspace;
         ctx.workspace_size = (size_t)l->workspace;
         ctx.state = l->kernel_state;
         ctx.stream = l->device == p->device ? stream : dv->be->context_stream(dv->bctx);
@@ -456,7 +490,7 @@ static s4d_status run_layers(s4d_context *c, void *stream)
         int view = s4d_plan_layer_is_view(p, l);
         if (c->profile && !view)
             be->event_record(c->ev[2 * i], stream);
-        if (!view && (st = run_layer(c, i, stream)) != S4D_OK)
+        if (!view && (st = run_layer(c, i, stream, NULL)) != S4D_OK)
             return st;
         if (c->sync_layers && !view) {
             /* An asynchronous fault surfaces at the next call that waits: wait here, so the
@@ -489,6 +523,119 @@ static int graph_eligible(const s4d_context *c)
     return 1;
 }
 
+/*
+ * The schedule of the layers over up to c->graph_streams streams, from the bytes each
+ * layer reads and writes this run, with the streams, workspaces and events it needs.
+ * Returns the number of streams to capture on (1: the enqueue's stream alone).
+ */
+static s4d_status make_schedule(s4d_context *c, int *num_streams)
+{
+    const s4d_plan *p = plan_of(c);
+    ctx_dev *md = main_dev(c);
+    const s4d_backend *be = md->be;
+    *num_streams = 1;
+    s4d_schedule_free(&c->sched);
+    if (c->graph_streams < 2 || p->num_layers < 2 || !be->stream_create || !be->stream_wait ||
+        !be->order_event_create)
+        return S4D_OK;
+    int total = c->lt_off[p->num_layers - 1] + p->layers[p->num_layers - 1].num_inputs +
+                p->layers[p->num_layers - 1].num_outputs;
+    s4d_sched_layer *sl = calloc((size_t)p->num_layers + 1, sizeof *sl);
+    s4d_sched_range *rg = calloc((size_t)total + 1, sizeof *rg);
+    if (!sl || !rg) {
+        free(sl);
+        free(rg);
+        return cerr(c, S4D_ERR_NO_MEMORY, "run: out of host memory scheduling the graph");
+    }
+    for (int i = 0; i < p->num_layers; i++) {
+        const s4d_plan_layer *l = &p->layers[i];
+        s4d_sched_range *r = rg + c->lt_off[i];
+        const s4d_tensor *t = c->lt + c->lt_off[i];
+        for (int k = 0; k < l->num_inputs + l->num_outputs; k++) {
+            int ti = k < l->num_inputs ? l->inputs[k] : l->outputs[k - l->num_inputs];
+            if (ti < 0 || !t[k].data)
+                continue;
+            r[k].lo = (uintptr_t)t[k].data;
+            r[k].hi = r[k].lo + (uintptr_t)p->tensors[ti].bytes;
+        }
+        sl[i].skip = s4d_plan_layer_is_view(p, l);
+        sl[i].num_reads = l->num_inputs;
+        sl[i].reads = r;
+        sl[i].num_writes = l->num_outputs;
+        sl[i].writes = r + l->num_inputs;
+    }
+    char msg[512];
+    s4d_status st = s4d_schedule_make(sl, p->num_layers, c->graph_streams, &c->sched, msg, sizeof msg);
+    /* Cheap next to a capture, and a wrong schedule would be a silent race: check it. */
+    if (st == S4D_OK)
+        st = s4d_schedule_verify(sl, p->num_layers, &c->sched, msg, sizeof msg);
+    free(sl);
+    free(rg);
+    if (st != S4D_OK)
+        return cerr(c, st, "run: scheduling the graph's layers: %s", msg);
+    const int ns = c->sched.num_streams;
+    if (!c->order_ev && !(c->order_ev = calloc((size_t)p->num_layers + 1, sizeof(void *))))
+        return cerr(c, S4D_ERR_NO_MEMORY, "run: out of host memory scheduling the graph");
+    for (int i = 0; st == S4D_OK && i < p->num_layers; i++)
+        if (c->sched.record[i] && !c->order_ev[i])
+            st = be->order_event_create(&c->order_ev[i]);
+    if (st == S4D_OK && ns > 1 && !c->fork_ev)
+        st = be->order_event_create(&c->fork_ev);
+    for (int s = 1; st == S4D_OK && s < ns; s++) {
+        if (!c->join_ev[s])
+            st = be->order_event_create(&c->join_ev[s]);
+        if (st == S4D_OK && !c->xstream[s])
+            st = be->stream_create(md->bctx, &c->xstream[s], msg, sizeof msg);
+        if (st == S4D_OK && !c->xworkspace[s] && p->workspace_size[p->device])
+            st = be->alloc((size_t)p->workspace_size[p->device], &c->xworkspace[s], msg, sizeof msg);
+    }
+    if (st != S4D_OK)
+        return cerr(c, st, "run: the graph's streams: %s", msg[0] ? msg : s4d_status_string(st));
+    *num_streams = ns;
+    return S4D_OK;
+}
+
+/* The layers on the schedule's streams (stream 0: the enqueue's), forked from and joined
+   back into `stream`; the join happens even when a layer fails, so the capture can end. */
+static s4d_status run_scheduled(s4d_context *c, void *stream)
+{
+    const s4d_plan *p = plan_of(c);
+    const s4d_backend *be = main_dev(c)->be;
+    const s4d_schedule *sc = &c->sched;
+    void *sts[S4D_SCHED_MAX_STREAMS];
+    sts[0] = stream;
+    s4d_status st = be->event_record(c->fork_ev, stream);
+    for (int s = 1; s < sc->num_streams; s++) {
+        sts[s] = c->xstream[s];
+        if (st == S4D_OK)
+            st = be->stream_wait(sts[s], c->fork_ev);
+    }
+    if (st != S4D_OK)
+        st = cerr(c, st, "run: forking the graph's streams failed");
+    for (int i = 0; st == S4D_OK && i < p->num_layers; i++) {
+        int s = sc->stream[i];
+        if (s < 0)
+            continue;
+        for (int w = sc->wait_off[i]; st == S4D_OK && w < sc->wait_off[i + 1]; w++)
+            st = be->stream_wait(sts[s], c->order_ev[sc->waits[w]]);
+        if (st != S4D_OK) {
+            st = cerr(c, st, "run: ordering layer '%s' after another stream failed", p->layers[i].name);
+            break;
+        }
+        st = run_layer(c, i, sts[s], s ? c->xworkspace[s] : NULL);
+        if (st == S4D_OK && sc->record[i] && be->event_record(c->order_ev[i], sts[s]) != S4D_OK)
+            st = cerr(c, S4D_ERR_CUDA, "run: recording the end of layer '%s' failed", p->layers[i].name);
+    }
+    for (int s = 1; s < sc->num_streams; s++) {
+        s4d_status js = be->event_record(c->join_ev[s], sts[s]);
+        if (js == S4D_OK)
+            js = be->stream_wait(stream, c->join_ev[s]);
+        if (js != S4D_OK && st == S4D_OK)
+            st = cerr(c, js, "run: joining the graph's streams failed");
+    }
+    return st;
+}
+
 static s4d_status run_graph(s4d_context *c, void *stream)
 {
     const s4d_backend *be = main_dev(c)->be;
@@ -500,10 +647,14 @@ static s4d_status run_graph(s4d_context *c, void *stream)
         if (c->graph)
             be->graph_destroy(c->graph);
         c->graph = NULL;
-        s4d_status st = be->graph_begin(stream, msg, sizeof msg);
+        int ns = 1;
+        s4d_status st = make_schedule(c, &ns);
+        if (st != S4D_OK)
+            return st;
+        st = be->graph_begin(stream, msg, sizeof msg);
         if (st != S4D_OK)
             return cerr(c, st, "run: starting graph capture failed: %s", msg);
-        s4d_status rst = run_layers(c, stream);
+        s4d_status rst = ns > 1 ? run_scheduled(c, stream) : run_layers(c, stream);
         void *g = NULL;
         st = be->graph_end(stream, &g, msg, sizeof msg);
         if (rst != S4D_OK) {

@@ -173,6 +173,7 @@ def test_bad_command_lines_fail_like_s4dexec(models, tmp_path, capsys):
         ["--bogus"], [], ["--onnx=a", "--loadEngine=b"], [f"--onnx={m}", "--device=tpu"],
         [f"--onnx={m}", "--iterations=0"], [f"--onnx={m}", "--warmUp=-1"],
         [f"--onnx={m}", "--threads=x"], [f"--onnx={m}", "--seed=-3"],
+        [f"--onnx={m}", "--graphStreams=0"], [f"--onnx={m}", "--graphStreams=9"],
         [f"--onnx={m}", "--loadInputs=x:a.npy,,y:b.npy"], [f"--onnx={m}", "--loadInputs="],
         [f"--onnx={m}", "--loadInputs=x:a.npy,x:b.npy"], [f"--onnx={m}", "--loadInputs=q:a.npy"],
         [f"--onnx={m}", "--loadInputs=x:/nonexistent.npy"],

@@ -52,6 +52,7 @@ typedef struct options {
     int num_shapes;
     int allow_fallback;
     int use_graph;
+    int graph_streams;
     int no_transfers;
     int tf32;
     s4d_layer_precision precisions[MAX_LOADS];
@@ -124,6 +125,8 @@ static const char *usage_text =
     "  --warmUp=N             untimed runs before timing (default 2)\n"
     "  --threads=N            CPU threads per context (default: all cores)\n"
     "  --useCudaGraph         capture the layers into a CUDA graph once and replay it\n"
+    "  --graphStreams=N       streams the graph's independent branches spread over (1..8;\n"
+    "                         default 4, or S4D_GRAPH_STREAMS; 1: one stream)\n"
     "  --noDataTransfers      time without host<->device copies: after the warm-up, inputs\n"
     "                         and outputs stay in the context's device buffers (CUDA)\n"
     "  --dumpLayerInfo        print each layer: op, device, dtypes, shapes, workspace,\n"
@@ -522,6 +525,11 @@ static int parse_args(int argc, char **argv, options *o, int *help)
             o->no_transfers = 1;
         } else if (strcmp(a, "--useCudaGraph") == 0) {
             o->use_graph = 1;
+        } else if ((v = flag_value(a, "--graphStreams"))) {
+            if (parse_int(v, "--graphStreams", 1, &o->graph_streams))
+                return 1;
+            if (o->graph_streams > 8)
+                return fail("--graphStreams expects 1 .. 8, got %d", o->graph_streams);
         } else if (strcmp(a, "--tf32") == 0) {
             o->tf32 = 1;
         } else if (strcmp(a, "--noTF32") == 0) {
@@ -876,6 +884,7 @@ static int run_all(const options *o, s4d_engine *e)
     co.num_threads = o->threads;
     co.profile = o->dump_profile;
     co.use_graph = o->use_graph;
+    co.graph_streams = o->graph_streams;
     s4d_context *ctx = NULL;
     s4d_errbuf err = {{0}};
     if (s4d_context_create(e, &co, &ctx, &err) != S4D_OK)

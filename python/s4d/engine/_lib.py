@@ -75,7 +75,7 @@ class LoadOptions(ctypes.Structure):
 class ContextOptions(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("num_threads", ctypes.c_int),
                 ("profile", ctypes.c_int), ("stream", ctypes.c_void_p),
-                ("use_graph", ctypes.c_int)]
+                ("use_graph", ctypes.c_int), ("graph_streams", ctypes.c_int)]
 
 
 class TensorInfo(ctypes.Structure):

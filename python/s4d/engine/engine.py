@@ -718,13 +718,14 @@ class Engine(_Closing):
 
     # -- running
     def create_context(self, num_threads=0, profile=False, stream=None,
-                       use_graph=False) -> "Context":
+                       use_graph=False, graph_streams=0) -> "Context":
         """A new execution context (use one per thread). num_threads: CPU
         threads (<= 0: all cores); profile: record per-layer times; stream:
         the CUDA stream the context runs on by default (an int address or a
         torch.cuda.Stream; None: its own); use_graph: replay the layers as a
-        CUDA graph."""
-        return Context(self, num_threads, profile, stream, use_graph)
+        CUDA graph; graph_streams: streams the graph's independent branches
+        spread over (1 .. 8; 0: S4D_GRAPH_STREAMS or 4)."""
+        return Context(self, num_threads, profile, stream, use_graph, graph_streams)
 
     # -- lifetime
     def close(self):
@@ -794,7 +795,8 @@ class Context(_Closing):
     until rebound.
     """
 
-    def __init__(self, engine, num_threads=0, profile=False, stream=None, use_graph=False):
+    def __init__(self, engine, num_threads=0, profile=False, stream=None, use_graph=False,
+                 graph_streams=0):
         if not isinstance(engine, Engine):
             raise InvalidArgumentError("Context needs an s4d.engine.Engine")
         L = _lib.lib()
@@ -803,6 +805,10 @@ class Context(_Closing):
         opts.num_threads = _int_or_none(num_threads, "num_threads")
         opts.profile = int(bool(profile))
         opts.use_graph = int(bool(use_graph))
+        gs = _int_or_none(graph_streams, "graph_streams")
+        if not 0 <= gs <= 8:
+            raise InvalidArgumentError(f"graph_streams is {gs}: 1 .. 8, or 0 for the default")
+        opts.graph_streams = gs
         opts.stream = _stream_address(stream)
         hold = engine._h.acquire()
         eptr = hold.ptr

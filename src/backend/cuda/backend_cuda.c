@@ -404,6 +404,43 @@ static void cuda_graph_destroy(void *graph)
         cudaGraphExecDestroy((cudaGraphExec_t)graph);
 }
 
+/* ---- more streams ---- */
+
+static s4d_status cuda_stream_create(s4d_backend_ctx *c, void **stream, char *err, size_t errsz)
+{
+    *stream = NULL;
+    cudaError_t e = cudaSetDevice(c->device);
+    cudaStream_t s = NULL;
+    if (e == cudaSuccess)
+        e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    if (e != cudaSuccess)
+        return s4d_cuda_fmt(e, "cudaStreamCreateWithFlags", err, errsz);
+    *stream = s;
+    return S4D_OK;
+}
+
+static void cuda_stream_destroy(void *stream)
+{
+    if (stream)
+        cudaStreamDestroy((cudaStream_t)stream);
+}
+
+static s4d_status cuda_order_event_create(void **event)
+{
+    cudaEvent_t e;
+    if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess)
+        return S4D_ERR_CUDA;
+    *event = e;
+    return S4D_OK;
+}
+
+static s4d_status cuda_stream_wait(void *stream, void *event)
+{
+    return cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0) == cudaSuccess
+               ? S4D_OK
+               : S4D_ERR_CUDA;
+}
+
 static const s4d_backend cuda_backend = {
     .version = S4D_BACKEND_VERSION,
     .device = S4D_DEVICE_CUDA,
@@ -432,6 +469,10 @@ static const s4d_backend cuda_backend = {
     .graph_end = cuda_graph_end,
     .graph_launch = cuda_graph_launch,
     .graph_destroy = cuda_graph_destroy,
+    .stream_create = cuda_stream_create,
+    .stream_destroy = cuda_stream_destroy,
+    .order_event_create = cuda_order_event_create,
+    .stream_wait = cuda_stream_wait,
 };
 
 const s4d_backend *s4d_backend_cuda(void)
