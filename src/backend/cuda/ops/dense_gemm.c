@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "backend/cuda/kernels/dense.h"
+#include "backend/cuda/kernels/sgemm.h"
 #include "backend/cuda/ops/dense_ops.h"
 #include "ops/dense.h"
 
@@ -88,6 +89,7 @@ typedef struct lt_problem {
 #define LT_FLAG_MIN_ALIGNED 1u /* the algorithm assumes element alignment only */
 #define LT_FLAG_UNROLLED 2u    /* the strided batch runs as a loop of single products */
 #define LT_FLAG_RAW 4u         /* the algorithm's own bytes (no configuration rebuilt it) */
+#define LT_FLAG_OWN 8u         /* the project's own float32 kernel (sgemm.h) timed faster */
 #define LT_WORDS ((int)(sizeof(cublasLtMatmulAlgo_t) / sizeof(uint32_t)))
 
 /*
@@ -115,6 +117,7 @@ typedef struct lt_state {
     int unrolled;      /* the strided batch runs as a loop of calls */
     unsigned align[4]; /* bytes the chosen algorithm assumes of our A, B, C, D */
     lt_choice ch;      /* what the payload stores */
+    int own;           /* runs on the project's own kernel (sgemm.h), not cuBLASLt */
     lt_problem pb;
 } lt_state;
 
@@ -456,6 +459,41 @@ static s4d_status lt_launch(void *arg)
     return S4D_OK;
 }
 
+/*
+ * Whether the project's own kernel computes this product as cuBLASLt would: strict float32
+ * (a TF32 engine's tensor cores are faster), row-major A and B, no addend matrix.
+ */
+static int own_fits(const s4d_op_ctx *ctx, const lt_state *st)
+{
+    const lt_problem *p = &st->pb;
+    return p->dtype == S4D_DTYPE_FLOAT32 && !s4d_cuda_ctx(ctx)->allow_tf32 && !p->ta && !p->tb &&
+           p->c_kind == LT_C_NONE && p->alpha == 1.0 && !st->unrolled &&
+           s4d_cuda_sgemm_ok(p->m, p->n, p->k, p->batch);
+}
+
+/* lt_launch on the project's own kernel: the same loop of calls, the same operands. */
+static s4d_status own_launch(void *arg)
+{
+    const lt_args *x = arg;
+    const lt_problem *p = &x->st->pb;
+    const int64_t calls = lt_outer_count(p), d_step = p->batch * p->m * p->n;
+    for (int64_t i = 0; i < calls; i++) {
+        int64_t oa = 0, ob = 0, r = i;
+        for (int j = p->outer_rank - 1; j >= 0; j--) {
+            const int64_t c = r % p->outer[j];
+            r /= p->outer[j];
+            oa += c * p->oa[j];
+            ob += c * p->ob[j];
+        }
+        cudaError_t e = s4d_cuda_sgemm((const float *)x->a + oa, (const float *)x->b + ob,
+                                       p->bias_epi ? (const float *)p->bias_ptr : NULL, (float *)x->d + i * d_step,
+                                       p->m, p->n, p->k, p->batch, p->sa, p->sb, p->relu, x->s);
+        if (e != cudaSuccess)
+            return s4d_cuda_check(x->ctx, e, "the float32 product kernel");
+    }
+    return S4D_OK;
+}
+
 static int ptr_aligned(const void *p, unsigned a)
 {
     return ((uintptr_t)p % a) == 0;
@@ -485,6 +523,8 @@ static s4d_status lt_exec(s4d_op_ctx *ctx, const void *a, const void *b, const v
     x.d = d;
     x.ws = ctx->workspace;
     x.ws_size = ctx->workspace_size < LT_WS_CAP ? ctx->workspace_size : LT_WS_CAP;
+    if (st->own)
+        return own_launch(&x); /* element loads: any alignment */
     int aligned = ptr_aligned(a, st->align[0]) && ptr_aligned(b, st->align[1]) && ptr_aligned(d, st->align[3]) &&
                   (st->pb.c_kind != LT_C_MATRIX || ptr_aligned(c, st->align[2]));
     if (aligned) {
@@ -594,7 +634,12 @@ static s4d_status lt_choose(s4d_op_ctx *ctx, lt_state *st)
         fprintf(stderr, "[gemm] '%s': %s m %lld n %lld k %lld batch %lld, %d candidate%s%s\n", ctx->node_name,
                 s4d_dtype_name(p->dtype), (long long)p->m, (long long)p->n, (long long)p->k, (long long)p->batch,
                 nc, nc == 1 ? "" : "s", worth_timing ? "" : " (not timed: small)");
-    if (nc > 1 && worth_timing && need <= LT_SCRATCH_CAP && need < s4d_dense_free_bytes() / 2) {
+    /* S4D_GEMM_CHOICE=own|cublaslt: every fitting product on the own kernel, or none (tests). */
+    const char *force = getenv("S4D_GEMM_CHOICE");
+    const int own_ok = own_fits(ctx, st) && !(force && strcmp(force, "cublaslt") == 0);
+    const int force_own = own_ok && force && strcmp(force, "own") == 0;
+    int own = force_own;
+    if ((nc > 1 || own_ok) && worth_timing && need <= LT_SCRATCH_CAP && need < s4d_dense_free_bytes() / 2) {
         s4d_dense_scratch sc;
         memset(&sc, 0, sizeof sc);
         lt_args x;
@@ -638,13 +683,25 @@ static s4d_status lt_choose(s4d_op_ctx *ctx, lt_state *st)
                     best = i;
                 }
             }
+            double own_ms = -1.0;
+            if (own_ok && s4d_dense_time(bc->stream, own_launch, &x, LT_TIME_REPS, &own_ms) != S4D_OK) {
+                cudaError_t se = s4d_dense_sticky_error(bc->stream);
+                if (se != cudaSuccess) {
+                    s4d_dense_scratch_free(&sc, bc->stream);
+                    return s4d_cuda_check(ctx, se, "timing the float32 product kernel");
+                }
+                own_ms = -1.0; /* it failed alone: cuBLASLt's choice stands */
+            }
+            if (gemm_log && own_ok)
+                fprintf(stderr, "[gemm]   own float32 kernel: %.4f ms\n", own_ms);
+            own = force_own || (own_ok && own_ms >= 0.0 && (best_ms < 0.0 || own_ms < best_ms));
             if (ctx->err_size)
                 ctx->err[0] = 0; /* a candidate that failed to run is skipped, not the layer's error */
         }
         s4d_dense_scratch_free(&sc, bc->stream);
     }
     if (gemm_log)
-        fprintf(stderr, "[gemm]   chose candidate %d\n", best);
+        fprintf(stderr, own ? "[gemm]   chose the own float32 kernel\n" : "[gemm]   chose candidate %d\n", best);
     if (raw[best]) {
         st->ch.flags = LT_FLAG_RAW;
         memcpy(st->ch.words, &algo[best], sizeof algo[best]);
@@ -654,6 +711,9 @@ static s4d_status lt_choose(s4d_op_ctx *ctx, lt_state *st)
     }
     st->algo = algo[best];
     st->ws = ws[best];
+    st->own = own;
+    if (own)
+        st->ch.flags |= LT_FLAG_OWN;
     return S4D_OK;
 }
 
@@ -708,7 +768,7 @@ static s4d_status lt_parse_payload(s4d_op_ctx *ctx, const void *payload, size_t 
         why = "it is not a cuBLASLt choice of this version";
     else if (count != (uint32_t)LT_WORDS || r.failed || r.pos != size)
         why = "it is not the size of a cuBLASLt choice";
-    else if (ch->flags & ~(LT_FLAG_MIN_ALIGNED | LT_FLAG_UNROLLED | LT_FLAG_RAW))
+    else if (ch->flags & ~(LT_FLAG_MIN_ALIGNED | LT_FLAG_UNROLLED | LT_FLAG_RAW | LT_FLAG_OWN))
         why = "its flags are unknown";
     if (why)
         return s4d_op_error(ctx, S4D_ERR_PARSE, "the stored cuBLASLt algorithm is invalid: %s (rebuild the engine)",
@@ -722,7 +782,7 @@ static s4d_status lt_save(const void *state, s4d_wbuf *w)
     if (st->empty)
         return S4D_OK;
     uint32_t flags = (st->ch.flags & LT_FLAG_RAW) | (st->min_aligned ? LT_FLAG_MIN_ALIGNED : 0u) |
-                     (st->unrolled ? LT_FLAG_UNROLLED : 0u);
+                     (st->unrolled ? LT_FLAG_UNROLLED : 0u) | (st->own ? LT_FLAG_OWN : 0u);
     s4d_wbuf_u32(w, LT_MAGIC);
     s4d_wbuf_u32(w, S4D_DENSE_PAYLOAD_VERSION);
     s4d_wbuf_u32(w, flags);
@@ -782,8 +842,9 @@ static s4d_status lt_choose_cached(s4d_op_ctx *ctx, lt_state *st)
     if (s4d_dense_cache_get(&key, sizeof key, &ch, sizeof ch)) {
         if (ch.flags & LT_FLAG_MIN_ALIGNED)
             lt_min_alignments(st);
-        if (lt_choice_apply(s4d_cuda_ctx(ctx)->lt, st, &ch)) {
+        if ((!(ch.flags & LT_FLAG_OWN) || own_fits(ctx, st)) && lt_choice_apply(s4d_cuda_ctx(ctx)->lt, st, &ch)) {
             st->ch = ch;
+            st->own = (ch.flags & LT_FLAG_OWN) != 0;
             return S4D_OK;
         }
         st->min_aligned = 0;
@@ -830,8 +891,14 @@ static s4d_status lt_prepare(s4d_op_ctx *ctx, const lt_problem *p, int empty, co
                 s = s4d_op_error(ctx, S4D_ERR_PARSE,
                                  "the stored cuBLASLt algorithm does not run on this product (rebuild the engine)");
         }
-        if (s == S4D_OK)
+        if (s == S4D_OK && (pl.flags & LT_FLAG_OWN) && !own_fits(ctx, st))
+            s = s4d_op_error(ctx, S4D_ERR_PARSE,
+                             "the stored choice of the own float32 kernel does not fit this product (rebuild the "
+                             "engine)");
+        if (s == S4D_OK) {
             st->ch = pl;
+            st->own = (pl.flags & LT_FLAG_OWN) != 0;
+        }
     } else {
         s = lt_make_descs(ctx, st);
         if (s == S4D_OK) {
