@@ -159,7 +159,8 @@ static s4d_status reinfer_same(mv *m, int ni)
 /*
  * Makes node ni (a Slice, opset >= 10) read src[start + i] over count
  * elements on every axis, step 1; or bypasses it when that is all of src.
- * Returns 1 when rewritten, 0 when left alone, -1 with *st set on failure.
+ * Returns 1 when rewritten, 0 when left alone (only for opset < 10 or a
+ * scalar src), -1 with *st set on failure.
  */
 static int slice_of(mv *m, int ni, int src, const int64_t *start, const int64_t *count, s4d_status *st)
 {
@@ -176,10 +177,17 @@ static int slice_of(mv *m, int ni, int src, const int64_t *start, const int64_t 
         ones[k] = 1;
         k++;
     }
-    if (k == 0)
-        return bypass(m, ni, src);
-    if (g->nodes[ni].opset < 10)
+    if (k == 0 && bypass(m, ni, src))
+        return 1;
+    if (g->nodes[ni].opset < 10 || rank < 1)
         return 0; /* starts and ends are attributes there; exporters write opset >= 10 */
+    if (k == 0) { /* all of src into a graph output: a Slice still writes it */
+        starts[0] = 0;
+        ends[0] = g->values[src].t.dims[0];
+        axes[0] = 0;
+        ones[0] = 1;
+        k = 1;
+    }
     const char *name = g->nodes[ni].name;
     int64_t len = k;
     int vs = add_ints(m, name, "starts", S4D_DTYPE_INT64, 1, &len, starts);
@@ -404,6 +412,181 @@ static s4d_status try_concat(mv *m, int ni, int *done)
     return S4D_OK;
 }
 
+/*
+ * The axis of view value w (an Unsqueeze or Reshape of value c that only adds
+ * or drops size-1 dims) that holds axis a of c, or -1 when w is no such view
+ * or a has size 1 (it could not be told from the dims around it).
+ */
+static int view_axis(const s4d_ir_graph *g, int c, int w, int a)
+{
+    const s4d_tensor *ct = &g->values[c].t, *wt = &g->values[w].t;
+    if (ct->dims[a] == 1)
+        return -1;
+    int ci = 0, wi = 0, at = -1;
+    for (;;) {
+        while (ci < ct->rank && ct->dims[ci] == 1)
+            ci++;
+        while (wi < wt->rank && wt->dims[wi] == 1)
+            wi++;
+        if (ci == ct->rank || wi == wt->rank)
+            return ci == ct->rank && wi == wt->rank ? at : -1;
+        if (ct->dims[ci] != wt->dims[wi])
+            return -1;
+        if (ci == a)
+            at = wi;
+        ci++;
+        wi++;
+    }
+}
+
+/* Range [*lo, *hi) that reader r (a Slice or a Gather of constant indices) takes of value w
+   along axis a, or 0 when it is neither or reads w otherwise. */
+static int reader_range(const s4d_ir_graph *g, int r, int w, int a, int64_t *lo, int64_t *hi)
+{
+    const s4d_ir_node *n = &g->nodes[r];
+    if (n->num_outputs != 1 || !n->params || n->inputs[0] != w)
+        return 0;
+    for (int j = 1; j < n->num_inputs; j++)
+        if (n->inputs[j] == w)
+            return 0;
+    int64_t dim = g->values[w].t.dims[a];
+    if (s4d_fuse_is_op(g, r, "Slice")) {
+        const s4d_slice_params *p = unit_slice(g, r);
+        if (!p || n->opset < 10)
+            return 0;
+        *lo = p->start[a];
+        *hi = p->start[a] + p->count[a];
+        return 1;
+    }
+    if (!s4d_fuse_is_op(g, r, "Gather") || n->num_inputs != 2 ||
+        ((const s4d_gather_params *)n->params)->axis != a)
+        return 0;
+    const s4d_tensor *idx = s4d_fuse_const(g, n->inputs[1]);
+    if (!idx || (idx->dtype != S4D_DTYPE_INT64 && idx->dtype != S4D_DTYPE_INT32))
+        return 0;
+    int64_t cnt = s4d_tensor_numel(idx);
+    *lo = INT64_MAX;
+    *hi = INT64_MIN;
+    for (int64_t i = 0; i < cnt; i++) {
+        int64_t v = idx->dtype == S4D_DTYPE_INT64 ? ((const int64_t *)idx->data)[i]
+                                                  : ((const int32_t *)idx->data)[i];
+        v = v < 0 ? v + dim : v;
+        *lo = v < *lo ? v : *lo;
+        *hi = v + 1 > *hi ? v + 1 : *hi;
+    }
+    return cnt > 0;
+}
+
+/* Gather node r: indices shifted by shift (normalised against the old dim first). */
+static s4d_status shift_gather(mv *m, int r, int64_t dim, int64_t shift)
+{
+    s4d_ir_graph *g = m->g;
+    const s4d_tensor *idx = s4d_fuse_const(g, g->nodes[r].inputs[1]);
+    int64_t cnt = s4d_tensor_numel(idx), dims[S4D_MAX_RANK];
+    int rank = idx->rank;
+    s4d_dtype dt = idx->dtype;
+    memcpy(dims, idx->dims, sizeof dims);
+    int64_t *vals = malloc(sizeof(int64_t) * (size_t)cnt);
+    if (!vals)
+        return oom(m);
+    for (int64_t i = 0; i < cnt; i++) {
+        int64_t v = dt == S4D_DTYPE_INT64 ? ((const int64_t *)idx->data)[i]
+                                          : ((const int32_t *)idx->data)[i];
+        vals[i] = (v < 0 ? v + dim : v) + shift;
+    }
+    int vi = add_ints(m, g->nodes[r].name, "indices", dt, rank, dims, vals);
+    free(vals);
+    if (vi < 0)
+        return oom(m);
+    g->nodes[r].inputs[1] = vi;
+    return reinfer_same(m, r);
+}
+
+/*
+ * An Unsqueeze or Reshape that only adds or drops size-1 dims, of a Concat,
+ * read only by Slices and Gathers that all take their elements from one
+ * input xk: the view is made of xk instead and its readers are shifted, so
+ * the Concat loses its last reader (torch's x.unsqueeze(-2)[..., 0:3] of a
+ * freshly concatenated tensor).
+ */
+static s4d_status try_view(mv *m, int vi, int *done)
+{
+    s4d_ir_graph *g = m->g;
+    s4d_ir_node *v = &g->nodes[vi];
+    if (v->num_outputs != 1 || v->num_inputs < 1)
+        return S4D_OK;
+    int c = v->inputs[0], w = v->outputs[0];
+    int ci = producer_of(g, c, "Concat");
+    if (ci < 0 || !static_nonempty(g, c) || !static_nonempty(g, w) || is_graph_output(g, w) ||
+        w >= m->num_uses)
+        return S4D_OK;
+    int a = ((const s4d_axis_params *)g->nodes[ci].params)->axis;
+    int wa = view_axis(g, c, w, a);
+    if (wa < 0)
+        return S4D_OK;
+    int readers = 0, k = -1;
+    int64_t off = 0;
+    for (int r = 0; r < g->num_nodes; r++) {
+        if (g->nodes[r].dead)
+            continue;
+        int reads = 0;
+        for (int j = 0; j < g->nodes[r].num_inputs; j++)
+            reads |= g->nodes[r].inputs[j] == w;
+        if (!reads)
+            continue;
+        int64_t lo, hi, o;
+        if (!reader_range(g, r, w, wa, &lo, &hi))
+            return S4D_OK;
+        int kr = concat_part(g, ci, lo, hi, &o);
+        if (kr < 0 || (k >= 0 && kr != k))
+            return S4D_OK;
+        k = kr;
+        off = o;
+        readers++;
+    }
+    if (readers == 0 || readers != m->uses[w])
+        return S4D_OK;
+    int src = g->nodes[ci].inputs[k];
+    int64_t old_dim = g->values[w].t.dims[wa];
+    int64_t shape[S4D_MAX_RANK], len = g->values[w].t.rank;
+    memcpy(shape, g->values[w].t.dims, sizeof shape);
+    shape[wa] = g->values[src].t.dims[a];
+    if (s4d_fuse_is_op(g, vi, "Reshape")) {
+        int vs = add_ints(m, g->nodes[vi].name, "shape", S4D_DTYPE_INT64, 1, &len, shape);
+        if (vs < 0)
+            return oom(m);
+        g->nodes[vi].inputs[1] = vs;
+    }
+    g->nodes[vi].inputs[0] = src;
+    s4d_status st = s4d_fuse_infer_node(g, vi, m->err, m->errsz);
+    if (st == S4D_OK && (g->values[w].t.rank != (int)len ||
+                         memcmp(g->values[w].t.dims, shape, sizeof(int64_t) * (size_t)len) != 0))
+        st = s4d_fmt_err(m->err, m->errsz, S4D_ERR_INTERNAL,
+                         "movement simplification: view '%s' of '%s' got another shape",
+                         g->nodes[vi].name, g->values[src].name);
+    *done = 1;
+    for (int r = 0; r < g->num_nodes && st == S4D_OK; r++) {
+        s4d_ir_node *n = &g->nodes[r];
+        if (n->dead || r == vi || n->num_inputs < 1 || n->inputs[0] != w)
+            continue;
+        if (s4d_fuse_is_op(g, r, "Gather")) {
+            st = shift_gather(m, r, old_dim, -off);
+            continue;
+        }
+        const s4d_slice_params *p = n->params;
+        int64_t start[S4D_MAX_RANK], count[S4D_MAX_RANK];
+        for (int d = 0; d < p->rank; d++) {
+            start[d] = p->start[d];
+            count[d] = p->count[d];
+        }
+        start[wa] -= off;
+        if (slice_of(m, r, w, start, count, &st) == 0)
+            st = s4d_fmt_err(m->err, m->errsz, S4D_ERR_INTERNAL,
+                             "movement simplification: Slice '%s' was not rewritten", n->name);
+    }
+    return st;
+}
+
 /* perm of Transpose node ni, as infer() read it. */
 static const int *perm_of(const s4d_ir_graph *g, int ni)
 {
@@ -518,6 +701,8 @@ s4d_status s4d_pass_simplify_movement(s4d_ir_graph *g, char *err, size_t errsz)
                 st = try_concat(&m, i, &done);
             else if (s4d_fuse_is_op(g, i, "Transpose"))
                 st = try_transpose(&m, i, &done);
+            else if (s4d_fuse_is_op(g, i, "Unsqueeze") || s4d_fuse_is_op(g, i, "Reshape"))
+                st = try_view(&m, i, &done);
             if (done && st == S4D_OK) {
                 changed = 1;
                 st = count_uses(&m);

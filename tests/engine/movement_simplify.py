@@ -181,7 +181,7 @@ def c_slice_concat_other_axis(rng):
 
 
 def c_slice_is_graph_output(rng):
-    """The Slice's output is a graph output: it must still be written, by the Slice."""
+    """The Slice's output (all of b) is a graph output: still written by a Slice, now of b."""
     g = G()
     a, b = g.inp("a", [4, 6]), g.inp("b", [4, 3])
     cat = g.node("Concat", [a, b], axis=1)
@@ -232,6 +232,16 @@ def c_slice_all(rng):
     g.out(y)
     ins = {"x": rnd(rng, (3, 4))}
     return g.model(), ins, {y: -ins["x"]}
+
+
+def c_slice_all_output(rng):
+    """A Slice of everything that writes a graph output: nothing to bypass, left as it is."""
+    g = G()
+    x = g.inp("x", [3, 4])
+    y = g.slice(x, [0], [4], [1])
+    g.out(y)
+    ins = {"x": rnd(rng, (3, 4))}
+    return g.model(), ins, {y: ins["x"]}
 
 
 def c_opset9_slice_slice(rng):
@@ -442,6 +452,38 @@ def c_transpose_real(rng):
     return g.model(), ins, {y: ins["x"].transpose(0, 2, 1)}
 
 
+def view_of_concat(rng, view="Unsqueeze", second_reader=None, view_output=False):
+    """torch's x.unsqueeze(2)[..., 0:3] and x[..., 6] of x = cat([p, q], -1): every read in p."""
+    g = G()
+    p, q = g.inp("p", [2, 5, 8]), g.inp("q", [2, 5, 3])
+    cat = g.node("Concat", [p, q], axis=-1)
+    if view == "Unsqueeze":
+        w = g.node("Unsqueeze", [cat, g.const([2])])
+    else:
+        w = g.node("Reshape", [cat, g.const([2, 5, 1, -1])])
+    s = g.slice(w, [1], [4], [3])
+    i7 = np.array([[6, -4]], np.int64)  # -4 is 7 of 11: both in p
+    t = g.node("Gather", [w, g.const(i7)], axis=3)
+    outs = [g.node("Neg", [s]), g.node("Neg", [t])]
+    ins = {"p": rnd(rng, (2, 5, 8)), "q": rnd(rng, (2, 5, 3))}
+    wr = np.concatenate([ins["p"], ins["q"]], -1)[:, :, None, :]
+    refs = {outs[0]: -wr[..., 1:4], outs[1]: -ref_gather(wr, i7, 3)}
+    if second_reader == "q":
+        u = g.node("Neg", [g.slice(w, [9], [11], [3])])
+        outs.append(u)
+        refs[u] = -wr[..., 9:11]
+    elif second_reader == "neg":
+        u = g.node("Neg", [w])
+        outs.append(u)
+        refs[u] = -wr
+    if view_output:
+        outs.append(w)
+        refs[w] = wr
+    for o in outs:
+        g.out(o)
+    return g.model(), ins, refs
+
+
 def c_symbolic_batch(rng):
     """A dim the model leaves open, fixed at build (--shapes): every shape is then static."""
     g = G()
@@ -462,7 +504,8 @@ CASES = [
     ("slice_concat_spans_two", c_slice_concat_spans_two, ["Concat", "Slice", "Neg"], []),
     ("slice_concat_step2", c_slice_concat_step2, ["Concat", "Slice", "Neg"], []),
     ("slice_concat_other_axis", c_slice_concat_other_axis, ["Concat", "Slice", "Neg"], []),
-    ("slice_is_graph_output", c_slice_is_graph_output, ["Concat", "Slice"], []),
+    ("slice_is_graph_output", c_slice_is_graph_output, ["Slice"], []),
+    ("slice_all_output", c_slice_all_output, ["Slice"], []),
     ("slice_slice", c_slice_slice, ["Slice", "Neg"], []),
     ("slice_slice_step2", c_slice_slice_step2, ["Slice", "Slice", "Neg"], []),
     ("slice_slice_concat", c_slice_slice_concat, ["Slice", "Neg"], []),
@@ -486,6 +529,15 @@ CASES = [
     ("transpose_size1", c_transpose_size1, ["Reshape(view)", "Neg"], []),
     ("transpose_size1_output", c_transpose_size1_output, ["Reshape"], []),
     ("transpose_real", c_transpose_real, ["Transpose"], []),
+    ("view_of_concat", view_of_concat, ["Unsqueeze(view)", "Slice", "Gather", "Neg", "Neg"], []),
+    ("view_of_concat_reshape", lambda r: view_of_concat(r, "Reshape"),
+     ["Reshape(view)", "Slice", "Gather", "Neg", "Neg"], []),
+    ("view_of_concat_reads_two_inputs", lambda r: view_of_concat(r, second_reader="q"),
+     ["Concat", "Unsqueeze(view)", "Slice", "Slice", "Gather", "Neg", "Neg", "Neg"], []),
+    ("view_of_concat_other_reader", lambda r: view_of_concat(r, second_reader="neg"),
+     ["Concat", "Unsqueeze(view)", "Slice", "Gather", "Neg", "Neg", "Neg"], []),
+    ("view_of_concat_is_output", lambda r: view_of_concat(r, view_output=True),
+     ["Concat", "Unsqueeze", "Slice", "Gather", "Neg", "Neg"], []),
     ("symbolic_batch", c_symbolic_batch, ["Neg"], ["--shapes=a:5x3,b:5x4"]),
 ]
 
