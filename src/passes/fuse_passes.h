@@ -61,6 +61,9 @@ s4d_status s4d_pass_fuse_layernorm(s4d_ir_graph *g, char *err, size_t errsz);
  *   Transpose(Transpose(x))                      -> Transpose(x), or x
  *   Transpose moving only size-1 dims            -> Reshape (a view in the plan)
  *   Slice of everything, one-input Concat        -> the input
+ *   Unsqueeze/Reshape (size-1 dims only) of a Concat, read only by Slices and
+ *   Gathers within one input xk                  -> the same view of xk
+ *   a Slice, Gather, Transpose or Concat repeating an earlier one -> that one
  */
 s4d_status s4d_pass_simplify_movement(s4d_ir_graph *g, char *err, size_t errsz);
 

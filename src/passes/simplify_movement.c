@@ -683,6 +683,64 @@ static s4d_status try_transpose(mv *m, int ni, int *done)
     return reinfer_same(m, ni);
 }
 
+/* Whether values u and v hold the same tensor at build: one value, or equal constants. */
+static int same_value(const s4d_ir_graph *g, int u, int v)
+{
+    if (u == v)
+        return 1;
+    const s4d_tensor *a = s4d_fuse_const(g, u), *b = s4d_fuse_const(g, v);
+    return a && b && a->dtype == b->dtype && a->rank == b->rank &&
+           memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank) == 0 &&
+           memcmp(a->data, b->data, s4d_ir_tensor_bytes(a)) == 0;
+}
+
+/* Whether Slice, Gather, Transpose or Concat nodes i and j (same op) compute the same tensor. */
+static int same_movement(const s4d_ir_graph *g, int i, int j)
+{
+    const s4d_ir_node *a = &g->nodes[i], *b = &g->nodes[j];
+    if (a->num_outputs != 1 || b->num_outputs != 1 || !b->params || a->inputs[0] != b->inputs[0])
+        return 0;
+    if (strcmp(a->op_type, "Slice") == 0) {
+        const s4d_slice_params *p = a->params, *q = b->params;
+        for (int d = 0; d < p->rank; d++)
+            if (p->start[d] != q->start[d] || p->step[d] != q->step[d] || p->count[d] != q->count[d])
+                return 0;
+        return p->rank == q->rank;
+    }
+    if (strcmp(a->op_type, "Gather") == 0)
+        return a->num_inputs == 2 && b->num_inputs == 2 &&
+               ((const s4d_gather_params *)a->params)->axis ==
+                   ((const s4d_gather_params *)b->params)->axis &&
+               same_value(g, a->inputs[1], b->inputs[1]);
+    if (strcmp(a->op_type, "Transpose") == 0) {
+        const s4d_transpose_params *p = a->params, *q = b->params;
+        return p->rank == q->rank && memcmp(p->perm, q->perm, sizeof(int) * (size_t)p->rank) == 0;
+    }
+    if (a->num_inputs != b->num_inputs ||
+        ((const s4d_axis_params *)a->params)->axis != ((const s4d_axis_params *)b->params)->axis)
+        return 0;
+    for (int k = 0; k < a->num_inputs; k++)
+        if (a->inputs[k] != b->inputs[k])
+            return 0;
+    return 1;
+}
+
+/*
+ * A Slice, Gather, Transpose or Concat that repeats an earlier one (same op,
+ * same inputs, same resolved parameters): its readers read the earlier
+ * output. Exports repeat them where the model indexes a tensor twice.
+ */
+static int try_repeat(mv *m, int ni)
+{
+    s4d_ir_graph *g = m->g;
+    if (!g->nodes[ni].params || g->nodes[ni].num_inputs < 1 || g->nodes[ni].num_outputs != 1)
+        return 0;
+    for (int j = 0; j < ni; j++)
+        if (s4d_fuse_is_op(g, j, g->nodes[ni].op_type) && same_movement(g, ni, j))
+            return bypass(m, ni, g->nodes[j].outputs[0]);
+    return 0;
+}
+
 s4d_status s4d_pass_simplify_movement(s4d_ir_graph *g, char *err, size_t errsz)
 {
     mv m = {g, NULL, 0, 0, err, errsz};
@@ -693,7 +751,11 @@ s4d_status s4d_pass_simplify_movement(s4d_ir_graph *g, char *err, size_t errsz)
         changed = 0;
         for (int i = 0; i < g->num_nodes && st == S4D_OK; i++) {
             int done = 0;
-            if (s4d_fuse_is_op(g, i, "Slice"))
+            if ((s4d_fuse_is_op(g, i, "Slice") || s4d_fuse_is_op(g, i, "Gather") ||
+                 s4d_fuse_is_op(g, i, "Transpose") || s4d_fuse_is_op(g, i, "Concat")) &&
+                try_repeat(&m, i))
+                done = 1;
+            else if (s4d_fuse_is_op(g, i, "Slice"))
                 st = try_slice(&m, i, &done);
             else if (s4d_fuse_is_op(g, i, "Gather"))
                 st = try_gather(&m, i, &done);

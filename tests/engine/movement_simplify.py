@@ -484,6 +484,40 @@ def view_of_concat(rng, view="Unsqueeze", second_reader=None, view_output=False)
     return g.model(), ins, refs
 
 
+def repeats(rng, differ=False, as_output=False):
+    """Each op twice on the same input (the bounds and indices as separate initializers)."""
+    g = G()
+    x = g.inp("x", [3, 6, 4])
+    y = g.inp("y", [3, 2, 4])
+    xs = g.inp("xs", [1, 6, 3])
+    i2 = np.array([[2, 0]], np.int64)
+    pairs = [
+        (lambda k: g.slice(x, [1], [4 + (k if differ else 0)], [1]),
+         lambda k: x_[:, 1:4 + (k if differ else 0)]),
+        (lambda k: g.node("Gather", [x, g.const(i2 + (k if differ else 0))], axis=2),
+         lambda k: ref_gather(x_, i2 + (k if differ else 0), 2)),
+        (lambda k: g.node("Transpose", [xs], perm=[2, 1, 0] if k == 0 or not differ else [0, 2, 1]),
+         lambda k: xs_.transpose([2, 1, 0] if k == 0 or not differ else [0, 2, 1])),
+        (lambda k: g.node("Concat", [x, y] if k == 0 or not differ else [y, x], axis=1),
+         lambda k: np.concatenate([x_, y_] if k == 0 or not differ else [y_, x_], 1)),
+    ]
+    ins = {"x": rnd(rng, (3, 6, 4)), "y": rnd(rng, (3, 2, 4)), "xs": rnd(rng, (1, 6, 3))}
+    x_, y_, xs_ = ins["x"], ins["y"], ins["xs"]
+    refs = {}
+    for make, ref in pairs:
+        for k in (0, 1):
+            t = make(k)
+            r = ref(k)
+            if as_output and k == 1:
+                g.out(t)
+                refs[t] = r
+            else:
+                o = g.node("Neg", [t])
+                g.out(o)
+                refs[o] = -r
+    return g.model(), ins, refs
+
+
 def c_symbolic_batch(rng):
     """A dim the model leaves open, fixed at build (--shapes): every shape is then static."""
     g = G()
@@ -538,6 +572,11 @@ CASES = [
      ["Concat", "Unsqueeze(view)", "Slice", "Gather", "Neg", "Neg", "Neg"], []),
     ("view_of_concat_is_output", lambda r: view_of_concat(r, view_output=True),
      ["Concat", "Unsqueeze", "Slice", "Gather", "Neg", "Neg"], []),
+    ("repeats", repeats, ["Slice", "Gather", "Transpose", "Concat"] + ["Neg"] * 8, []),
+    ("repeats_differ", lambda r: repeats(r, differ=True),
+     ["Slice", "Gather", "Transpose", "Concat"] * 2 + ["Neg"] * 8, []),
+    ("repeats_as_output", lambda r: repeats(r, as_output=True),
+     ["Slice", "Gather", "Transpose", "Concat"] * 2 + ["Neg"] * 4, []),
     ("symbolic_batch", c_symbolic_batch, ["Neg"], ["--shapes=a:5x3,b:5x4"]),
 ]
 
