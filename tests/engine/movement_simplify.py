@@ -410,6 +410,26 @@ def c_transpose_default_perm(rng):
     return g.model(), ins, {y: -ins["x"]}
 
 
+def c_transpose_then_default(rng):
+    """The second Transpose has no perm (reverse): the composed one gets a perm attribute."""
+    g = G()
+    x = g.inp("x", [2, 3, 4])
+    t1 = g.node("Transpose", [x], perm=[1, 2, 0])
+    y = g.node("Transpose", [t1])
+    g.out(y)
+    ins = {"x": rnd(rng, (2, 3, 4))}
+    return g.model(), ins, {y: ins["x"].transpose(1, 2, 0).transpose()}
+
+
+def c_concat_one_input(rng):
+    g = G()
+    x = g.inp("x", [2, 3])
+    y = g.node("Neg", [g.node("Concat", [x], axis=1)])
+    g.out(y)
+    ins = {"x": rnd(rng, (2, 3))}
+    return g.model(), ins, {y: -ins["x"]}
+
+
 def c_transpose_inner_output(rng):
     """The first Transpose is a graph output: it stays, the second reads x directly."""
     g = G()
@@ -559,7 +579,9 @@ CASES = [
     ("transpose_transpose", c_transpose_transpose, ["Transpose"], []),
     ("transpose_cancel", c_transpose_cancel, ["Neg"], []),
     ("transpose_default_perm", c_transpose_default_perm, ["Neg"], []),
+    ("transpose_then_default", c_transpose_then_default, ["Transpose"], []),
     ("transpose_inner_output", c_transpose_inner_output, ["Transpose", "Transpose"], []),
+    ("concat_one_input", c_concat_one_input, ["Neg"], []),
     ("transpose_size1", c_transpose_size1, ["Reshape(view)", "Neg"], []),
     ("transpose_size1_output", c_transpose_size1_output, ["Reshape"], []),
     ("transpose_real", c_transpose_real, ["Transpose"], []),
