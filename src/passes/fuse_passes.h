@@ -8,8 +8,9 @@
  * fusions are what the target's kernels offer.
  *
  * Call order (the builder): s4d_pass_infer_and_fold, s4d_pass_simplify_movement,
- * placement, then s4d_pass_fuse, then s4d_pass_remove_dead. Shapes must be known and constants folded;
- * every rewritten node is re-inferred here (workspace included).
+ * placement, then s4d_pass_fuse, then s4d_pass_remove_dead. Shapes must be
+ * known and constants folded; every rewritten node is re-inferred here
+ * (workspace included).
  *
  * The fused ops are schemas of domain "s4d" (src/ops):
  *   FusedConv   (X, W, [B], [Z]) attr activation "" | "Relu": Conv + B, + Z, act

@@ -9,12 +9,15 @@
  * Every rewrite reads the parameters infer() resolved (node->params: clamped
  * Slice bounds, normalised axes), so ONNX's negative and out-of-range bounds
  * are handled once, by the op itself, and every rewritten node is inferred
- * again and must give its output the shape it had. A node whose output a
- * rewrite makes redundant is bypassed: its readers read the source instead,
- * unless its output is a graph output (that tensor must still be written).
+ * again and must give its output the shape it had (a view moved to a Concat's
+ * input, the shape computed for it). A node whose output a rewrite makes
+ * redundant is bypassed: its readers read the source instead, unless its
+ * output is a graph output (that tensor must still be written).
+ *
  * Rewrites only ever point a node at a value made earlier in node order, so
- * the order stays topological; nodes left without readers die in
- * s4d_pass_remove_dead.
+ * the order stays topological and the sweeps end: every rewrite moves a
+ * node's input to an earlier producer, removes a node or turns a Transpose
+ * into a Reshape. Nodes left without readers die in s4d_pass_remove_dead.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +38,8 @@ typedef struct mv {
 
 static s4d_status oom(mv *m)
 {
-    return s4d_fmt_err(m->err, m->errsz, S4D_ERR_NO_MEMORY, "out of memory in the movement simplification");
+    return s4d_fmt_err(m->err, m->errsz, S4D_ERR_NO_MEMORY,
+                       "out of memory in the movement simplification");
 }
 
 static s4d_status count_uses(mv *m)
@@ -162,7 +166,8 @@ static s4d_status reinfer_same(mv *m, int ni)
  * Returns 1 when rewritten, 0 when left alone (only for opset < 10 or a
  * scalar src), -1 with *st set on failure.
  */
-static int slice_of(mv *m, int ni, int src, const int64_t *start, const int64_t *count, s4d_status *st)
+static int slice_of(mv *m, int ni, int src, const int64_t *start, const int64_t *count,
+                    s4d_status *st)
 {
     s4d_ir_graph *g = m->g;
     int rank = g->values[src].t.rank;
@@ -312,7 +317,8 @@ static s4d_status try_gather(mv *m, int ni, int *done)
 {
     s4d_ir_graph *g = m->g;
     const s4d_ir_node *n = &g->nodes[ni];
-    if (n->num_inputs != 2 || n->num_outputs != 1 || !n->params || !static_nonempty(g, n->inputs[0]))
+    if (n->num_inputs != 2 || n->num_outputs != 1 || !n->params ||
+        !static_nonempty(g, n->inputs[0]))
         return S4D_OK;
     const s4d_tensor *idx = s4d_fuse_const(g, n->inputs[1]);
     if (!idx || (idx->dtype != S4D_DTYPE_INT64 && idx->dtype != S4D_DTYPE_INT32))
@@ -401,7 +407,8 @@ static s4d_status try_concat(mv *m, int ni, int *done)
             return oom(m);
         memcpy(in, n->inputs, sizeof(int) * (size_t)j);
         memcpy(in + j, c->inputs, sizeof(int) * (size_t)c->num_inputs);
-        memcpy(in + j + c->num_inputs, n->inputs + j + 1, sizeof(int) * (size_t)(n->num_inputs - j - 1));
+        memcpy(in + j + c->num_inputs, n->inputs + j + 1,
+               sizeof(int) * (size_t)(n->num_inputs - j - 1));
         free(n->inputs);
         n->inputs = in;
         n->num_inputs = total;
@@ -703,7 +710,8 @@ static int same_movement(const s4d_ir_graph *g, int i, int j)
     if (strcmp(a->op_type, "Slice") == 0) {
         const s4d_slice_params *p = a->params, *q = b->params;
         for (int d = 0; d < p->rank; d++)
-            if (p->start[d] != q->start[d] || p->step[d] != q->step[d] || p->count[d] != q->count[d])
+            if (p->start[d] != q->start[d] || p->step[d] != q->step[d] ||
+                p->count[d] != q->count[d])
                 return 0;
         return p->rank == q->rank;
     }

@@ -377,7 +377,8 @@ def c_concat_concat_other_axis(rng):
     y = g.node("Concat", [a, inner], axis=0)
     g.out(y)
     ins = {"a": rnd(rng, (2, 4)), "b": rnd(rng, (1, 2)), "c": rnd(rng, (1, 2))}
-    return g.model(), ins, {y: np.concatenate([ins["a"], np.concatenate([ins["b"], ins["c"]], 1)], 0)}
+    bc = np.concatenate([ins["b"], ins["c"]], 1)
+    return g.model(), ins, {y: np.concatenate([ins["a"], bc], 0)}
 
 
 def c_transpose_transpose(rng):
