@@ -177,6 +177,9 @@ s4d_status s4d_build_plan(s4d_ir_graph *g, const s4d_build_config *cfg, s4d_plan
     /* Folding may have left nodes nobody reads. */
     if (st == S4D_OK)
         st = s4d_pass_remove_dead(g, err, errsz);
+    /* Before placement: a bypassed layer then never costs a device copy either. */
+    if (st == S4D_OK)
+        st = s4d_pass_simplify_movement(g, err, errsz);
     if (st == S4D_OK)
         st = s4d_pass_place(g, cfg, err, errsz);
     /* Fusions need final shapes, folded constants and devices: each asks the

@@ -125,36 +125,43 @@ int s4d_fuse_set_op(s4d_ir_node *n, const char *domain, const char *op_type, int
     return 0;
 }
 
-s4d_status s4d_fuse_reinfer(s4d_ir_graph *g, int ni, char *err, size_t errsz)
+s4d_status s4d_fuse_infer_node(s4d_ir_graph *g, int ni, char *err, size_t errsz)
 {
     s4d_ir_node *n = &g->nodes[ni];
-    s4d_tensor in[8], out[4];
+    s4d_tensor *in = calloc((size_t)n->num_inputs + 1, sizeof *in);
+    s4d_tensor *out = calloc((size_t)n->num_outputs + 1, sizeof *out);
     char msg[1024];
-    if (n->num_inputs > 8 || n->num_outputs > 4)
-        return s4d_fmt_err(err, errsz, S4D_ERR_INTERNAL, "fusion: node '%s' has too many edges", n->name);
+    s4d_status st = S4D_OK;
+    if (!in || !out) {
+        st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
+        goto done;
+    }
     for (int i = 0; i < n->num_inputs; i++) {
         int v = n->inputs[i];
         if (v < 0) {
-            memset(&in[i], 0, sizeof in[i]);
             in[i].rank = -1;
             continue;
         }
         in[i] = g->values[v].t;
-        if (g->values[v].kind != S4D_VALUE_CONST)
+        if (g->values[v].kind != S4D_VALUE_CONST && !g->values[v].frozen)
             in[i].data = NULL;
     }
-    memset(out, 0, sizeof out);
     if (n->schema->params_size) {
         free(n->params);
         n->params = calloc(1, n->schema->params_size);
-        if (!n->params)
-            return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
+        if (!n->params) {
+            st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
+            goto done;
+        }
     }
     s4d_op_ctx ctx;
     s4d_ir_node_ctx(n, in, out, msg, sizeof msg, &ctx);
-    s4d_status st = s4d_op_infer(&ctx);
-    if (st != S4D_OK)
-        return s4d_fmt_err(err, errsz, st, "fusion produced a node that does not infer: %s", msg);
+    st = s4d_op_infer(&ctx);
+    if (st != S4D_OK) {
+        s4d_fmt_err(err, errsz, st, "rewritten node '%s' (%s) does not infer: %s", n->name,
+                    n->op_type, msg);
+        goto done;
+    }
     n->workspace = n->schema->workspace_size ? n->schema->workspace_size(&ctx) : 0;
     for (int i = 0; i < n->num_outputs; i++) {
         int v = n->outputs[i];
@@ -167,6 +174,18 @@ s4d_status s4d_fuse_reinfer(s4d_ir_graph *g, int ni, char *err, size_t errsz)
         val->shape_known = 1;
         val->producer = ni;
     }
+done:
+    free(in);
+    free(out);
+    return st;
+}
+
+s4d_status s4d_fuse_reinfer(s4d_ir_graph *g, int ni, char *err, size_t errsz)
+{
+    s4d_status st = s4d_fuse_infer_node(g, ni, err, errsz);
+    if (st != S4D_OK)
+        return st;
+    s4d_ir_node *n = &g->nodes[ni];
     const s4d_backend *be = s4d_backend_get(n->device);
     char why[600];
     if (s4d_node_supported(g, n, be, why, sizeof why) != S4D_OK)

@@ -7,9 +7,10 @@
  * device, and when that device's backend has a kernel for the fused op:
  * fusions are what the target's kernels offer.
  *
- * Call order (the builder): s4d_pass_infer_and_fold, then s4d_pass_fuse,
- * then s4d_pass_remove_dead. Shapes must be known and constants folded;
- * every rewritten node is re-inferred here (workspace included).
+ * Call order (the builder): s4d_pass_infer_and_fold, s4d_pass_simplify_movement,
+ * placement, then s4d_pass_fuse, then s4d_pass_remove_dead. Shapes must be
+ * known and constants folded; every rewritten node is re-inferred here
+ * (workspace included).
  *
  * The fused ops are schemas of domain "s4d" (src/ops):
  *   FusedConv   (X, W, [B], [Z]) attr activation "" | "Relu": Conv + B, + Z, act
@@ -49,6 +50,24 @@ s4d_status s4d_pass_fuse_attention(s4d_ir_graph *g, char *err, size_t errsz);
  */
 s4d_status s4d_pass_fuse_layernorm(s4d_ir_graph *g, char *err, size_t errsz);
 
+/*
+ * Slice, Gather, Concat and Transpose chains rewritten to move fewer bytes in
+ * fewer layers, outputs bit for bit the same (simplify_movement.c); runs
+ * after s4d_pass_infer_and_fold and before placement, on any device:
+ *   Slice(Concat(x1..xn)) inside one xk          -> Slice(xk), or xk
+ *   Gather(Concat(..), constant indices in xk)   -> Gather(xk, indices - offset)
+ *   Gather(Slice(x) on the gather axis only)     -> Gather(x, indices + start)
+ *   Concat(.., Concat(a, b) read once, ..)       -> Concat(.., a, b, ..), same axis
+ *   Slice(Slice(x)), step 1                      -> Slice(x)
+ *   Transpose(Transpose(x))                      -> Transpose(x), or x
+ *   Transpose moving only size-1 dims            -> Reshape (a view in the plan)
+ *   Slice of everything, one-input Concat        -> the input
+ *   Unsqueeze/Reshape (size-1 dims only) of a Concat, read only by Slices and
+ *   Gathers within one input xk                  -> the same view of xk
+ *   a Slice, Gather, Transpose or Concat repeating an earlier one -> that one
+ */
+s4d_status s4d_pass_simplify_movement(s4d_ir_graph *g, char *err, size_t errsz);
+
 /* Helpers shared by the fusion passes (fuse_common.c). */
 
 /* Per value: live consumer count, +1 when a graph output. Caller frees. */
@@ -68,6 +87,8 @@ int s4d_fuse_add_attr_string(s4d_ir_node *n, const char *name, const char *value
 /* Sets a node's op (domain, op_type, opset) and its schema; 0 on success. */
 int s4d_fuse_set_op(s4d_ir_node *n, const char *domain, const char *op_type, int opset);
 /* Re-runs infer (and workspace_size) of node ni, updating its output values. */
+s4d_status s4d_fuse_infer_node(s4d_ir_graph *g, int ni, char *err, size_t errsz);
+/* s4d_fuse_infer_node, then checks that node ni's device has a kernel that takes it. */
 s4d_status s4d_fuse_reinfer(s4d_ir_graph *g, int ni, char *err, size_t errsz);
 
 #endif
