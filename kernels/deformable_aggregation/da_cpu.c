@@ -62,7 +62,7 @@ static void parallel_run(int nthreads, int64_t n, range_fn fn, void *arg)
         fn(arg, 0, 0, n);
         return;
     }
-    task tasks[MAX_THREADS];
+    task tasks[MAX_THREADS] = {{0}}; /* all set below; gcc 13 cannot see that nthreads > 1 */
     pthread_t th[MAX_THREADS];
     int started[MAX_THREADS];
     for (int t = 0; t < nthreads; t++) {
