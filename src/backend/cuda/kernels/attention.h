@@ -52,7 +52,7 @@ typedef struct s4d_cuda_attn_desc {
 int s4d_cuda_attention_ok(s4d_dtype dtype, const s4d_cuda_attn_desc *g, const char **why);
 
 /* Workspace bytes for the key-split partial results (0 when the keys are not split). */
-size_t s4d_cuda_attention_workspace(const s4d_cuda_attn_desc *g);
+size_t s4d_cuda_attention_workspace(s4d_dtype dtype, const s4d_cuda_attn_desc *g);
 
 /* Raises the shared-memory limit of the kernel for this size (call once at build/load time). */
 cudaError_t s4d_cuda_attention_prepare(s4d_dtype dtype, const s4d_cuda_attn_desc *g);

@@ -70,7 +70,7 @@ static size_t attn_workspace(const s4d_op_ctx *ctx)
         return 0;
     s4d_cuda_attn_desc g;
     to_desc(p, &g);
-    return s4d_cuda_attention_workspace(&g);
+    return s4d_cuda_attention_workspace(p->dtype, &g);
 }
 
 /* The descriptor is made once here and kept as the layer's state for run(). */
