@@ -571,6 +571,10 @@ __global__ void __launch_bounds__(TC_NT, DP >= 128 ? 2 : 4) attn_tc16_kernel(Arg
         for (int r = 0; r < 2; r++) {
             if (!mrow[r])
                 continue;
+            if (r == 1 && mrow[0] && g.m_qstride == 0) { /* a key mask: row gr + 8 reads as row gr */
+                fill |= (fill & 0x33333333u) << 2;
+                continue;
+            }
             const int64_t mk = opaque(g.m_kstride);
             const unsigned char *mp = opaque(mrow[r]) + (k0 + tq * 2) * mk;
 #pragma unroll
