@@ -21,6 +21,8 @@ class Case:
     ref_inputs: dict = None
     # float16 cases: also bound ||b - a||_2 / ||a||_2 over the finite outputs (None: no bound).
     rel_l2: float = None
+    # extra s4dexec options for device B only (e.g. ["--tf32"]: float32 on TF32 tensor cores)
+    b_flags: list = field(default_factory=list)
 
 
 NP_TO_ONNX = {

@@ -136,7 +136,7 @@ def main(argv=None):
             failed.append(f"{case.name}: device {args.a} failed: {a.stderr.strip()}")
             continue
         extra = ["--allowFallback"] if args.fallback else []
-        b = run(common + extra + [f"--device={args.b}", f"--compareOutputs={ref}",
+        b = run(common + extra + list(case.b_flags) + [f"--device={args.b}", f"--compareOutputs={ref}",
                                   f"--rtol={case.rtol}", f"--atol={case.atol}"])
         said = b.stderr + b.stdout
         if b.returncode != 0 and args.b == "cuda" and (
@@ -146,8 +146,10 @@ def main(argv=None):
             return NO_GPU
         ran += 1
         if b.returncode != 0:
+            # the [compare] lines (max abs, rel L2 per output) and the first bad element
+            stats = [ln.strip() for ln in b.stdout.splitlines() if ln.startswith("[compare] ")]
             failed.append(f"{case.name}: {args.b} vs {args.a}: "
-                          f"{(b.stderr.strip() or b.stdout.strip()).splitlines()[-1:]}")
+                          f"{(b.stderr.strip() or b.stdout.strip()).splitlines()[-1:]} {stats[1:]}")
         else:
             print(f"ok   {case.name}")
     for f in failed:

@@ -20,6 +20,10 @@ halves), key counts that are multiples of 8, of 4 and of neither (K^T copied 16,
 at a time), Dv != D both ways, a mask broadcast over the keys (stride 0), queries not a
 multiple of the 16 rows of a warp, and the key split with partial ranges.
 
+float32 with the engine built with --tf32 (tf32_case) runs on TF32 tensor cores (mma
+m16n8k8); a selection of the cases covers its paths (16-, 8- and 4-byte staging, masks, the key
+split).
+
 Tolerances. float32: the CUDA kernel sums the D products of a score and the Nk terms of an
 output in another order than OpenBLAS, and rescales by a running maximum; with scores of a few
 units, the scores' absolute errors are ~1e-6 and become relative errors of the probabilities:
@@ -32,7 +36,12 @@ relative); and for D = 32 the scale 1/sqrt(D) is rounded into Q by the float16 M
 (relative u per element of Q, ~1e-3 on a score of a few units). Hence rtol 4e-3, atol 2e-3
 per element, and a relative L2 error over the whole output below 2e-3 (measured values are
 expected near 3e-4: the rms of a rounding is u / sqrt(3)); a wrong fragment or a stale tile
-gives errors of order 1.
+gives errors of order 1. TF32 (against the strict CPU engine on the same float32 inputs):
+Q, K^T, P and V are each rounded to 10-bit mantissas (u = 2^-11), so a score of D = 64
+products carries an error of ~u sqrt(sum (q k)^2) ~ 7e-4 rms (a few times that at worst),
+which becomes a relative error of the probabilities; with the roundings of P and V, the
+outputs (magnitude ~1) move by ~1e-3 at worst: rtol 4e-3, atol 3e-3 (the lane-by-lane
+emulation, attention_tc_emulation.py, measures 5e-4 .. 1.6e-3 with scores twice as large).
 """
 import os
 import sys
@@ -48,6 +57,7 @@ from attention_fusion import chain_model  # noqa: E402
 F32_TOL = (1e-4, 2e-5)
 F16_TOL = (4e-3, 2e-3)
 F16_REL_L2 = 2e-3
+TF32_TOL = (4e-3, 3e-3)
 
 
 def attention_case(rng, name, b, nq, nk, d, dv=None, mask=None, fill=float("-inf"),
@@ -137,8 +147,21 @@ def f16_cases(rng):
     return c
 
 
+TF32_CASES = ("v3_temporal_900x1500", "v3_self_900x900", "tiny_temporal_128x224", "nk37_d32",
+              "masked_rows_nan", "broadcast_batch_dv48", "d100_dv72", "d128", "split_keys_4000",
+              "d13_dv7_nk45", "d20_dv12_nk100", "d16_dv128_nk64", "d64_nk1000_q17", "mask_key_stride0",
+              "fill_true_finite_d64_nk200")
+
+
+def tf32_case(c):
+    """The float32 case with the CUDA engine built with --tf32 (the TF32 tensor-core kernel)
+    against the strict CPU engine."""
+    return Case(c.name + "_tf32", c.model, c.inputs, *TF32_TOL, b_flags=["--tf32"])
+
+
 def cases():
     rng = np.random.default_rng(2024)
     f32 = f32_cases(rng) + f16_cases(rng)
     half = [half_case(c, *F16_TOL, rel_l2=F16_REL_L2) for c in f32 if not c.name.startswith("d160")]
-    return f32 + half
+    tf32 = [tf32_case(c) for c in f32 if c.name in TF32_CASES]
+    return f32 + half + tf32

@@ -421,34 +421,57 @@ __device__ __forceinline__ void cp_async_wait()
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-/* Copies rows [r0, r0 + ROWS) x columns [c0, c0 + COLS) of a row-major half matrix (row
+/* cp.async of 4 bytes (.ca: 4 and 8 bytes go through L1, 16 may bypass it). */
+__device__ __forceinline__ void cp_async4(void *dst, const void *src, int bytes)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(bytes));
+}
+
+/* Copies rows [r0, r0 + ROWS) x columns [c0, c0 + COLS) of a row-major matrix of T (row
    stride gs elements, rmax rows and cmax columns valid) into shared memory (row stride ld),
-   zeros outside. W halves per access: W > 1 needs cmax == gs, gs % W == 0 and a source
-   aligned to W halves, so that an access is either wholly inside or wholly outside; those go
-   by cp.async (the caller commits and waits), W == 1 by plain loads and stores. */
-template <int W, int ROWS, int COLS>
-__device__ __forceinline__ void tc_stage(__half *dst, int ld, const __half *src, int64_t gs, int64_t r0,
-                                         int64_t rmax, int64_t c0, int64_t cmax)
+   zeros outside. W elements per access: W > 1 needs cmax == gs, gs % W == 0 and a source
+   aligned to W elements, so that an access is either wholly inside or wholly outside.
+   Accesses of 4, 8 or 16 bytes go by cp.async (the caller commits and waits), 2-byte ones
+   by plain loads and stores. */
+template <typename T, int W, int ROWS, int COLS>
+__device__ __forceinline__ void tc_stage(T *dst, int ld, const T *src, int64_t gs, int64_t r0, int64_t rmax,
+                                         int64_t c0, int64_t cmax)
 {
     constexpr int CPR = COLS / W, RS = TC_NT / CPR; /* accesses per row; rows per round */
+    constexpr int BYTES = W * (int)sizeof(T);
     static_assert(TC_NT % CPR == 0 && ROWS % RS == 0, "whole rounds of the block");
     const int rt = threadIdx.x / CPR, ct = threadIdx.x % CPR * W;
     const bool cin = c0 + ct < cmax;
-    const __half *s = src + (r0 + rt) * gs + c0 + ct;
-    __half *d = dst + rt * ld + ct;
+    const T *s = src + (r0 + rt) * gs + c0 + ct;
+    T *d = dst + rt * ld + ct;
 #pragma unroll
     for (int it = 0; it < ROWS / RS; it++) {
         const bool in = cin && r0 + rt + it * RS < rmax;
-        const __half *si = in ? s + it * RS * gs : src;
-        __half *di = d + it * RS * ld;
-        if (W == 8) {
+        const T *si = in ? s + it * RS * gs : src;
+        T *di = d + it * RS * ld;
+        if (BYTES == 16)
             cp_async16(di, si, in ? 16 : 0);
-        } else if (W == 4) {
+        else if (BYTES == 8)
             cp_async8(di, si, in ? 8 : 0);
-        } else {
-            *di = in ? si[0] : __ushort_as_half((unsigned short)0);
-        }
+        else if (BYTES == 4)
+            cp_async4(di, si, in ? 4 : 0);
+        else
+            *di = in ? si[0] : T(0.0f);
     }
+}
+
+/* tc_stage with the access width chosen at run time (16 / sizeof(T), half that, or 1). */
+template <typename T, int ROWS, int COLS>
+__device__ __forceinline__ void tc_stage_any(int w, T *dst, int ld, const T *src, int64_t gs, int64_t r0,
+                                             int64_t rmax, int64_t c0, int64_t cmax)
+{
+    constexpr int WIDE = 16 / (int)sizeof(T);
+    if (w == WIDE)
+        tc_stage<T, WIDE, ROWS, COLS>(dst, ld, src, gs, r0, rmax, c0, cmax);
+    else if (w == WIDE / 2)
+        tc_stage<T, WIDE / 2, ROWS, COLS>(dst, ld, src, gs, r0, rmax, c0, cmax);
+    else
+        tc_stage<T, 1, ROWS, COLS>(dst, ld, src, gs, r0, rmax, c0, cmax);
 }
 
 /* x, which the compiler can no longer see through: keeps the address arithmetic that depends
@@ -529,10 +552,10 @@ __global__ void __launch_bounds__(TC_NT, DP >= 128 ? 2 : 4) attn_tc16_kernel(Arg
     const unsigned char hit = g.fill_where_true ? 1 : 0;
 
     /* Two stages: the copies of tile kt + 1 fly while tile kt is computed. */
-    tc_stage_any<BQ, DP>(a.w_q, Qs, LD, Q, g.d, q0, g.nq, 0, g.d);
+    tc_stage_any<__half, BQ, DP>(a.w_q, Qs, LD, Q, g.d, q0, g.nq, 0, g.d);
     cp_async_commit();
-    tc_stage_any<DP, BK>(a.w_k, KVs, TC_LDK, K, g.nk, 0, g.d, kt0 * BK, g.nk);
-    tc_stage_any<BK, DP>(a.w_v, KVs + DP * TC_LDK, LD, V, g.dv, kt0 * BK, g.nk, 0, g.dv);
+    tc_stage_any<__half, DP, BK>(a.w_k, KVs, TC_LDK, K, g.nk, 0, g.d, kt0 * BK, g.nk);
+    tc_stage_any<__half, BK, DP>(a.w_v, KVs + DP * TC_LDK, LD, V, g.dv, kt0 * BK, g.nk, 0, g.dv);
     cp_async_commit();
     cp_async_wait<1>(); /* Q has landed */
     __syncthreads();
@@ -557,8 +580,8 @@ __global__ void __launch_bounds__(TC_NT, DP >= 128 ? 2 : 4) attn_tc16_kernel(Arg
             /* into the other stage, whose readers passed the barrier that ended the last round */
             __half *Kn = KVs + ((kt + 1 - kt0) & 1) * STAGE;
             const int64_t nk = opaque(g.nk), dv = opaque(g.dv);
-            tc_stage_any<DP, BK>(a.w_k, Kn, TC_LDK, opaque(K), nk, 0, g.d, k0 + BK, nk);
-            tc_stage_any<BK, DP>(a.w_v, Kn + DP * TC_LDK, LD, opaque(V), dv, k0 + BK, nk, 0, dv);
+            tc_stage_any<__half, DP, BK>(a.w_k, Kn, TC_LDK, opaque(K), nk, 0, g.d, k0 + BK, nk);
+            tc_stage_any<__half, BK, DP>(a.w_v, Kn + DP * TC_LDK, LD, opaque(V), dv, k0 + BK, nk, 0, dv);
         }
         cp_async_commit();
         cp_async_wait<1>(); /* tile kt has landed (this thread's part) */
@@ -703,24 +726,294 @@ __global__ void __launch_bounds__(TC_NT, DP >= 128 ? 2 : 4) attn_tc16_kernel(Arg
     }
 }
 
+/* ---- float32 on TF32 tensor cores (when the engine allows TF32) ---------------------------
+ * The float16 kernel's plan with mma.sync m16n8k8 on TF32 operands (10-bit mantissas, rounded
+ * to nearest by cvt.rna; float accumulation). Q, K^T and V are staged as float (cp.async) and
+ * rounded to TF32 in place by the threads that copied them; fragments are read with plain
+ * 32-bit loads, the row strides chosen so that a warp's loads hit 32 distinct banks. The k8 A
+ * fragment holds columns t and t + 4 of a row where the score accumulators hold 2t and
+ * 2t + 1; since P V sums over the keys in any order, the k slice of 8 keys is taken in the
+ * order 0, 2, 4, 6, 1, 3, 5, 7: then P's A fragment is the accumulator tile as it stands, and
+ * V's B fragment reads keys 2t and 2t + 1. */
+constexpr int TC32_LDK = BK + 8; /* floats per K^T row: 8 t + g distinct banks */
+/* Most blocks the key split aims for: two resident per SM (~88 KB of shared memory each at
+   D = 64) of a 132-SM H100/H200. */
+constexpr int64_t TC32_WANT_BLOCKS = 264;
+
+__host__ __device__ constexpr int tc32_ld(int dp) { return dp + 4; } /* floats per Q / V row: 4 g + t */
+constexpr int tc32_smem_bytes(int dp)
+{
+    return (BQ * tc32_ld(dp) + 2 * (dp * TC32_LDK + BK * tc32_ld(dp))) * 4;
+}
+
+__device__ __forceinline__ uint32_t to_tf32(float x)
+{
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+    return r;
+}
+
+/* c += a b: a 16x8 row-major TF32, b 8x8 column-major TF32, c 16x8 float. */
+__device__ __forceinline__ void mma_tf32(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                 "{%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* Rounds to TF32, in place, the elements tc_stage<float, W, ROWS, COLS> made this thread copy
+   (once its copies have landed; zeros stay zeros). */
+template <int W, int ROWS, int COLS>
+__device__ __forceinline__ void tc32_round_mine(float *dst, int ld)
+{
+    constexpr int CPR = COLS / W, RS = TC_NT / CPR;
+    const int rt = threadIdx.x / CPR, ct = threadIdx.x % CPR * W;
+#pragma unroll
+    for (int it = 0; it < ROWS / RS; it++) {
+        float *di = dst + (rt + it * RS) * ld + ct;
+#pragma unroll
+        for (int e = 0; e < W; e++)
+            di[e] = __uint_as_float(to_tf32(di[e]));
+    }
+}
+
+template <int ROWS, int COLS>
+__device__ __forceinline__ void tc32_round_any(int w, float *dst, int ld)
+{
+    if (w == 4)
+        tc32_round_mine<4, ROWS, COLS>(dst, ld);
+    else if (w == 2)
+        tc32_round_mine<2, ROWS, COLS>(dst, ld);
+    else
+        tc32_round_mine<1, ROWS, COLS>(dst, ld);
+}
+
+template <int DP>
+__global__ void __launch_bounds__(TC_NT, DP >= 128 ? 1 : 2) attn_tc32_kernel(Args a)
+{
+    constexpr int LD = tc32_ld(DP);
+    constexpr int KS = DP / 8; /* k8 steps of Q K^T, and n8 tiles of P V */
+    constexpr float LOG2E = 1.4426950408889634f;
+    extern __shared__ float4 smem_tc32[];
+    /* Q [BQ][LD]; then two stages of K^T [DP][TC32_LDK] and V [BK][LD] */
+    float *Qs = reinterpret_cast<float *>(smem_tc32);
+    float *KVs = Qs + BQ * LD;
+    constexpr int STAGE = DP * TC32_LDK + BK * LD;
+    const s4d_cuda_attn_desc &g = a.g;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int gr = lane >> 2, tq = lane & 3; /* fragment row (g) and column (t) */
+
+    int64_t bid = blockIdx.x;
+    const int split = (int)(bid % a.splits);
+    bid /= a.splits;
+    const int64_t qt = bid % a.qtiles, b = bid / a.qtiles;
+    int64_t oq = 0, ok = 0, ov = 0, om = 0;
+    {
+        int64_t rest = b;
+        for (int d = g.batch_rank - 1; d >= 0; d--) {
+            int64_t c = rest % g.batch[d];
+            rest /= g.batch[d];
+            oq += c * g.q_stride[d];
+            ok += c * g.k_stride[d];
+            ov += c * g.v_stride[d];
+            om += c * g.m_stride[d];
+        }
+    }
+    const float *Q = static_cast<const float *>(a.q) + oq * g.nq * g.d;
+    const float *K = static_cast<const float *>(a.k) + ok * g.d * g.nk;
+    const float *V = static_cast<const float *>(a.v) + ov * g.nk * g.dv;
+    const int64_t q0 = qt * BQ;
+    const unsigned char *mrow[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int64_t qg = q0 + warp * 16 + gr + r * 8;
+        mrow[r] = g.has_mask && qg < g.nq ? a.mask + om + qg * g.m_qstride : nullptr;
+    }
+
+    const int64_t ktiles = (g.nk + BK - 1) / BK;
+    const int64_t kt0 = (int64_t)split * a.tiles_per_split;
+    const int64_t kt1 = kt0 + a.tiles_per_split < ktiles ? kt0 + a.tiles_per_split : ktiles;
+    const unsigned char hit = g.fill_where_true ? 1 : 0;
+
+    tc_stage_any<float, BQ, DP>(a.w_q, Qs, LD, Q, g.d, q0, g.nq, 0, g.d);
+    cp_async_commit();
+    tc_stage_any<float, DP, BK>(a.w_k, KVs, TC32_LDK, K, g.nk, 0, g.d, kt0 * BK, g.nk);
+    tc_stage_any<float, BK, DP>(a.w_v, KVs + DP * TC32_LDK, LD, V, g.dv, kt0 * BK, g.nk, 0, g.dv);
+    cp_async_commit();
+    cp_async_wait<1>(); /* Q has landed */
+    __syncthreads();
+    uint32_t qf[KS][4]; /* a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4) of each k8 step */
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++) {
+        const float *qr = Qs + (warp * 16 + gr) * LD + ks * 8 + tq;
+        qf[ks][0] = to_tf32(qr[0]);
+        qf[ks][1] = to_tf32(qr[8 * LD]);
+        qf[ks][2] = to_tf32(qr[4]);
+        qf[ks][3] = to_tf32(qr[8 * LD + 4]);
+    }
+
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    float o[KS][4];
+#pragma unroll
+    for (int j = 0; j < KS; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            o[j][e] = 0.0f;
+
+    for (int64_t kt = kt0; kt < kt1; kt++) {
+        const int64_t k0 = kt * BK;
+        float *Ks = KVs + ((kt - kt0) & 1) * STAGE; /* [DP][TC32_LDK]: K^T */
+        float *Vs = Ks + DP * TC32_LDK;             /* [BK][LD] */
+        if (kt + 1 < kt1) {
+            float *Kn = KVs + ((kt + 1 - kt0) & 1) * STAGE;
+            const int64_t nk = opaque(g.nk), dv = opaque(g.dv);
+            tc_stage_any<float, DP, BK>(a.w_k, Kn, TC32_LDK, opaque(K), nk, 0, g.d, k0 + BK, nk);
+            tc_stage_any<float, BK, DP>(a.w_v, Kn + DP * TC32_LDK, LD, opaque(V), dv, k0 + BK, nk, 0, dv);
+        }
+        cp_async_commit();
+        cp_async_wait<1>(); /* tile kt has landed (this thread's part) */
+        tc32_round_any<DP, BK>(a.w_k, Ks, TC32_LDK);
+        tc32_round_any<BK, DP>(a.w_v, Vs, LD);
+        __syncthreads(); /* every thread's part, rounded */
+
+        const int kvalid = g.nk - k0 < BK ? (int)(g.nk - k0) : BK;
+        uint32_t fill = 0; /* bit 4 j + e: s[j][e] takes the fill value */
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            if (!mrow[r])
+                continue;
+            if (r == 1 && mrow[0] && g.m_qstride == 0) {
+                fill |= (fill & 0x33333333u) << 2;
+                continue;
+            }
+            const int64_t mk = opaque(g.m_kstride);
+            const unsigned char *mp = opaque(mrow[r]) + (k0 + tq * 2) * mk;
+#pragma unroll
+            for (int j = 0; j < BK / 8; j++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int key = j * 8 + tq * 2 + e;
+                    if (key < kvalid && (mp[(j * 8 + e) * mk] != 0) == hit)
+                        fill |= 1u << (4 * j + 2 * r + e);
+                }
+        }
+
+        /* S = Q K^T: s[j][0, 1] row gr, keys 8 j + 2 tq + {0, 1}; [2, 3] row gr + 8 */
+        float s[BK / 8][4];
+#pragma unroll
+        for (int j = 0; j < BK / 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                s[j][e] = 0.0f;
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++) {
+            const float *kr = Ks + (ks * 8 + tq) * TC32_LDK + gr; /* b0 (k t, n g), b1 (k t + 4, n g) */
+#pragma unroll
+            for (int j = 0; j < BK / 8; j++)
+                mma_tf32(s[j], qf[ks], __float_as_uint(kr[j * 8]), __float_as_uint(kr[4 * TC32_LDK + j * 8]));
+        }
+#pragma unroll
+        for (int j = 0; j < BK / 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                if (j * 8 + tq * 2 + (e & 1) >= kvalid)
+                    s[j][e] = -INFINITY;
+                else if (fill >> (4 * j + e) & 1u)
+                    s[j][e] = g.mask_fill;
+            }
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            float tmax = -INFINITY;
+#pragma unroll
+            for (int j = 0; j < BK / 8; j++)
+                tmax = fmaxf(tmax, fmaxf(s[j][2 * r], s[j][2 * r + 1]));
+            tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
+            tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
+            const float mnew = fmaxf(m[r], tmax);
+            const float mscaled = (mnew == -INFINITY ? 0.0f : mnew) * LOG2E;
+            const float scale = exp2f(fmaf(m[r], LOG2E, -mscaled));
+            float rs = 0.0f;
+#pragma unroll
+            for (int j = 0; j < BK / 8; j++)
+#pragma unroll
+                for (int e = 2 * r; e < 2 * r + 2; e++) {
+                    s[j][e] = exp2f(fmaf(s[j][e], LOG2E, -mscaled));
+                    rs += s[j][e];
+                }
+            rs += __shfl_xor_sync(0xffffffffu, rs, 1);
+            rs += __shfl_xor_sync(0xffffffffu, rs, 2);
+            l[r] = l[r] * scale + rs;
+            m[r] = mnew;
+#pragma unroll
+            for (int j = 0; j < KS; j++) {
+                o[j][2 * r] *= scale;
+                o[j][2 * r + 1] *= scale;
+            }
+        }
+
+        /* O += P V, 8 keys at a time in the order 0, 2, 4, 6, 1, 3, 5, 7 (see above) */
+#pragma unroll
+        for (int j = 0; j < BK / 8; j++) {
+            const uint32_t pa[4] = {to_tf32(s[j][0]), to_tf32(s[j][2]), to_tf32(s[j][1]), to_tf32(s[j][3])};
+            const float *vr = Vs + (j * 8 + tq * 2) * LD + gr; /* b0 key 2t, b1 key 2t + 1; n g */
+#pragma unroll
+            for (int n = 0; n < KS; n++)
+                mma_tf32(o[n], pa, __float_as_uint(vr[n * 8]), __float_as_uint(vr[LD + n * 8]));
+        }
+        __syncthreads(); /* this stage's readers are done before it is refilled */
+    }
+
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int64_t qg = q0 + warp * 16 + gr + r * 8;
+        if (qg >= g.nq)
+            continue;
+        const int64_t row = b * g.nq + qg;
+        float *dst;
+        float inv = 1.0f;
+        if (a.splits == 1) {
+            inv = 1.0f / l[r]; /* 1 / 0 = inf, and 0 * inf = NaN: an all -inf row */
+            dst = static_cast<float *>(a.out) + row * g.dv;
+        } else {
+            const int64_t prow = (int64_t)split * g.nbatch * g.nq + row;
+            dst = a.part + prow * g.dv;
+            if (tq == 0) {
+                a.stats[prow * 2] = m[r];
+                a.stats[prow * 2 + 1] = l[r];
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < KS; j++) {
+            const int col = j * 8 + tq * 2;
+            if (col < g.dv)
+                dst[col] = o[j][2 * r] * inv;
+            if (col + 1 < g.dv)
+                dst[col + 1] = o[j][2 * r + 1] * inv;
+        }
+    }
+}
+
 int head_pad(int64_t n)
 {
     return n <= 16 ? 16 : n <= 32 ? 32 : n <= 64 ? 64 : 128;
 }
 
-/* Which kernel runs g: float16 on tensor cores, float32 in FFMA. */
-enum Path { PATH_F32, PATH_TC16 };
+/* Which kernel runs g: float16 on tensor cores, float32 on TF32 tensor cores where the
+   engine allows TF32, else in FFMA. */
+enum Path { PATH_F32, PATH_TC16, PATH_TC32 };
 
 Path path_of(s4d_dtype dtype, const s4d_cuda_attn_desc *g)
 {
-    (void)g;
-    return dtype == S4D_DTYPE_FLOAT16 ? PATH_TC16 : PATH_F32;
+    if (dtype == S4D_DTYPE_FLOAT16)
+        return PATH_TC16;
+    return g->tf32 ? PATH_TC32 : PATH_F32;
 }
 
 /* The launch geometry of g on a path (shapes only). */
 void plan(Path path, const s4d_cuda_attn_desc *g, int64_t *qtiles, int *splits, int *tps)
 {
-    const int64_t want = path == PATH_F32 ? WANT_BLOCKS : TC_WANT_BLOCKS;
+    const int64_t want = path == PATH_TC16 ? TC_WANT_BLOCKS : path == PATH_TC32 ? TC32_WANT_BLOCKS : WANT_BLOCKS;
     *qtiles = (g->nq + BQ - 1) / BQ;
     const int64_t ktiles = (g->nk + BK - 1) / BK;
     const int64_t base = g->nbatch * *qtiles;
@@ -755,6 +1048,23 @@ cudaError_t set_smem_tc16()
                                 tc_smem_bytes(DP));
 }
 
+template <int DP>
+cudaError_t set_smem_tc32()
+{
+    return cudaFuncSetAttribute(attn_tc32_kernel<DP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                tc32_smem_bytes(DP));
+}
+
+cudaError_t prepare_tc32(int dp)
+{
+    switch (dp) {
+    case 16: return set_smem_tc32<16>();
+    case 32: return set_smem_tc32<32>();
+    case 64: return set_smem_tc32<64>();
+    default: return set_smem_tc32<128>();
+    }
+}
+
 cudaError_t prepare_f32(int dp)
 {
     switch (dp) {
@@ -785,6 +1095,12 @@ template <int DP>
 void launch_tc16(const Args &a, int64_t blocks, cudaStream_t stream)
 {
     attn_tc16_kernel<DP><<<(unsigned)blocks, TC_NT, tc_smem_bytes(DP), stream>>>(a);
+}
+
+template <int DP>
+void launch_tc32(const Args &a, int64_t blocks, cudaStream_t stream)
+{
+    attn_tc32_kernel<DP><<<(unsigned)blocks, TC_NT, tc32_smem_bytes(DP), stream>>>(a);
 }
 
 template <typename T>
@@ -825,16 +1141,31 @@ cudaError_t run_tc16(int dp, const Args &a, cudaStream_t stream)
     return cudaGetLastError();
 }
 
+cudaError_t run_tc32(int dp, const Args &a, cudaStream_t stream)
+{
+    const int64_t blocks = a.g.nbatch * a.qtiles * a.splits;
+    switch (dp) {
+    case 16: launch_tc32<16>(a, blocks, stream); break;
+    case 32: launch_tc32<32>(a, blocks, stream); break;
+    case 64: launch_tc32<64>(a, blocks, stream); break;
+    default: launch_tc32<128>(a, blocks, stream); break;
+    }
+    if (a.splits > 1)
+        launch_combine<float>(a, stream);
+    return cudaGetLastError();
+}
+
 bool aligned(const void *p, size_t n) { return (reinterpret_cast<uintptr_t>(p) % n) == 0; }
 
-/* Elements per access (8, 4 or 1) to the rows of n elements of a float16 operand at p: every
-   row must start aligned, so n must be a multiple of the width. */
-int access_width(const void *p, int64_t n)
+/* Elements per access (16 bytes' worth, 8 bytes' worth or 1) to the rows of n elements of size
+   es at p: every row must start aligned, so n must be a multiple of the width. */
+int access_width(const void *p, int64_t n, size_t es)
 {
-    if (n % 8 == 0 && aligned(p, 16))
-        return 8;
-    if (n % 4 == 0 && aligned(p, 8))
-        return 4;
+    const int64_t wide = (int64_t)(16 / es);
+    if (n % wide == 0 && aligned(p, 16))
+        return (int)wide;
+    if (n % (wide / 2) == 0 && aligned(p, 8))
+        return (int)(wide / 2);
     return 1;
 }
 
@@ -889,6 +1220,7 @@ extern "C" cudaError_t s4d_cuda_attention_prepare(s4d_dtype dtype, const s4d_cud
         return cudaErrorInvalidValue;
     switch (path_of(dtype, g)) {
     case PATH_TC16: return prepare_tc16(dp);
+    case PATH_TC32: return prepare_tc32(dp);
     default: return prepare_f32(dp);
     }
 }
@@ -927,13 +1259,14 @@ extern "C" cudaError_t s4d_cuda_attention(s4d_dtype dtype, const s4d_cuda_attn_d
     /* Every matrix of K^T starts a multiple of nk elements in, every row of V a multiple of dv. */
     a.vec_k = g->nk % 4 == 0 && aligned(kt, 4 * es);
     a.vec_v = g->dv % 4 == 0 && aligned(v, 4 * es);
-    a.w_q = access_width(q, g->d);
-    a.w_k = access_width(kt, g->nk);
-    a.w_v = access_width(v, g->dv);
+    a.w_q = access_width(q, g->d, es);
+    a.w_k = access_width(kt, g->nk, es);
+    a.w_v = access_width(v, g->dv, es);
     a.w_o = g->dv % 2 == 0 && aligned(out, 2 * es) ? 2 : 1;
     const int dp = head_pad(g->d > g->dv ? g->d : g->dv);
     switch (path) {
     case PATH_TC16: return run_tc16(dp, a, stream);
+    case PATH_TC32: return run_tc32(dp, a, stream);
     default: return run_f32(dp, a, stream);
     }
 }

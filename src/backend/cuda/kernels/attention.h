@@ -46,6 +46,7 @@ typedef struct s4d_cuda_attn_desc {
     int64_t nbatch;
     int has_mask, fill_where_true;
     float mask_fill;
+    int tf32; /* float32 may run on TF32 tensor cores (the engine allows TF32) */
 } s4d_cuda_attn_desc;
 
 /* 1 when the kernel takes dtype (float32, float16) and these sizes; else 0 and why (static text). */
