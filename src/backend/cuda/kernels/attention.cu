@@ -1,7 +1,10 @@
 /*
- * The fused attention kernel (see attention.h for the contract).
+ * The fused attention kernels (see attention.h for the contract): float32 in
+ * FFMA (below), float16 on tensor cores and float32 on TF32 tensor cores
+ * (further down, each with its own comment). The semantics paragraph holds
+ * for all three.
  *
- * Work split. A block of 256 threads owns 64 query rows of one batch matrix
+ * FFMA work split. A block of 256 threads owns 64 query rows of one batch matrix
  * and a range of key tiles; thread (ty, tx), ty, tx in [0, 16), owns query
  * rows 4 ty .. 4 ty + 3. Per key tile of 64:
  *   1. K^T [D, 64] and V [64, Dv] are staged in shared memory (Q, transposed,
@@ -12,8 +15,7 @@
  *      shuffles (every lane gets the same bits);
  *   3. the probabilities go through shared memory (transposed, [key][query])
  *      and each thread accumulates its 4 rows x Dv/16 output columns.
- * Scores and the running maximum/sum stay in float; float16 inputs are
- * widened when staged and the output rounded once.
+ * Scores and the running maximum/sum stay in float.
  *
  * Softmax semantics are the unfused chain's: a masked score becomes
  * mask_fill exactly; a row whose scores are all -inf ends with sum 0 and so
@@ -22,7 +24,12 @@
  * turns a row NaN before a finite score arrives.
  *
  * Head sizes are compiled for 16, 32, 64 and 128 (D and Dv padded with
- * zeros up to the next of these: a zero term adds nothing).
+ * zeros up to the next of these: a zero term adds nothing). Keys beyond Nk
+ * are staged as zeros and their scores set to -inf; query rows beyond Nq
+ * read zeros and are not stored.
+ *
+ * tests/cuda/attention_tc_emulation.py repeats the tensor-core kernels'
+ * index arithmetic lane by lane on the CPU: keep it in step.
  */
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -352,7 +359,13 @@ __global__ void attn_combine(Args a)
  * so P V follows in registers: P is rounded to half there, V (staged as [key][dv]) is read by
  * ldmatrix.trans as well. The online softmax runs in float on the score accumulators; the two
  * rows a thread holds (g and g + 8, g = lane / 4) are spread over the 4 lanes of a quad, which
- * agree on the maximum and the sum by two butterfly shuffles (same bits in every lane). */
+ * agree on the maximum and the sum by two butterfly shuffles (same bits in every lane); the
+ * exponentials are exp2 of a fused multiply-add with log2(e). The tiles of K^T and V come in
+ * by cp.async into two shared-memory stages, tile kt + 1 in flight while tile kt is computed
+ * (16- or 8-byte copies where the row lengths and pointers allow, zero-filled past the ends;
+ * element-wise otherwise). The mask is read straight from global memory (each thread its 2 x
+ * 16 entries per tile; once per quad for a key mask), into a bit set. At D = 64: 128
+ * registers, no spills, 45 KB of shared memory, four blocks per SM. */
 constexpr int TC_WARPS = 4;
 constexpr int TC_NT = 32 * TC_WARPS;
 constexpr int TC_LDK = BK + 8; /* halves per K^T row in shared memory: 16-byte rows, no bank conflicts */

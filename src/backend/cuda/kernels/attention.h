@@ -6,10 +6,13 @@
  * style: one thread block per (batch matrix, tile of 64 queries, range of
  * key tiles), K and V tiles of 64 keys staged in shared memory, a running
  * maximum and sum per query row, the score tile never leaves the chip.
- * float32 in plain FFMA (no TF32), float16 loaded as half and computed in
- * float. When the queries alone give too few blocks for the GPU, the keys
- * are split into ranges whose partial results a second kernel merges in a
- * fixed order: no atomics, the same bits on every run.
+ * Three kernels: float16 on tensor cores (mma m16n8k16, float accumulation
+ * and softmax, the probabilities rounded to float16 for P V); float32 on
+ * TF32 tensor cores (mma m16n8k8) when the descriptor's tf32 is set (the
+ * engine allows TF32); else float32 in plain FFMA. When the queries alone
+ * give too few blocks for the GPU, the keys are split into ranges whose
+ * partial results a second kernel merges in a fixed order: no atomics, the
+ * same bits on every run.
  *
  * Plain pointers to device memory, explicit 64-bit sizes, the caller's
  * stream; launchers return cudaGetLastError() after their launches
