@@ -43,7 +43,7 @@ t0=$SECONDS
 (cd "$BUILD" && timeout 300 ctest -V -R '^(cuda_ops\.attention|cuda_attention_tc_emulation)$') \
   > "$OUT/ctest_attention.log" 2>&1
 rc=$?
-grep -E "^(ok|FAIL)|cases agree|max abs err|Passed|Failed|all cases agree" "$OUT/ctest_attention.log" \
+grep -E "(^|: )(ok |FAIL)|cases agree|max abs err|Passed|Failed" "$OUT/ctest_attention.log" \
   | tail -150 >> "$OUT/summary.txt"
 note "ctest cuda_ops.attention: exit $rc ($((SECONDS - t0)) s)"
 [ $rc = 0 ] || status=1
