@@ -414,7 +414,8 @@ __device__ __forceinline__ uint32_t pack_half2(float lo, float hi)
     return *reinterpret_cast<uint32_t *>(&h);
 }
 
-/* Asynchronous copies global -> shared (cp.async; the bytes past `bytes` are zero-filled). */
+/* Asynchronous copies global -> shared (cp.async; the bytes past `bytes` are zero-filled;
+   16 bytes may bypass L1, 8 and 4 go through it). */
 __device__ __forceinline__ void cp_async16(void *dst, const void *src, int bytes)
 {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(bytes));
@@ -425,6 +426,11 @@ __device__ __forceinline__ void cp_async8(void *dst, const void *src, int bytes)
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(bytes));
 }
 
+__device__ __forceinline__ void cp_async4(void *dst, const void *src, int bytes)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(bytes));
+}
+
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 
 /* Waits until at most N of this thread's groups are still in flight. */
@@ -432,12 +438,6 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait()
 {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-/* cp.async of 4 bytes (.ca: 4 and 8 bytes go through L1, 16 may bypass it). */
-__device__ __forceinline__ void cp_async4(void *dst, const void *src, int bytes)
-{
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(bytes));
 }
 
 /* Copies rows [r0, r0 + ROWS) x columns [c0, c0 + COLS) of a row-major matrix of T (row
@@ -499,19 +499,6 @@ template <typename P>
 __device__ __forceinline__ P *opaque(P *p)
 {
     return reinterpret_cast<P *>(opaque(reinterpret_cast<int64_t>(p)));
-}
-
-/* tc_stage with the access width chosen at run time (8, 4 or 1). */
-template <int ROWS, int COLS>
-__device__ __forceinline__ void tc_stage_any(int w, __half *dst, int ld, const __half *src, int64_t gs,
-                                             int64_t r0, int64_t rmax, int64_t c0, int64_t cmax)
-{
-    if (w == 8)
-        tc_stage<8, ROWS, COLS>(dst, ld, src, gs, r0, rmax, c0, cmax);
-    else if (w == 4)
-        tc_stage<4, ROWS, COLS>(dst, ld, src, gs, r0, rmax, c0, cmax);
-    else
-        tc_stage<1, ROWS, COLS>(dst, ld, src, gs, r0, rmax, c0, cmax);
 }
 
 template <int DP>
