@@ -10,7 +10,8 @@ key mask) and self-attention (Nk=900, no mask). The unfused twin also returns th
 probabilities P, which keeps the fusion pass off the chain; with --noDataTransfers that output
 stays on the device, so both run the same layers but the fused ones.
 
-Per model and precision (float32 strict, --noTF32; float16, --fp16): the median latency of
+Per model and precision (float32 strict, --noTF32; float32 with --tf32, where the fused
+kernel and cuBLAS run on TF32 tensor cores; float16, --fp16): the median latency of
 the whole engine from s4dexec (--useCudaGraph --noDataTransfers, CUDA events around each
 replay) and the per-layer means of a --dumpProfile run (CUDA events around each layer); the
 chain's time is the sum of its layers (Cast layers that feed the extra P output of the fp16
@@ -37,6 +38,8 @@ BLOCKS = [
     ("v3_temporal_900x1500", ([1, 8, 900, 64], [1, 8, 64, 1500], [1, 8, 1500, 64]), [1, 1, 1, 1500]),
     ("v3_self_900x900", ([1, 8, 900, 64], [1, 8, 64, 900], [1, 8, 900, 64]), None),
 ]
+
+PRECISIONS = ("fp32", "tf32", "fp16")
 
 
 def run(cmd):
@@ -90,9 +93,9 @@ def main():
         for variant in ("fused", "unfused"):
             path = os.path.join(d, f"{variant}.onnx")
             onnx.save(chain_model(shapes, mshape, scale=0.125, p_output=variant == "unfused"), path)
-            for prec in ("fp32", "fp16"):
+            for prec in PRECISIONS:
                 base = [args.s4dexec, f"--onnx={path}", f"--plugins={args.plugins}", "--device=cuda",
-                        "--loadInputs=" + ",".join(specs), "--noTF32"]
+                        "--loadInputs=" + ",".join(specs), "--tf32" if prec == "tf32" else "--noTF32"]
                 if prec == "fp16":
                     base.append("--fp16")
                 warm = str(max(10, args.iterations // 10))
@@ -125,11 +128,11 @@ def main():
         f.write(f"# Fused attention vs the unfused chain ({meta['date']}, {device})\n\n"
                 f"Command: `{meta['command']}`. {args.iterations} runs after warm-up. graph: median "
                 f"latency of the engine replayed as a CUDA graph without host copies; layers: sum "
-                f"of the chain's per-layer means (CUDA events, --dumpProfile). float32 is strict "
-                f"(--noTF32).\n\n| block | precision | unfused graph ms | fused graph ms | unfused "
+                f"of the chain's per-layer means (CUDA events, --dumpProfile). fp32 is strict "
+                f"float32 (--noTF32), tf32 float32 with --tf32, fp16 --fp16.\n\n| block | precision | unfused graph ms | fused graph ms | unfused "
                 f"layers ms | fused layers ms | speed-up (graph) |\n|---|---|---|---|---|---|---|\n")
         for name, _, _ in BLOCKS:
-            for prec in ("fp32", "fp16"):
+            for prec in PRECISIONS:
                 u = next(r for r in results if r["block"] == name and r["precision"] == prec
                          and r["variant"] == "unfused")
                 fz = next(r for r in results if r["block"] == name and r["precision"] == prec

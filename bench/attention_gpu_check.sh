@@ -2,11 +2,12 @@
 # The fused attention (s4d::FusedAttention) on the GPU machine, in one call of a few minutes:
 #   1. configures and builds s4dexec and the plugins with CUDA (deps as scripts/gpu_check.sh);
 #   2. ctest cuda_ops.attention: the attention chains (v3/tiny shapes, odd sizes, masks with
-#      NaN rows, float32 and float16) on CUDA against the CPU engine;
+#      NaN rows; float32 strict, float32 with --tf32 and float16, the last two on tensor cores)
+#      on CUDA against the CPU engine, and the tensor-core kernels' CPU emulation;
 #   3. tests/engine/attention_fusion.py on CUDA: the layer list shows FusedAttention, fused and
 #      unfused against a float64 reference;
 #   4. bench/attention_bench.py: the v3 head's temporal and self-attention blocks, fused vs
-#      unfused, float32 strict and float16 (CUDA-graph medians and per-layer times).
+#      unfused, float32 strict, TF32 and float16 (CUDA-graph medians and per-layer times).
 #
 #   OUT=/some/dir bench/attention_gpu_check.sh      (OUT defaults to out/attention_gpu_check)
 #
@@ -39,9 +40,11 @@ EXE=$BUILD/bin/s4dexec
 PLUG=$BUILD/lib/libs4d_plugins.so
 
 t0=$SECONDS
-(cd "$BUILD" && timeout 300 ctest -R '^cuda_ops\.attention$' --output-on-failure) > "$OUT/ctest_attention.log" 2>&1
+(cd "$BUILD" && timeout 300 ctest -V -R '^(cuda_ops\.attention|cuda_attention_tc_emulation)$') \
+  > "$OUT/ctest_attention.log" 2>&1
 rc=$?
-grep -E "^(ok|FAIL)|cases agree|max abs err" "$OUT/ctest_attention.log" | tail -80 >> "$OUT/summary.txt"
+grep -E "(^|: )(ok |FAIL)|cases agree|max abs err|Passed|Failed" "$OUT/ctest_attention.log" \
+  | tail -150 >> "$OUT/summary.txt"
 note "ctest cuda_ops.attention: exit $rc ($((SECONDS - t0)) s)"
 [ $rc = 0 ] || status=1
 
@@ -54,7 +57,7 @@ note "attention_fusion.py on CUDA: exit $rc ($((SECONDS - t0)) s)"
 [ $rc = 0 ] || status=1
 
 t0=$SECONDS
-timeout 240 "$PY" bench/attention_bench.py "$EXE" "$PLUG" "$OUT/bench" --iterations 200 \
+timeout 280 "$PY" bench/attention_bench.py "$EXE" "$PLUG" "$OUT/bench" --iterations 100 \
   > "$OUT/bench.log" 2>&1
 rc=$?
 cat "$OUT/bench.log" "$OUT/bench/attention_bench.md" >> "$OUT/summary.txt" 2>/dev/null

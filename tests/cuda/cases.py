@@ -19,6 +19,10 @@ class Case:
     # (the same values, rounded to float16 and widened back), device_compare compares in NumPy.
     ref_model: object = None
     ref_inputs: dict = None
+    # float16 cases: also bound ||b - a||_2 / ||a||_2 over the finite outputs (None: no bound).
+    rel_l2: float = None
+    # extra s4dexec options for device B only (e.g. ["--tf32"]: float32 on TF32 tensor cores)
+    b_flags: list = field(default_factory=list)
 
 
 NP_TO_ONNX = {
@@ -69,7 +73,7 @@ def _to_half_array(a):
     return np.asarray(a, np.float32).astype(np.float16)
 
 
-def half_case(case, rtol, atol, keep=(), name=None):
+def half_case(case, rtol, atol, keep=(), name=None, rel_l2=None):
     """The float16 version of a float32 case, for backends that run float16 (CUDA).
 
     Every float32 graph input, initializer and graph output becomes float16, except the
@@ -103,4 +107,5 @@ def half_case(case, rtol, atol, keep=(), name=None):
             ins[k], ref_ins[k] = h, h.astype(np.float32)
         else:
             ins[k] = ref_ins[k] = v
-    return Case(name or case.name + "_f16", half, ins, rtol, atol, ref_model=ref, ref_inputs=ref_ins)
+    return Case(name or case.name + "_f16", half, ins, rtol, atol, ref_model=ref, ref_inputs=ref_ins,
+                rel_l2=rel_l2)

@@ -44,8 +44,9 @@ def is_float16_refusal(text):
     return "float16" in text and ("runs float32" in text or "float32 only" in text)
 
 
-def compare_npy(dir_a, dir_b, rtol, atol):
-    """Compares every DIR_A/<name>.npy with DIR_B/<name>.npy in float64; returns (ok, lines)."""
+def compare_npy(dir_a, dir_b, rtol, atol, rel_l2=None):
+    """Compares every DIR_A/<name>.npy with DIR_B/<name>.npy in float64; returns (ok, lines).
+    rel_l2: also a bound on the relative L2 error over the whole output."""
     ok, lines = True, []
     names = sorted(f for f in os.listdir(dir_a) if f.endswith(".npy"))
     if not names:
@@ -72,11 +73,18 @@ def compare_npy(dir_a, dir_b, rtol, atol):
         bad = err > atol + rtol * np.abs(a)
         rel = float(np.max(err / np.maximum(np.abs(a), 1e-30))) if a.size else 0.0
         worst = int(np.argmax(err - rtol * np.abs(a))) if a.size else 0
+        first = int(np.flatnonzero(bad)[0]) if bad.any() else 0
+        norm = float(np.linalg.norm(a))
+        l2 = float(np.linalg.norm(err)) / norm if norm > 0 else float(np.linalg.norm(err))
+        l2_bad = rel_l2 is not None and not l2 <= rel_l2
         lines.append(f"{f[:-4]}: max abs err {float(err.max()) if a.size else 0.0:.3g}, max rel err "
-                     f"{rel:.3g}, {int(bad.sum())} of {a.size} beyond atol {atol:g} + rtol {rtol:g}"
-                     + (f" (worst at flat {worst}: {b.flat[worst]!r} vs {a.flat[worst]!r})"
-                        if bad.any() else ""))
-        ok = ok and not bad.any()
+                     f"{rel:.3g}, rel L2 {l2:.3g}"
+                     + (f" (bound {rel_l2:g})" if rel_l2 is not None else "")
+                     + f", {int(bad.sum())} of {a.size} beyond atol {atol:g} + rtol {rtol:g}"
+                     + (f" (first at flat {first} = index {tuple(int(i) for i in np.unravel_index(first, a.shape))}: "
+                        f"{b.flat[first]!r} vs {a.flat[first]!r}; worst at flat {worst}: "
+                        f"{b.flat[worst]!r} vs {a.flat[worst]!r})" if bad.any() else ""))
+        ok = ok and not bad.any() and not l2_bad
     return ok, lines
 
 
@@ -128,7 +136,7 @@ def main(argv=None):
             failed.append(f"{case.name}: device {args.a} failed: {a.stderr.strip()}")
             continue
         extra = ["--allowFallback"] if args.fallback else []
-        b = run(common + extra + [f"--device={args.b}", f"--compareOutputs={ref}",
+        b = run(common + extra + list(case.b_flags) + [f"--device={args.b}", f"--compareOutputs={ref}",
                                   f"--rtol={case.rtol}", f"--atol={case.atol}"])
         said = b.stderr + b.stdout
         if b.returncode != 0 and args.b == "cuda" and (
@@ -138,8 +146,10 @@ def main(argv=None):
             return NO_GPU
         ran += 1
         if b.returncode != 0:
+            # the [compare] lines (max abs, rel L2 per output) and the first bad element
+            stats = [ln.strip() for ln in b.stdout.splitlines() if ln.startswith("[compare] ")]
             failed.append(f"{case.name}: {args.b} vs {args.a}: "
-                          f"{(b.stderr.strip() or b.stdout.strip()).splitlines()[-1:]}")
+                          f"{(b.stderr.strip() or b.stdout.strip()).splitlines()[-1:]} {stats[1:]}")
         else:
             print(f"ok   {case.name}")
     for f in failed:
@@ -184,7 +194,7 @@ def run_half(args, case, d, common, ref):
     a = run(ref_cmd + [f"--device={args.a}", f"--exportOutput={ref}"])
     if a.returncode != 0:
         return f"{case.name}: device {args.a} failed on the float32 twin: {a.stderr.strip()}"
-    ok, lines = compare_npy(ref, out_b, case.rtol, case.atol)
+    ok, lines = compare_npy(ref, out_b, case.rtol, case.atol, case.rel_l2)
     for ln in lines:
         print(f"     {case.name}: {ln}")
     if not ok:

@@ -13,12 +13,35 @@ sizes padded to the kernel's 16/32/64/128, many batch matrices, key ranges split
 (few queries, many keys), and D = 160, which the CUDA kernel refuses (the chain then stays
 unfused: cuBLAS and the softmax kernel).
 
+float16 runs on tensor cores (mma m16n8k16) with the probabilities rounded to float16 for
+P V; its own cases (f16_cases) add what that kernel's staging and fragments depend on: head
+sizes that are not multiples of 8 or 4 (Q and V loaded element by element, the output stored by
+halves), key counts that are multiples of 8, of 4 and of neither (K^T copied 16, 8 or 2 bytes
+at a time), Dv != D both ways, a mask broadcast over the keys (stride 0), queries not a
+multiple of the 16 rows of a warp, and the key split with partial ranges.
+
+float32 with the engine built with --tf32 (tf32_case) runs on TF32 tensor cores (mma
+m16n8k8); a selection of the cases covers its paths (16-, 8- and 4-byte staging, masks, the key
+split).
+
 Tolerances. float32: the CUDA kernel sums the D products of a score and the Nk terms of an
 output in another order than OpenBLAS, and rescales by a running maximum; with scores of a few
 units, the scores' absolute errors are ~1e-6 and become relative errors of the probabilities:
 rtol 1e-4, atol 2e-5 on outputs of magnitude ~1. float16 (cases.half_case, against the float32
-chain on the same rounded values): the output is rounded once to float16 (2^-11 relative) after
-float accumulation: rtol 4e-3, atol 2e-3.
+chain on the same rounded values, so that only the kernel's own error is measured): the scores
+are exact products summed in float32; each probability is rounded to float16 for P V
+(relative error <= u = 2^-11), which moves an output by at most u max|V| = 1e-3 (|V| <= 2) and
+typically far less, the errors having random signs; the output is rounded once more (u
+relative); and for D = 32 the scale 1/sqrt(D) is rounded into Q by the float16 Mul layer
+(relative u per element of Q, ~1e-3 on a score of a few units). Hence rtol 4e-3, atol 2e-3
+per element, and a relative L2 error over the whole output below 2e-3 (measured values are
+expected near 3e-4: the rms of a rounding is u / sqrt(3)); a wrong fragment or a stale tile
+gives errors of order 1. TF32 (against the strict CPU engine on the same float32 inputs):
+Q, K^T, P and V are each rounded to 10-bit mantissas (u = 2^-11), so a score of D = 64
+products carries an error of ~u sqrt(sum (q k)^2) ~ 7e-4 rms (a few times that at worst),
+which becomes a relative error of the probabilities; with the roundings of P and V, the
+outputs (magnitude ~1) move by ~1e-3 at worst: rtol 4e-3, atol 3e-3 (the lane-by-lane
+emulation, attention_tc_emulation.py, measures 5e-4 .. 1.6e-3 with scores twice as large).
 """
 import os
 import sys
@@ -33,6 +56,8 @@ from attention_fusion import chain_model  # noqa: E402
 
 F32_TOL = (1e-4, 2e-5)
 F16_TOL = (4e-3, 2e-3)
+F16_REL_L2 = 2e-3
+TF32_TOL = (4e-3, 3e-3)
 
 
 def attention_case(rng, name, b, nq, nk, d, dv=None, mask=None, fill=float("-inf"),
@@ -95,8 +120,48 @@ def f32_cases(rng):
     return c
 
 
+def f16_cases(rng):
+    """Shapes for the float16 tensor-core kernel's staging and fragment paths (run in float32
+    too, where they cost little)."""
+    c = []
+    # v3 head blocks with a batch of 8 heads only (no leading 1), and the self-attention masked
+    c.append(attention_case(rng, "v3b_temporal_8x900x1500", [8], 900, 1500, 64,
+                            mask=key_mask(rng, (1, 1, 1500), 0.6)))
+    c.append(attention_case(rng, "v3b_self_masked_8x900x900", [8], 900, 900, 64,
+                            mask=key_mask(rng, (8, 1, 900), 0.8)))
+    # head sizes: odd (element-wise Q/V loads, half-by-half output), multiples of 4 but not 8
+    c.append(attention_case(rng, "d13_dv7_nk45", [1, 3], 21, 45, 13, dv=7))
+    c.append(attention_case(rng, "d20_dv12_nk100", [2], 47, 100, 20, dv=12,
+                            mask=key_mask(rng, (2, 47, 100), 0.5, full_rows=(3,))))
+    c.append(attention_case(rng, "d24_dv40_nk136", [2, 2], 81, 136, 24, dv=40))
+    c.append(attention_case(rng, "d16_dv128_nk64", [3], 64, 64, 16, dv=128))
+    c.append(attention_case(rng, "d128_dv16_nk333", [2], 100, 333, 128, dv=16,
+                            mask=key_mask(rng, (1, 1, 333), 0.5)))
+    c.append(attention_case(rng, "d32_nk72_q15", [4], 15, 72, 32))
+    c.append(attention_case(rng, "d64_nk1000_q17", [3], 17, 1000, 64))  # key split, partial range
+    # a mask broadcast over the keys (stride 0): whole rows masked or kept
+    c.append(attention_case(rng, "mask_key_stride0", [1, 2], 30, 100, 32,
+                            mask=np.array([i % 3 != 1 for i in range(30)]).reshape(1, 1, 30, 1)))
+    c.append(attention_case(rng, "fill_true_finite_d64_nk200", [2], 70, 200, 64,
+                            mask=rng.uniform(size=(2, 70, 200)) < 0.2, fill=-30.0, fill_where_true=True))
+    return c
+
+
+TF32_CASES = ("v3_temporal_900x1500", "v3_self_900x900", "tiny_temporal_128x224", "nk37_d32",
+              "masked_rows_nan", "broadcast_batch_dv48", "d100_dv72", "d128", "split_keys_4000",
+              "d13_dv7_nk45", "d20_dv12_nk100", "d16_dv128_nk64", "d64_nk1000_q17", "mask_key_stride0",
+              "fill_true_finite_d64_nk200")
+
+
+def tf32_case(c):
+    """The float32 case with the CUDA engine built with --tf32 (the TF32 tensor-core kernel)
+    against the strict CPU engine."""
+    return Case(c.name + "_tf32", c.model, c.inputs, *TF32_TOL, b_flags=["--tf32"])
+
+
 def cases():
     rng = np.random.default_rng(2024)
-    f32 = f32_cases(rng)
-    half = [half_case(c, *F16_TOL) for c in f32 if not c.name.startswith("d160")]
-    return f32 + half
+    f32 = f32_cases(rng) + f16_cases(rng)
+    half = [half_case(c, *F16_TOL, rel_l2=F16_REL_L2) for c in f32 if not c.name.startswith("d160")]
+    tf32 = [tf32_case(c) for c in f32 if c.name in TF32_CASES]
+    return f32 + half + tf32

@@ -1,7 +1,10 @@
 /*
- * The fused attention kernel (see attention.h for the contract).
+ * The fused attention kernels (see attention.h for the contract): float32 in
+ * FFMA (below), float16 on tensor cores and float32 on TF32 tensor cores
+ * (further down, each with its own comment). The semantics paragraph holds
+ * for all three.
  *
- * Work split. A block of 256 threads owns 64 query rows of one batch matrix
+ * FFMA work split. A block of 256 threads owns 64 query rows of one batch matrix
  * and a range of key tiles; thread (ty, tx), ty, tx in [0, 16), owns query
  * rows 4 ty .. 4 ty + 3. Per key tile of 64:
  *   1. K^T [D, 64] and V [64, Dv] are staged in shared memory (Q, transposed,
@@ -12,8 +15,7 @@
  *      shuffles (every lane gets the same bits);
  *   3. the probabilities go through shared memory (transposed, [key][query])
  *      and each thread accumulates its 4 rows x Dv/16 output columns.
- * Scores and the running maximum/sum stay in float; float16 inputs are
- * widened when staged and the output rounded once.
+ * Scores and the running maximum/sum stay in float.
  *
  * Softmax semantics are the unfused chain's: a masked score becomes
  * mask_fill exactly; a row whose scores are all -inf ends with sum 0 and so
@@ -22,7 +24,12 @@
  * turns a row NaN before a finite score arrives.
  *
  * Head sizes are compiled for 16, 32, 64 and 128 (D and Dv padded with
- * zeros up to the next of these: a zero term adds nothing).
+ * zeros up to the next of these: a zero term adds nothing). Keys beyond Nk
+ * are staged as zeros and their scores set to -inf; query rows beyond Nq
+ * read zeros and are not stored.
+ *
+ * tests/cuda/attention_tc_emulation.py repeats the tensor-core kernels'
+ * index arithmetic lane by lane on the CPU: keep it in step.
  */
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -54,19 +61,13 @@ struct Args {
     int64_t qtiles;
     int splits, tiles_per_split;
     int vec_k, vec_v; /* 4-element vector loads of K^T rows / V rows are aligned */
+    /* Tensor-core paths: elements per access to Q, K^T, V (8, 4 or 1) and the output (2 or 1). */
+    int w_q, w_k, w_v, w_o;
 };
 
 __device__ __forceinline__ float ld1(const float *p) { return __ldg(p); }
-__device__ __forceinline__ float ld1(const __half *p) { return __half2float(p[0]); }
 
 __device__ __forceinline__ float4 ld4(const float *p) { return __ldg(reinterpret_cast<const float4 *>(p)); }
-__device__ __forceinline__ float4 ld4(const __half *p)
-{
-    uint2 r = __ldg(reinterpret_cast<const uint2 *>(p));
-    __half2 a = *reinterpret_cast<__half2 *>(&r.x), b = *reinterpret_cast<__half2 *>(&r.y);
-    float2 fa = __half22float2(a), fb = __half22float2(b);
-    return make_float4(fa.x, fa.y, fb.x, fb.y);
-}
 
 __device__ __forceinline__ void st1(float *p, float v) { *p = v; }
 __device__ __forceinline__ void st1(__half *p, float v) { *p = __float2half_rn(v); }
@@ -349,20 +350,676 @@ __global__ void attn_combine(Args a)
     }
 }
 
+/* ---- float16 on tensor cores ----------------------------------------------------------------
+ * A block of 4 warps owns 64 query rows (16 per warp) and a range of key tiles. mma.sync
+ * m16n8k16 (half inputs, float accumulation) computes each warp's 16 x 64 score tile S = Q K^T
+ * with Q's fragments held in registers for the whole block and K^T's read from shared memory
+ * by ldmatrix.trans (K^T is staged as it lies in memory, [d][key]). The accumulators of two
+ * adjacent 8-key tiles of S are, element for element, the A fragment of a 16 x 16 slice of P,
+ * so P V follows in registers: P is rounded to half there, V (staged as [key][dv]) is read by
+ * ldmatrix.trans as well. The online softmax runs in float on the score accumulators; the two
+ * rows a thread holds (g and g + 8, g = lane / 4) are spread over the 4 lanes of a quad, which
+ * agree on the maximum and the sum by two butterfly shuffles (same bits in every lane); the
+ * exponentials are exp2 of a fused multiply-add with log2(e). The tiles of K^T and V come in
+ * by cp.async into two shared-memory stages, tile kt + 1 in flight while tile kt is computed
+ * (16- or 8-byte copies where the row lengths and pointers allow, zero-filled past the ends;
+ * element-wise otherwise). The mask is read straight from global memory (each thread its 2 x
+ * 16 entries per tile; once per quad for a key mask), into a bit set. At D = 64: 128
+ * registers, no spills, 45 KB of shared memory, four blocks per SM. */
+constexpr int TC_WARPS = 4;
+constexpr int TC_NT = 32 * TC_WARPS;
+constexpr int TC_LDK = BK + 8; /* halves per K^T row in shared memory: 16-byte rows, no bank conflicts */
+/* Most blocks the key split aims for on the tensor-core paths: four resident per SM of a
+   132-SM H100/H200 (4 warps each). A constant, so that the split depends on the shapes only. */
+constexpr int64_t TC_WANT_BLOCKS = 528;
+
+__host__ __device__ constexpr int tc_ld(int dp) { return dp + 8; } /* halves per Q / V row in shared memory */
+constexpr int tc_smem_bytes(int dp)
+{
+    return (BQ * tc_ld(dp) + 2 * (dp * TC_LDK + BK * tc_ld(dp))) * 2;
+}
+
+__device__ __forceinline__ uint32_t smem_addr(const void *p)
+{
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+/* Four 8x8 half matrices; lanes 8i .. 8i + 7 give the row addresses of matrix i. */
+__device__ __forceinline__ void ldsm_x4(uint32_t r[4], const __half *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t r[4], const __half *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+
+/* c += a b: a 16x16 row-major half, b 16x8 column-major half, c 16x8 float. */
+__device__ __forceinline__ void mma_f16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                 "{%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_half2(float lo, float hi)
+{
+    __half2 h = __floats2half2_rn(lo, hi); /* lo: the lower column, in the low 16 bits */
+    return *reinterpret_cast<uint32_t *>(&h);
+}
+
+/* Asynchronous copies global -> shared (cp.async; the bytes past `bytes` are zero-filled;
+   16 bytes may bypass L1, 8 and 4 go through it). */
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, int bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(bytes));
+}
+
+__device__ __forceinline__ void cp_async8(void *dst, const void *src, int bytes)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(bytes));
+}
+
+__device__ __forceinline__ void cp_async4(void *dst, const void *src, int bytes)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(bytes));
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+/* Waits until at most N of this thread's groups are still in flight. */
+template <int N>
+__device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+/* Copies rows [r0, r0 + ROWS) x columns [c0, c0 + COLS) of a row-major matrix of T (row
+   stride gs elements, rmax rows and cmax columns valid) into shared memory (row stride ld),
+   zeros outside. W elements per access: W > 1 needs cmax == gs, gs % W == 0 and a source
+   aligned to W elements, so that an access is either wholly inside or wholly outside.
+   Accesses of 4, 8 or 16 bytes go by cp.async (the caller commits and waits), 2-byte ones
+   by plain loads and stores. */
+template <typename T, int W, int ROWS, int COLS>
+__device__ __forceinline__ void tc_stage(T *dst, int ld, const T *src, int64_t gs, int64_t r0, int64_t rmax,
+                                         int64_t c0, int64_t cmax)
+{
+    constexpr int CPR = COLS / W, RS = TC_NT / CPR; /* accesses per row; rows per round */
+    constexpr int BYTES = W * (int)sizeof(T);
+    static_assert(TC_NT % CPR == 0 && ROWS % RS == 0, "whole rounds of the block");
+    const int rt = threadIdx.x / CPR, ct = threadIdx.x % CPR * W;
+    const bool cin = c0 + ct < cmax;
+    const T *s = src + (r0 + rt) * gs + c0 + ct;
+    T *d = dst + rt * ld + ct;
+#pragma unroll
+    for (int it = 0; it < ROWS / RS; it++) {
+        const bool in = cin && r0 + rt + it * RS < rmax;
+        const T *si = in ? s + it * RS * gs : src;
+        T *di = d + it * RS * ld;
+        if (BYTES == 16)
+            cp_async16(di, si, in ? 16 : 0);
+        else if (BYTES == 8)
+            cp_async8(di, si, in ? 8 : 0);
+        else if (BYTES == 4)
+            cp_async4(di, si, in ? 4 : 0);
+        else
+            *di = in ? si[0] : T(0.0f);
+    }
+}
+
+/* tc_stage with the access width chosen at run time (16 / sizeof(T), half that, or 1). */
+template <typename T, int ROWS, int COLS>
+__device__ __forceinline__ void tc_stage_any(int w, T *dst, int ld, const T *src, int64_t gs, int64_t r0,
+                                             int64_t rmax, int64_t c0, int64_t cmax)
+{
+    constexpr int WIDE = 16 / (int)sizeof(T);
+    if (w == WIDE)
+        tc_stage<T, WIDE, ROWS, COLS>(dst, ld, src, gs, r0, rmax, c0, cmax);
+    else if (w == WIDE / 2)
+        tc_stage<T, WIDE / 2, ROWS, COLS>(dst, ld, src, gs, r0, rmax, c0, cmax);
+    else
+        tc_stage<T, 1, ROWS, COLS>(dst, ld, src, gs, r0, rmax, c0, cmax);
+}
+
+/* x, which the compiler can no longer see through: keeps the address arithmetic that depends
+   on it inside the key loop instead of hoisting dozens of 64-bit products into registers. */
+__device__ __forceinline__ int64_t opaque(int64_t x)
+{
+    asm volatile("" : "+l"(x));
+    return x;
+}
+
+template <typename P>
+__device__ __forceinline__ P *opaque(P *p)
+{
+    return reinterpret_cast<P *>(opaque(reinterpret_cast<int64_t>(p)));
+}
+
+template <int DP>
+__global__ void __launch_bounds__(TC_NT, DP >= 128 ? 2 : 4) attn_tc16_kernel(Args a)
+{
+    constexpr int LD = tc_ld(DP);
+    constexpr int KS = DP / 16; /* k16 steps of Q K^T, and pairs of n8 tiles of P V */
+    constexpr float LOG2E = 1.4426950408889634f;
+    extern __shared__ uint4 smem_tc[];
+    /* Q [BQ][LD]; then two stages of K^T [DP][TC_LDK] and V [BK][LD] */
+    __half *Qs = reinterpret_cast<__half *>(smem_tc);
+    __half *KVs = Qs + BQ * LD;
+    constexpr int STAGE = DP * TC_LDK + BK * LD;
+    const s4d_cuda_attn_desc &g = a.g;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int gr = lane >> 2, tq = lane & 3; /* fragment row (g) and pair of columns (t) */
+    /* ldmatrix: lane l addresses row (l & 7) + 8 ((l >> 3) & 1) and column 8 (l >> 4) of a 16x16 */
+    const int lrow = (lane & 7) + ((lane >> 3) & 1) * 8, lcol = (lane >> 4) * 8;
+
+    int64_t bid = blockIdx.x;
+    const int split = (int)(bid % a.splits);
+    bid /= a.splits;
+    const int64_t qt = bid % a.qtiles, b = bid / a.qtiles;
+    int64_t oq = 0, ok = 0, ov = 0, om = 0;
+    {
+        int64_t rest = b;
+        for (int d = g.batch_rank - 1; d >= 0; d--) {
+            int64_t c = rest % g.batch[d];
+            rest /= g.batch[d];
+            oq += c * g.q_stride[d];
+            ok += c * g.k_stride[d];
+            ov += c * g.v_stride[d];
+            om += c * g.m_stride[d];
+        }
+    }
+    const __half *Q = static_cast<const __half *>(a.q) + oq * g.nq * g.d;
+    const __half *K = static_cast<const __half *>(a.k) + ok * g.d * g.nk;
+    const __half *V = static_cast<const __half *>(a.v) + ov * g.nk * g.dv;
+    const int64_t q0 = qt * BQ;
+    /* the mask rows of this thread's two query rows; NULL where there is no mask or no row */
+    const unsigned char *mrow[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int64_t qg = q0 + warp * 16 + gr + r * 8;
+        mrow[r] = g.has_mask && qg < g.nq ? a.mask + om + qg * g.m_qstride : nullptr;
+    }
+
+    const int64_t ktiles = (g.nk + BK - 1) / BK;
+    const int64_t kt0 = (int64_t)split * a.tiles_per_split;
+    const int64_t kt1 = kt0 + a.tiles_per_split < ktiles ? kt0 + a.tiles_per_split : ktiles;
+    const unsigned char hit = g.fill_where_true ? 1 : 0;
+
+    /* Two stages: the copies of tile kt + 1 fly while tile kt is computed. */
+    tc_stage_any<__half, BQ, DP>(a.w_q, Qs, LD, Q, g.d, q0, g.nq, 0, g.d);
+    cp_async_commit();
+    tc_stage_any<__half, DP, BK>(a.w_k, KVs, TC_LDK, K, g.nk, 0, g.d, kt0 * BK, g.nk);
+    tc_stage_any<__half, BK, DP>(a.w_v, KVs + DP * TC_LDK, LD, V, g.dv, kt0 * BK, g.nk, 0, g.dv);
+    cp_async_commit();
+    cp_async_wait<1>(); /* Q has landed */
+    __syncthreads();
+    uint32_t qf[KS][4];
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++)
+        ldsm_x4(qf[ks], Qs + (warp * 16 + lrow) * LD + ks * 16 + lcol);
+
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    float o[DP / 8][4];
+#pragma unroll
+    for (int j = 0; j < DP / 8; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            o[j][e] = 0.0f;
+
+    for (int64_t kt = kt0; kt < kt1; kt++) {
+        const int64_t k0 = kt * BK;
+        __half *Ks = KVs + ((kt - kt0) & 1) * STAGE; /* [DP][TC_LDK]: K^T */
+        __half *Vs = Ks + DP * TC_LDK;                /* [BK][LD] */
+        if (kt + 1 < kt1) {
+            /* into the other stage, whose readers passed the barrier that ended the last round */
+            __half *Kn = KVs + ((kt + 1 - kt0) & 1) * STAGE;
+            const int64_t nk = opaque(g.nk), dv = opaque(g.dv);
+            tc_stage_any<__half, DP, BK>(a.w_k, Kn, TC_LDK, opaque(K), nk, 0, g.d, k0 + BK, nk);
+            tc_stage_any<__half, BK, DP>(a.w_v, Kn + DP * TC_LDK, LD, opaque(V), dv, k0 + BK, nk, 0, dv);
+        }
+        cp_async_commit();
+        cp_async_wait<1>(); /* tile kt has landed (this thread's part) */
+        __syncthreads();    /* ... and every thread's */
+
+        const int kvalid = g.nk - k0 < BK ? (int)(g.nk - k0) : BK; /* keys of this tile */
+        /* bit 4 j + e: the score s[j][e] takes the fill value */
+        uint32_t fill = 0;
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            if (!mrow[r])
+                continue;
+            if (r == 1 && mrow[0] && g.m_qstride == 0) { /* a key mask: row gr + 8 reads as row gr */
+                fill |= (fill & 0x33333333u) << 2;
+                continue;
+            }
+            const int64_t mk = opaque(g.m_kstride);
+            const unsigned char *mp = opaque(mrow[r]) + (k0 + tq * 2) * mk;
+#pragma unroll
+            for (int j = 0; j < BK / 8; j++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int key = j * 8 + tq * 2 + e;
+                    if (key < kvalid && (mp[(j * 8 + e) * mk] != 0) == hit)
+                        fill |= 1u << (4 * j + 2 * r + e);
+                }
+        }
+
+        /* S = Q K^T: 8 tiles of 8 keys; s[j][0, 1] row gr, keys 8 j + 2 tq + {0, 1}; [2, 3] row gr + 8 */
+        float s[BK / 8][4];
+#pragma unroll
+        for (int j = 0; j < BK / 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                s[j][e] = 0.0f;
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++) {
+#pragma unroll
+            for (int np = 0; np < BK / 16; np++) {
+                uint32_t kb[4];
+                ldsm_x4_trans(kb, Ks + (ks * 16 + lrow) * TC_LDK + np * 16 + lcol);
+                mma_f16(s[2 * np], qf[ks], kb[0], kb[1]);
+                mma_f16(s[2 * np + 1], qf[ks], kb[2], kb[3]);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < BK / 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                if (j * 8 + tq * 2 + (e & 1) >= kvalid)
+                    s[j][e] = -INFINITY; /* beyond the keys: exp gives 0 */
+                else if (fill >> (4 * j + e) & 1u)
+                    s[j][e] = g.mask_fill;
+            }
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            float tmax = -INFINITY;
+#pragma unroll
+            for (int j = 0; j < BK / 8; j++)
+                tmax = fmaxf(tmax, fmaxf(s[j][2 * r], s[j][2 * r + 1]));
+            tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
+            tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
+            const float mnew = fmaxf(m[r], tmax);
+            const float mscaled = (mnew == -INFINITY ? 0.0f : mnew) * LOG2E;
+            const float scale = exp2f(fmaf(m[r], LOG2E, -mscaled));
+            float rs = 0.0f;
+#pragma unroll
+            for (int j = 0; j < BK / 8; j++)
+#pragma unroll
+                for (int e = 2 * r; e < 2 * r + 2; e++) {
+                    s[j][e] = exp2f(fmaf(s[j][e], LOG2E, -mscaled));
+                    rs += s[j][e];
+                }
+            rs += __shfl_xor_sync(0xffffffffu, rs, 1);
+            rs += __shfl_xor_sync(0xffffffffu, rs, 2);
+            l[r] = l[r] * scale + rs;
+            m[r] = mnew;
+#pragma unroll
+            for (int j = 0; j < DP / 8; j++) {
+                o[j][2 * r] *= scale;
+                o[j][2 * r + 1] *= scale;
+            }
+        }
+
+        /* O += P V, 16 keys at a time; P's A fragment is two adjacent score tiles */
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; kk++) {
+            const uint32_t pa[4] = {pack_half2(s[2 * kk][0], s[2 * kk][1]), pack_half2(s[2 * kk][2], s[2 * kk][3]),
+                                    pack_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                    pack_half2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+            for (int np = 0; np < KS; np++) {
+                uint32_t vb[4];
+                ldsm_x4_trans(vb, Vs + (kk * 16 + lrow) * LD + np * 16 + lcol);
+                mma_f16(o[2 * np], pa, vb[0], vb[1]);
+                mma_f16(o[2 * np + 1], pa, vb[2], vb[3]);
+            }
+        }
+        __syncthreads(); /* this stage's readers are done before it is refilled */
+    }
+
+    /* Rows gr and gr + 8 of the warp's 16, as results or as partials of the key range. */
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int64_t qg = q0 + warp * 16 + gr + r * 8;
+        if (qg >= g.nq)
+            continue;
+        const int64_t row = b * g.nq + qg;
+        if (a.splits == 1) {
+            const float inv = 1.0f / l[r]; /* 1 / 0 = inf, and 0 * inf = NaN: an all -inf row */
+            __half *out = static_cast<__half *>(a.out) + row * g.dv;
+#pragma unroll
+            for (int j = 0; j < DP / 8; j++) {
+                const int col = j * 8 + tq * 2;
+                if (a.w_o == 2) {
+                    if (col < g.dv) /* dv even: col + 1 too */
+                        *reinterpret_cast<__half2 *>(out + col) =
+                            __floats2half2_rn(o[j][2 * r] * inv, o[j][2 * r + 1] * inv);
+                } else {
+                    if (col < g.dv)
+                        out[col] = __float2half_rn(o[j][2 * r] * inv);
+                    if (col + 1 < g.dv)
+                        out[col + 1] = __float2half_rn(o[j][2 * r + 1] * inv);
+                }
+            }
+        } else {
+            const int64_t prow = (int64_t)split * g.nbatch * g.nq + row;
+            float *p = a.part + prow * g.dv;
+#pragma unroll
+            for (int j = 0; j < DP / 8; j++) {
+                const int col = j * 8 + tq * 2;
+                if (col < g.dv)
+                    p[col] = o[j][2 * r];
+                if (col + 1 < g.dv)
+                    p[col + 1] = o[j][2 * r + 1];
+            }
+            if (tq == 0) {
+                a.stats[prow * 2] = m[r];
+                a.stats[prow * 2 + 1] = l[r];
+            }
+        }
+    }
+}
+
+/* ---- float32 on TF32 tensor cores (when the engine allows TF32) ---------------------------
+ * The float16 kernel's plan with mma.sync m16n8k8 on TF32 operands (10-bit mantissas, rounded
+ * to nearest by cvt.rna; float accumulation). Q, K^T and V are staged as float (cp.async) and
+ * rounded to TF32 in place by the threads that copied them; fragments are read with plain
+ * 32-bit loads, the row strides chosen so that a warp's loads hit 32 distinct banks. The k8 A
+ * fragment holds columns t and t + 4 of a row where the score accumulators hold 2t and
+ * 2t + 1; since P V sums over the keys in any order, the k slice of 8 keys is taken in the
+ * order 0, 2, 4, 6, 1, 3, 5, 7: then P's A fragment is the accumulator tile as it stands, and
+ * V's B fragment reads keys 2t and 2t + 1. */
+constexpr int TC32_LDK = BK + 8; /* floats per K^T row: 8 t + g distinct banks */
+/* Most blocks the key split aims for: two resident per SM (~88 KB of shared memory each at
+   D = 64) of a 132-SM H100/H200. */
+constexpr int64_t TC32_WANT_BLOCKS = 264;
+
+__host__ __device__ constexpr int tc32_ld(int dp) { return dp + 4; } /* floats per Q / V row: 4 g + t */
+constexpr int tc32_smem_bytes(int dp)
+{
+    return (BQ * tc32_ld(dp) + 2 * (dp * TC32_LDK + BK * tc32_ld(dp))) * 4;
+}
+
+__device__ __forceinline__ uint32_t to_tf32(float x)
+{
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+    return r;
+}
+
+/* c += a b: a 16x8 row-major TF32, b 8x8 column-major TF32, c 16x8 float. */
+__device__ __forceinline__ void mma_tf32(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                 "{%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* Rounds to TF32, in place, the elements tc_stage<float, W, ROWS, COLS> made this thread copy
+   (once its copies have landed; zeros stay zeros). */
+template <int W, int ROWS, int COLS>
+__device__ __forceinline__ void tc32_round_mine(float *dst, int ld)
+{
+    constexpr int CPR = COLS / W, RS = TC_NT / CPR;
+    const int rt = threadIdx.x / CPR, ct = threadIdx.x % CPR * W;
+#pragma unroll
+    for (int it = 0; it < ROWS / RS; it++) {
+        float *di = dst + (rt + it * RS) * ld + ct;
+#pragma unroll
+        for (int e = 0; e < W; e++)
+            di[e] = __uint_as_float(to_tf32(di[e]));
+    }
+}
+
+template <int ROWS, int COLS>
+__device__ __forceinline__ void tc32_round_any(int w, float *dst, int ld)
+{
+    if (w == 4)
+        tc32_round_mine<4, ROWS, COLS>(dst, ld);
+    else if (w == 2)
+        tc32_round_mine<2, ROWS, COLS>(dst, ld);
+    else
+        tc32_round_mine<1, ROWS, COLS>(dst, ld);
+}
+
+template <int DP>
+__global__ void __launch_bounds__(TC_NT, DP >= 128 ? 1 : 2) attn_tc32_kernel(Args a)
+{
+    constexpr int LD = tc32_ld(DP);
+    constexpr int KS = DP / 8; /* k8 steps of Q K^T, and n8 tiles of P V */
+    constexpr float LOG2E = 1.4426950408889634f;
+    extern __shared__ float4 smem_tc32[];
+    /* Q [BQ][LD]; then two stages of K^T [DP][TC32_LDK] and V [BK][LD] */
+    float *Qs = reinterpret_cast<float *>(smem_tc32);
+    float *KVs = Qs + BQ * LD;
+    constexpr int STAGE = DP * TC32_LDK + BK * LD;
+    const s4d_cuda_attn_desc &g = a.g;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int gr = lane >> 2, tq = lane & 3; /* fragment row (g) and column (t) */
+
+    int64_t bid = blockIdx.x;
+    const int split = (int)(bid % a.splits);
+    bid /= a.splits;
+    const int64_t qt = bid % a.qtiles, b = bid / a.qtiles;
+    int64_t oq = 0, ok = 0, ov = 0, om = 0;
+    {
+        int64_t rest = b;
+        for (int d = g.batch_rank - 1; d >= 0; d--) {
+            int64_t c = rest % g.batch[d];
+            rest /= g.batch[d];
+            oq += c * g.q_stride[d];
+            ok += c * g.k_stride[d];
+            ov += c * g.v_stride[d];
+            om += c * g.m_stride[d];
+        }
+    }
+    const float *Q = static_cast<const float *>(a.q) + oq * g.nq * g.d;
+    const float *K = static_cast<const float *>(a.k) + ok * g.d * g.nk;
+    const float *V = static_cast<const float *>(a.v) + ov * g.nk * g.dv;
+    const int64_t q0 = qt * BQ;
+    const unsigned char *mrow[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int64_t qg = q0 + warp * 16 + gr + r * 8;
+        mrow[r] = g.has_mask && qg < g.nq ? a.mask + om + qg * g.m_qstride : nullptr;
+    }
+
+    const int64_t ktiles = (g.nk + BK - 1) / BK;
+    const int64_t kt0 = (int64_t)split * a.tiles_per_split;
+    const int64_t kt1 = kt0 + a.tiles_per_split < ktiles ? kt0 + a.tiles_per_split : ktiles;
+    const unsigned char hit = g.fill_where_true ? 1 : 0;
+
+    tc_stage_any<float, BQ, DP>(a.w_q, Qs, LD, Q, g.d, q0, g.nq, 0, g.d);
+    cp_async_commit();
+    tc_stage_any<float, DP, BK>(a.w_k, KVs, TC32_LDK, K, g.nk, 0, g.d, kt0 * BK, g.nk);
+    tc_stage_any<float, BK, DP>(a.w_v, KVs + DP * TC32_LDK, LD, V, g.dv, kt0 * BK, g.nk, 0, g.dv);
+    cp_async_commit();
+    cp_async_wait<1>(); /* Q has landed */
+    __syncthreads();
+    uint32_t qf[KS][4]; /* a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4) of each k8 step */
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++) {
+        const float *qr = Qs + (warp * 16 + gr) * LD + ks * 8 + tq;
+        qf[ks][0] = to_tf32(qr[0]);
+        qf[ks][1] = to_tf32(qr[8 * LD]);
+        qf[ks][2] = to_tf32(qr[4]);
+        qf[ks][3] = to_tf32(qr[8 * LD + 4]);
+    }
+
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    float o[KS][4];
+#pragma unroll
+    for (int j = 0; j < KS; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            o[j][e] = 0.0f;
+
+    for (int64_t kt = kt0; kt < kt1; kt++) {
+        const int64_t k0 = kt * BK;
+        float *Ks = KVs + ((kt - kt0) & 1) * STAGE; /* [DP][TC32_LDK]: K^T */
+        float *Vs = Ks + DP * TC32_LDK;             /* [BK][LD] */
+        if (kt + 1 < kt1) {
+            float *Kn = KVs + ((kt + 1 - kt0) & 1) * STAGE;
+            const int64_t nk = opaque(g.nk), dv = opaque(g.dv);
+            tc_stage_any<float, DP, BK>(a.w_k, Kn, TC32_LDK, opaque(K), nk, 0, g.d, k0 + BK, nk);
+            tc_stage_any<float, BK, DP>(a.w_v, Kn + DP * TC32_LDK, LD, opaque(V), dv, k0 + BK, nk, 0, dv);
+        }
+        cp_async_commit();
+        cp_async_wait<1>(); /* tile kt has landed (this thread's part) */
+        tc32_round_any<DP, BK>(a.w_k, Ks, TC32_LDK);
+        tc32_round_any<BK, DP>(a.w_v, Vs, LD);
+        __syncthreads(); /* every thread's part, rounded */
+
+        const int kvalid = g.nk - k0 < BK ? (int)(g.nk - k0) : BK;
+        uint32_t fill = 0; /* bit 4 j + e: s[j][e] takes the fill value */
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            if (!mrow[r])
+                continue;
+            if (r == 1 && mrow[0] && g.m_qstride == 0) {
+                fill |= (fill & 0x33333333u) << 2;
+                continue;
+            }
+            const int64_t mk = opaque(g.m_kstride);
+            const unsigned char *mp = opaque(mrow[r]) + (k0 + tq * 2) * mk;
+#pragma unroll
+            for (int j = 0; j < BK / 8; j++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int key = j * 8 + tq * 2 + e;
+                    if (key < kvalid && (mp[(j * 8 + e) * mk] != 0) == hit)
+                        fill |= 1u << (4 * j + 2 * r + e);
+                }
+        }
+
+        /* S = Q K^T: s[j][0, 1] row gr, keys 8 j + 2 tq + {0, 1}; [2, 3] row gr + 8 */
+        float s[BK / 8][4];
+#pragma unroll
+        for (int j = 0; j < BK / 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                s[j][e] = 0.0f;
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++) {
+            const float *kr = Ks + (ks * 8 + tq) * TC32_LDK + gr; /* b0 (k t, n g), b1 (k t + 4, n g) */
+#pragma unroll
+            for (int j = 0; j < BK / 8; j++)
+                mma_tf32(s[j], qf[ks], __float_as_uint(kr[j * 8]), __float_as_uint(kr[4 * TC32_LDK + j * 8]));
+        }
+#pragma unroll
+        for (int j = 0; j < BK / 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                if (j * 8 + tq * 2 + (e & 1) >= kvalid)
+                    s[j][e] = -INFINITY;
+                else if (fill >> (4 * j + e) & 1u)
+                    s[j][e] = g.mask_fill;
+            }
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            float tmax = -INFINITY;
+#pragma unroll
+            for (int j = 0; j < BK / 8; j++)
+                tmax = fmaxf(tmax, fmaxf(s[j][2 * r], s[j][2 * r + 1]));
+            tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
+            tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
+            const float mnew = fmaxf(m[r], tmax);
+            const float mscaled = (mnew == -INFINITY ? 0.0f : mnew) * LOG2E;
+            const float scale = exp2f(fmaf(m[r], LOG2E, -mscaled));
+            float rs = 0.0f;
+#pragma unroll
+            for (int j = 0; j < BK / 8; j++)
+#pragma unroll
+                for (int e = 2 * r; e < 2 * r + 2; e++) {
+                    s[j][e] = exp2f(fmaf(s[j][e], LOG2E, -mscaled));
+                    rs += s[j][e];
+                }
+            rs += __shfl_xor_sync(0xffffffffu, rs, 1);
+            rs += __shfl_xor_sync(0xffffffffu, rs, 2);
+            l[r] = l[r] * scale + rs;
+            m[r] = mnew;
+#pragma unroll
+            for (int j = 0; j < KS; j++) {
+                o[j][2 * r] *= scale;
+                o[j][2 * r + 1] *= scale;
+            }
+        }
+
+        /* O += P V, 8 keys at a time in the order 0, 2, 4, 6, 1, 3, 5, 7 (see above) */
+#pragma unroll
+        for (int j = 0; j < BK / 8; j++) {
+            const uint32_t pa[4] = {to_tf32(s[j][0]), to_tf32(s[j][2]), to_tf32(s[j][1]), to_tf32(s[j][3])};
+            const float *vr = Vs + (j * 8 + tq * 2) * LD + gr; /* b0 key 2t, b1 key 2t + 1; n g */
+#pragma unroll
+            for (int n = 0; n < KS; n++)
+                mma_tf32(o[n], pa, __float_as_uint(vr[n * 8]), __float_as_uint(vr[LD + n * 8]));
+        }
+        __syncthreads(); /* this stage's readers are done before it is refilled */
+    }
+
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int64_t qg = q0 + warp * 16 + gr + r * 8;
+        if (qg >= g.nq)
+            continue;
+        const int64_t row = b * g.nq + qg;
+        float *dst;
+        float inv = 1.0f;
+        if (a.splits == 1) {
+            inv = 1.0f / l[r]; /* 1 / 0 = inf, and 0 * inf = NaN: an all -inf row */
+            dst = static_cast<float *>(a.out) + row * g.dv;
+        } else {
+            const int64_t prow = (int64_t)split * g.nbatch * g.nq + row;
+            dst = a.part + prow * g.dv;
+            if (tq == 0) {
+                a.stats[prow * 2] = m[r];
+                a.stats[prow * 2 + 1] = l[r];
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < KS; j++) {
+            const int col = j * 8 + tq * 2;
+            if (col < g.dv)
+                dst[col] = o[j][2 * r] * inv;
+            if (col + 1 < g.dv)
+                dst[col + 1] = o[j][2 * r + 1] * inv;
+        }
+    }
+}
+
 int head_pad(int64_t n)
 {
     return n <= 16 ? 16 : n <= 32 ? 32 : n <= 64 ? 64 : 128;
 }
 
-/* The launch geometry of g (shapes only). */
-void plan(const s4d_cuda_attn_desc *g, int64_t *qtiles, int *splits, int *tps)
+/* Which kernel runs g: float16 on tensor cores, float32 on TF32 tensor cores where the
+   engine allows TF32, else in FFMA. */
+enum Path { PATH_F32, PATH_TC16, PATH_TC32 };
+
+Path path_of(s4d_dtype dtype, const s4d_cuda_attn_desc *g)
 {
+    if (dtype == S4D_DTYPE_FLOAT16)
+        return PATH_TC16;
+    return g->tf32 ? PATH_TC32 : PATH_F32;
+}
+
+/* The launch geometry of g on a path (shapes only). */
+void plan(Path path, const s4d_cuda_attn_desc *g, int64_t *qtiles, int *splits, int *tps)
+{
+    const int64_t want = path == PATH_TC16 ? TC_WANT_BLOCKS : path == PATH_TC32 ? TC32_WANT_BLOCKS : WANT_BLOCKS;
     *qtiles = (g->nq + BQ - 1) / BQ;
     const int64_t ktiles = (g->nk + BK - 1) / BK;
     const int64_t base = g->nbatch * *qtiles;
     int64_t s = 1;
-    if (base > 0 && 2 * base <= WANT_BLOCKS) {
-        s = WANT_BLOCKS / base;
+    if (base > 0 && 2 * base <= want) {
+        s = want / base;
         int64_t most = ktiles / 2; /* at least two tiles per range */
         if (s > most)
             s = most;
@@ -384,14 +1041,47 @@ cudaError_t set_smem()
                                 smem_floats(DP) * (int)sizeof(float));
 }
 
-template <typename T>
-cudaError_t prepare_t(int dp)
+template <int DP>
+cudaError_t set_smem_tc16()
+{
+    return cudaFuncSetAttribute(attn_tc16_kernel<DP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                tc_smem_bytes(DP));
+}
+
+template <int DP>
+cudaError_t set_smem_tc32()
+{
+    return cudaFuncSetAttribute(attn_tc32_kernel<DP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                tc32_smem_bytes(DP));
+}
+
+cudaError_t prepare_tc32(int dp)
 {
     switch (dp) {
-    case 16: return set_smem<T, 16>();
-    case 32: return set_smem<T, 32>();
-    case 64: return set_smem<T, 64>();
-    default: return set_smem<T, 128>();
+    case 16: return set_smem_tc32<16>();
+    case 32: return set_smem_tc32<32>();
+    case 64: return set_smem_tc32<64>();
+    default: return set_smem_tc32<128>();
+    }
+}
+
+cudaError_t prepare_f32(int dp)
+{
+    switch (dp) {
+    case 16: return set_smem<float, 16>();
+    case 32: return set_smem<float, 32>();
+    case 64: return set_smem<float, 64>();
+    default: return set_smem<float, 128>();
+    }
+}
+
+cudaError_t prepare_tc16(int dp)
+{
+    switch (dp) {
+    case 16: return set_smem_tc16<16>();
+    case 32: return set_smem_tc16<32>();
+    case 64: return set_smem_tc16<64>();
+    default: return set_smem_tc16<128>();
     }
 }
 
@@ -401,27 +1091,89 @@ void launch_main(const Args &a, int64_t blocks, cudaStream_t stream)
     attn_kernel<T, DP><<<(unsigned)blocks, NT, smem_floats(DP) * sizeof(float), stream>>>(a);
 }
 
+template <int DP>
+void launch_tc16(const Args &a, int64_t blocks, cudaStream_t stream)
+{
+    attn_tc16_kernel<DP><<<(unsigned)blocks, TC_NT, tc_smem_bytes(DP), stream>>>(a);
+}
+
+template <int DP>
+void launch_tc32(const Args &a, int64_t blocks, cudaStream_t stream)
+{
+    attn_tc32_kernel<DP><<<(unsigned)blocks, TC_NT, tc32_smem_bytes(DP), stream>>>(a);
+}
+
 template <typename T>
-cudaError_t run_t(int dp, const Args &a, cudaStream_t stream)
+void launch_combine(const Args &a, cudaStream_t stream)
+{
+    const int64_t total = a.g.nbatch * a.g.nq * a.g.dv;
+    int64_t cb = (total + 255) / 256;
+    if (cb > 65536)
+        cb = 65536;
+    attn_combine<T><<<(unsigned)cb, 256, 0, stream>>>(a);
+}
+
+cudaError_t run_f32(int dp, const Args &a, cudaStream_t stream)
 {
     const int64_t blocks = a.g.nbatch * a.qtiles * a.splits;
     switch (dp) {
-    case 16: launch_main<T, 16>(a, blocks, stream); break;
-    case 32: launch_main<T, 32>(a, blocks, stream); break;
-    case 64: launch_main<T, 64>(a, blocks, stream); break;
-    default: launch_main<T, 128>(a, blocks, stream); break;
+    case 16: launch_main<float, 16>(a, blocks, stream); break;
+    case 32: launch_main<float, 32>(a, blocks, stream); break;
+    case 64: launch_main<float, 64>(a, blocks, stream); break;
+    default: launch_main<float, 128>(a, blocks, stream); break;
     }
-    if (a.splits > 1) {
-        const int64_t total = a.g.nbatch * a.g.nq * a.g.dv;
-        int64_t cb = (total + 255) / 256;
-        if (cb > 65536)
-            cb = 65536;
-        attn_combine<T><<<(unsigned)cb, 256, 0, stream>>>(a);
+    if (a.splits > 1)
+        launch_combine<float>(a, stream);
+    return cudaGetLastError();
+}
+
+cudaError_t run_tc16(int dp, const Args &a, cudaStream_t stream)
+{
+    const int64_t blocks = a.g.nbatch * a.qtiles * a.splits;
+    switch (dp) {
+    case 16: launch_tc16<16>(a, blocks, stream); break;
+    case 32: launch_tc16<32>(a, blocks, stream); break;
+    case 64: launch_tc16<64>(a, blocks, stream); break;
+    default: launch_tc16<128>(a, blocks, stream); break;
     }
+    if (a.splits > 1)
+        launch_combine<__half>(a, stream);
+    return cudaGetLastError();
+}
+
+cudaError_t run_tc32(int dp, const Args &a, cudaStream_t stream)
+{
+    const int64_t blocks = a.g.nbatch * a.qtiles * a.splits;
+    switch (dp) {
+    case 16: launch_tc32<16>(a, blocks, stream); break;
+    case 32: launch_tc32<32>(a, blocks, stream); break;
+    case 64: launch_tc32<64>(a, blocks, stream); break;
+    default: launch_tc32<128>(a, blocks, stream); break;
+    }
+    if (a.splits > 1)
+        launch_combine<float>(a, stream);
     return cudaGetLastError();
 }
 
 bool aligned(const void *p, size_t n) { return (reinterpret_cast<uintptr_t>(p) % n) == 0; }
+
+/* Elements per access (16 bytes' worth, 8 bytes' worth or 1) to the rows of n elements of size
+   es at p: every row must start aligned, so n must be a multiple of the width. */
+int access_width(const void *p, int64_t n, size_t es)
+{
+    const int64_t wide = (int64_t)(16 / es);
+    if (n % wide == 0 && aligned(p, 16))
+        return (int)wide;
+    if (n % (wide / 2) == 0 && aligned(p, 8))
+        return (int)(wide / 2);
+    return 1;
+}
+
+size_t part_bytes(const s4d_cuda_attn_desc *g, int splits)
+{
+    const size_t rows = (size_t)splits * (size_t)g->nbatch * (size_t)g->nq;
+    return (rows * (size_t)g->dv * sizeof(float) + 255) / 256 * 256;
+}
 
 } // namespace
 
@@ -441,7 +1193,7 @@ extern "C" int s4d_cuda_attention_ok(s4d_dtype dtype, const s4d_cuda_attn_desc *
     }
     int64_t qtiles;
     int splits, tps;
-    plan(g, &qtiles, &splits, &tps);
+    plan(path_of(dtype, g), g, &qtiles, &splits, &tps);
     if (g->nbatch > 0 && qtiles > 0 && g->nbatch * qtiles > INT32_MAX / splits) {
         *why = "more than 2^31-1 blocks of 64 queries";
         return 0;
@@ -449,27 +1201,28 @@ extern "C" int s4d_cuda_attention_ok(s4d_dtype dtype, const s4d_cuda_attn_desc *
     return 1;
 }
 
-extern "C" size_t s4d_cuda_attention_workspace(const s4d_cuda_attn_desc *g)
+extern "C" size_t s4d_cuda_attention_workspace(s4d_dtype dtype, const s4d_cuda_attn_desc *g)
 {
     int64_t qtiles;
     int splits, tps;
-    plan(g, &qtiles, &splits, &tps);
+    plan(path_of(dtype, g), g, &qtiles, &splits, &tps);
     if (splits <= 1)
         return 0;
     const size_t rows = (size_t)splits * (size_t)g->nbatch * (size_t)g->nq;
     /* partials, then the statistics at a 256-byte boundary */
-    size_t part = (rows * (size_t)g->dv * sizeof(float) + 255) / 256 * 256;
-    return part + rows * 2 * sizeof(float);
+    return part_bytes(g, splits) + rows * 2 * sizeof(float);
 }
 
 extern "C" cudaError_t s4d_cuda_attention_prepare(s4d_dtype dtype, const s4d_cuda_attn_desc *g)
 {
     const int dp = head_pad(g->d > g->dv ? g->d : g->dv);
-    if (dtype == S4D_DTYPE_FLOAT16)
-        return prepare_t<__half>(dp);
-    if (dtype == S4D_DTYPE_FLOAT32)
-        return prepare_t<float>(dp);
-    return cudaErrorInvalidValue;
+    if (dtype != S4D_DTYPE_FLOAT16 && dtype != S4D_DTYPE_FLOAT32)
+        return cudaErrorInvalidValue;
+    switch (path_of(dtype, g)) {
+    case PATH_TC16: return prepare_tc16(dp);
+    case PATH_TC32: return prepare_tc32(dp);
+    default: return prepare_f32(dp);
+    }
 }
 
 extern "C" cudaError_t s4d_cuda_attention(s4d_dtype dtype, const s4d_cuda_attn_desc *g, const void *q,
@@ -485,6 +1238,7 @@ extern "C" cudaError_t s4d_cuda_attention(s4d_dtype dtype, const s4d_cuda_attn_d
         return cudaSuccess;
     if (g->nk == 0) /* the empty product of P and V */
         return cudaMemsetAsync(out, 0, (size_t)nout * es, stream);
+    const Path path = path_of(dtype, g);
     Args a;
     a.g = *g;
     a.q = q;
@@ -492,23 +1246,27 @@ extern "C" cudaError_t s4d_cuda_attention(s4d_dtype dtype, const s4d_cuda_attn_d
     a.v = v;
     a.mask = static_cast<const unsigned char *>(mask);
     a.out = out;
-    plan(g, &a.qtiles, &a.splits, &a.tiles_per_split);
+    plan(path, g, &a.qtiles, &a.splits, &a.tiles_per_split);
     a.part = nullptr;
     a.stats = nullptr;
     if (a.splits > 1) {
-        const size_t need = s4d_cuda_attention_workspace(g);
+        const size_t need = s4d_cuda_attention_workspace(dtype, g);
         if (!ws || ws_size < need)
             return cudaErrorInvalidValue;
-        const size_t rows = (size_t)a.splits * (size_t)g->nbatch * (size_t)g->nq;
         a.part = static_cast<float *>(ws);
-        a.stats = reinterpret_cast<float *>(static_cast<char *>(ws) +
-                                            (rows * (size_t)g->dv * sizeof(float) + 255) / 256 * 256);
+        a.stats = reinterpret_cast<float *>(static_cast<char *>(ws) + part_bytes(g, a.splits));
     }
     /* Every matrix of K^T starts a multiple of nk elements in, every row of V a multiple of dv. */
     a.vec_k = g->nk % 4 == 0 && aligned(kt, 4 * es);
     a.vec_v = g->dv % 4 == 0 && aligned(v, 4 * es);
+    a.w_q = access_width(q, g->d, es);
+    a.w_k = access_width(kt, g->nk, es);
+    a.w_v = access_width(v, g->dv, es);
+    a.w_o = g->dv % 2 == 0 && aligned(out, 2 * es) ? 2 : 1;
     const int dp = head_pad(g->d > g->dv ? g->d : g->dv);
-    if (dtype == S4D_DTYPE_FLOAT16)
-        return run_t<__half>(dp, a, stream);
-    return run_t<float>(dp, a, stream);
+    switch (path) {
+    case PATH_TC16: return run_tc16(dp, a, stream);
+    case PATH_TC32: return run_tc32(dp, a, stream);
+    default: return run_f32(dp, a, stream);
+    }
 }

@@ -6,10 +6,13 @@
  * style: one thread block per (batch matrix, tile of 64 queries, range of
  * key tiles), K and V tiles of 64 keys staged in shared memory, a running
  * maximum and sum per query row, the score tile never leaves the chip.
- * float32 in plain FFMA (no TF32), float16 loaded as half and computed in
- * float. When the queries alone give too few blocks for the GPU, the keys
- * are split into ranges whose partial results a second kernel merges in a
- * fixed order: no atomics, the same bits on every run.
+ * Three kernels: float16 on tensor cores (mma m16n8k16, float accumulation
+ * and softmax, the probabilities rounded to float16 for P V); float32 on
+ * TF32 tensor cores (mma m16n8k8) when the descriptor's tf32 is set (the
+ * engine allows TF32); else float32 in plain FFMA. When the queries alone
+ * give too few blocks for the GPU, the keys are split into ranges whose
+ * partial results a second kernel merges in a fixed order: no atomics, the
+ * same bits on every run.
  *
  * Plain pointers to device memory, explicit 64-bit sizes, the caller's
  * stream; launchers return cudaGetLastError() after their launches
@@ -46,13 +49,14 @@ typedef struct s4d_cuda_attn_desc {
     int64_t nbatch;
     int has_mask, fill_where_true;
     float mask_fill;
+    int tf32; /* float32 may run on TF32 tensor cores (the engine allows TF32) */
 } s4d_cuda_attn_desc;
 
 /* 1 when the kernel takes dtype (float32, float16) and these sizes; else 0 and why (static text). */
 int s4d_cuda_attention_ok(s4d_dtype dtype, const s4d_cuda_attn_desc *g, const char **why);
 
 /* Workspace bytes for the key-split partial results (0 when the keys are not split). */
-size_t s4d_cuda_attention_workspace(const s4d_cuda_attn_desc *g);
+size_t s4d_cuda_attention_workspace(s4d_dtype dtype, const s4d_cuda_attn_desc *g);
 
 /* Raises the shared-memory limit of the kernel for this size (call once at build/load time). */
 cudaError_t s4d_cuda_attention_prepare(s4d_dtype dtype, const s4d_cuda_attn_desc *g);

@@ -5,9 +5,12 @@
  * (the context's stream, no allocation, no synchronisation at run time).
  *
  * supports() refuses head sizes above 128 (D of Q and KT, Dv of V): the
- * kernel keeps a 64-query tile of Q and 64-key tiles of K and V in shared
+ * kernels keep a 64-query tile of Q and 64-key tiles of K and V in shared
  * memory and the output rows in registers; the fusion pass then leaves the
- * chain unfused, where cuBLAS and the softmax kernel run it.
+ * chain unfused, where cuBLAS and the softmax kernel run it. float16 runs on
+ * tensor cores; float32 does too (TF32) when the engine allows TF32, and is
+ * strict FFMA otherwise. The choice is part of the descriptor made at
+ * prepare, and the workspace (key-split partials) follows it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -18,8 +21,9 @@
 
 _Static_assert(S4D_CUDA_ATTN_MAX_RANK == S4D_MAX_RANK, "one rank limit");
 
-static void to_desc(const s4d_attention_params *p, s4d_cuda_attn_desc *g)
+static void to_desc(const s4d_op_ctx *ctx, const s4d_attention_params *p, s4d_cuda_attn_desc *g)
 {
+    const s4d_backend_ctx *bc = s4d_cuda_ctx(ctx);
     memset(g, 0, sizeof *g);
     g->nq = p->nq;
     g->nk = p->nk;
@@ -39,6 +43,8 @@ static void to_desc(const s4d_attention_params *p, s4d_cuda_attn_desc *g)
     g->has_mask = p->has_mask;
     g->fill_where_true = p->fill_where_true;
     g->mask_fill = p->mask_fill;
+    /* float32 on TF32 tensor cores only where the engine allows it; strict float32 keeps FFMA */
+    g->tf32 = p->dtype == S4D_DTYPE_FLOAT32 && bc && bc->allow_tf32;
 }
 
 /* The kernel's descriptor of the node; NULL (error in ctx) without typed params. */
@@ -46,7 +52,7 @@ static const s4d_attention_params *desc_of(s4d_op_ctx *ctx, s4d_cuda_attn_desc *
 {
     const s4d_attention_params *p = s4d_cuda_params(ctx);
     if (p)
-        to_desc(p, g);
+        to_desc(ctx, p, g);
     return p;
 }
 
@@ -69,8 +75,8 @@ static size_t attn_workspace(const s4d_op_ctx *ctx)
     if (!p)
         return 0;
     s4d_cuda_attn_desc g;
-    to_desc(p, &g);
-    return s4d_cuda_attention_workspace(&g);
+    to_desc(ctx, p, &g);
+    return s4d_cuda_attention_workspace(p->dtype, &g);
 }
 
 /* The descriptor is made once here and kept as the layer's state for run(). */
