@@ -229,7 +229,7 @@ static s4d_status run_tile(s4d_op_ctx *ctx)
     if (s4d_tensor_numel(out) == 0)
         return S4D_OK;
     /* Output dim d = (repeat r, element i) of x's dim d: two dims, the first read with stride 0. */
-    int64_t xst[S4D_MAX_RANK], ost[S4D_MAX_RANK];
+    int64_t xst[S4D_MAX_RANK] = {0}, ost[S4D_MAX_RANK] = {0}; /* gcc 13 misreads strides_of */
     int64_t dims[2 * S4D_MAX_RANK], dst[2 * S4D_MAX_RANK], sst[2 * S4D_MAX_RANK];
     strides_of(x, xst);
     strides_of(out, ost);
