@@ -6,10 +6,11 @@
  * many in chains (Mul -> Add, Exp -> Mul, And -> Where -> Div, ...). From
  * each element-wise node not itself taken by a later one (the root), the
  * pass grows the largest tree of element-wise producers whose values have
- * exactly one reader (the tree's next node), are not graph outputs, sit on
- * the root's device and have the root's output shape (an intermediate that
- * broadcasts into a larger one stays a layer: the fused kernel computes every
- * value once per output element). Trees of two nodes or more whose device has
+ * exactly one reader (the tree's next node), are not graph outputs and sit
+ * on the root's device. The fused kernel computes every value of the tree once
+ * per output element, so an intermediate smaller than the output (one that
+ * broadcasts into it) is computed again for each element it reaches: it joins
+ * only when that repeats it at most PW_MAX_REPEAT times. Trees of two nodes or more whose device has
  * the kernel become one node, in the root's place (its position in the node
  * order keeps every input ready before it); the others die.
  *
@@ -35,6 +36,7 @@
 #include "util/util.h"
 
 #define OOM "out of memory in the pointwise fusion"
+#define PW_MAX_REPEAT 32
 
 /* What one node computes: its opcode, the inputs that are operands, Clip's bounds, Cast's target. */
 typedef struct pw_node {
@@ -163,8 +165,11 @@ static int absorbable(const grow_ctx *gc, const tree *t, int v, pw_node *c)
     int p = g->values[v].producer;
     if (p < 0 || p >= g->num_nodes || gc->claimed[p] || g->nodes[p].device != g->nodes[t->root].device)
         return 0;
-    const s4d_tensor *vt = &g->values[v].t;
-    if (vt->rank != gc->shape->rank || !s4d_tensor_same_dims(vt, gc->shape))
+    /* A smaller value (it broadcasts into the root's shape, as every value of the tree
+       does) is computed again for every output element it reaches: at most
+       PW_MAX_REPEAT times as often as alone. */
+    int64_t nv = s4d_tensor_numel(&g->values[v].t), nout = s4d_tensor_numel(gc->shape);
+    if (nv < nout && (nv == 0 || nout / nv > PW_MAX_REPEAT))
         return 0;
     return classify(g, p, c);
 }
