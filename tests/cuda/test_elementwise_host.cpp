@@ -19,6 +19,7 @@
 
 #include "backend/cuda/kernels/elementwise.cu"
 #include "backend/cuda/kernels/elementwise_unary.cu"
+#include "backend/cuda/kernels/pointwise.cu"
 
 #include <math.h>
 #include <stdio.h>
