@@ -174,15 +174,20 @@ static int absorbable(const grow_ctx *gc, const tree *t, int v, pw_node *c)
     return classify(g, p, c);
 }
 
-static int emit(const grow_ctx *gc, tree *t, int ni, const pw_node *c);
+static int emit(const grow_ctx *gc, tree *t, int ni, const pw_node *c, int pending);
 
-/* The slot of operand v: the result of its absorbed producer, else an external input; -1: full. */
-static int operand_slot(const grow_ctx *gc, tree *t, int v)
+/*
+ * The slot of operand v: the result of its absorbed producer, else an external
+ * input; -1: full. pending: the instructions still to come (the nodes whose
+ * operands are being resolved), so that a long chain keeps its last nodes and
+ * leaves its first ones to another tree.
+ */
+static int operand_slot(const grow_ctx *gc, tree *t, int v, int pending)
 {
     pw_node pc;
-    if (absorbable(gc, t, v, &pc)) {
+    if (t->ninstr + pending < S4D_PW_MAX_INSTRS && absorbable(gc, t, v, &pc)) {
         tree saved = *t;
-        int s = emit(gc, t, gc->g->values[v].producer, &pc);
+        int s = emit(gc, t, gc->g->values[v].producer, &pc, pending + 1);
         if (s >= 0)
             return s;
         *t = saved; /* too large: v stays an input */
@@ -197,12 +202,12 @@ static int operand_slot(const grow_ctx *gc, tree *t, int v)
 }
 
 /* Appends node ni (operands first); the slot of its result, relative: S4D_PW_MAX_INPUTS + k; -1: full. */
-static int emit(const grow_ctx *gc, tree *t, int ni, const pw_node *c)
+static int emit(const grow_ctx *gc, tree *t, int ni, const pw_node *c, int pending)
 {
     int slot[3] = {-1, -1, -1};
     int nslot = c->op == S4D_PW_CLIP || c->op == S4D_PW_CAST ? 1 : c->nops;
     for (int j = 0; j < nslot; j++) {
-        slot[j] = operand_slot(gc, t, c->ops[j]);
+        slot[j] = operand_slot(gc, t, c->ops[j], pending);
         if (slot[j] < 0)
             return -1;
     }
@@ -364,7 +369,7 @@ s4d_status s4d_pass_fuse_pointwise(s4d_ir_graph *g, char *err, size_t errsz)
         memset(t, 0, sizeof *t);
         t->root = i;
         grow_ctx gc = {g, uses, claimed, &g->values[g->nodes[i].outputs[0]].t};
-        if (emit(&gc, t, i, &c) < 0 || t->nmem < 2)
+        if (emit(&gc, t, i, &c, 1) < 0 || t->nmem < 2)
             continue;
         renumber(t);
         s4d_attr attrs[2];
