@@ -11,7 +11,11 @@ engine fuses it) and with S4D_FUSE_POINTWISE=0 (the pass off: the unfused layers
     guarded device the same CPU kernels run);
   - both agree with a float64 NumPy evaluation of the same graph: rtol 1e-6, atol 1e-6 (float32
     rounds each of a chain's at most ten operations by 2^-24 relative, and the inputs keep
-    divisors and logarithm arguments away from zero, so errors stay near 1e-7 of the values).
+    divisors and logarithm arguments away from zero, so errors stay near 1e-7 of the values;
+    on a real CUDA device 4e-6, 2e-6: its transcendental functions are within 2 ulp).
+With --device cuda on a GPU the same holds on the CUDA backend: its fused kernel applies the
+one-op kernels' device functions with no contraction across them, so fused and unfused agree
+bit for bit there too. Exit 77 when the device is CUDA and this machine has none.
 Near misses the pass must leave alone: a value with two readers, a graph output in the middle of a
 chain, an intermediate broadcast more than 32 times, a Clip bound that is not a constant, integer
 arithmetic. Chains longer than one program (32 instructions) or with more than 8 distinct inputs
@@ -27,6 +31,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 F32, BOOL, I64 = TensorProto.FLOAT, TensorProto.BOOL, TensorProto.INT64
+NO_GPU = 77
 NP_TO_ONNX = {np.dtype(np.float32): F32, np.dtype(np.bool_): BOOL, np.dtype(np.int64): I64}
 
 
@@ -253,6 +258,9 @@ def main():
     args = ap.parse_args()
     rng = np.random.default_rng(1414)
     failures, ran = [], 0
+    # CUDA's expf, logf, tanhf, atanf are within 2 ulp of the correctly rounded value, glibc's
+    # within 1: up to nine of them in a chain on CUDA, against float64.
+    tol = (1e-6, 1e-6) if args.device == "cpu" or os.environ.get("S4D_TEST_BACKEND") else (4e-6, 2e-6)
     for case in make_cases(rng):
         if args.k not in case.name:
             continue
@@ -266,6 +274,11 @@ def main():
             types_f, out_f = engine_run(args, d, "fused", path, case, True)
             types_u, out_u = engine_run(args, d, "unfused", path, case, False)
         except RuntimeError as e:
+            said = str(e)
+            if args.device == "cuda" and ("no usable CUDA device" in said or "no CUDA device" in said
+                                          or "has no backend for it" in said):
+                print(f"{case.name}: no CUDA device or backend here; skipping")
+                return NO_GPU
             failures.append(f"{case.name}: {e}")
             print(f"FAIL {case.name}: {e}")
             continue
@@ -282,7 +295,7 @@ def main():
                 msgs.append(f"output {k}: fused != unfused bit for bit"
                             + (f" (max abs diff {np.nanmax(diff):.3g})" if diff is not None and diff.size else ""))
             for tag, got in (("fused", a), ("unfused", b)):
-                ok, what = close(got, want[k], 1e-6, 1e-6)
+                ok, what = close(got, want[k], *tol)
                 if not ok:
                     msgs.append(f"output {k} ({tag}) vs float64: {what}")
         status = "ok" if not msgs else "FAIL"
