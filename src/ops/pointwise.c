@@ -21,7 +21,7 @@
 #include "ops/broadcast.h"
 #include "ops/pointwise.h"
 
-#define PW_BLOCK 64
+#define PW_BLOCK 128
 
 typedef s4d_pointwise_params pw_params;
 
@@ -297,12 +297,23 @@ typedef struct pw_job {
     const void *in[S4D_PW_MAX_INPUTS];
     void *out;
     s4d_pw_act_fn act;
-    int64_t inner, segs_per_row;
+    int64_t inner;
+    /* Per input: its strides are the output's (it has the output's shape), or all 0. */
+    int shape_of_out[S4D_PW_MAX_INPUTS], single[S4D_PW_MAX_INPUTS];
 } pw_job;
 
+/* m values of an input from element off on, s apart (0: one value repeated, 1: contiguous). */
 static void load_block(int dt, const void *base, int64_t off, int64_t s, float *dst, int64_t m)
 {
-    if (dt == S4D_DTYPE_FLOAT32) {
+    if (s == 0) {
+        float v = dt == S4D_DTYPE_FLOAT32   ? ((const float *)base)[off]
+                  : dt == S4D_DTYPE_FLOAT16 ? s4d_half_to_float(((const uint16_t *)base)[off])
+                                            : (float)(((const uint8_t *)base)[off] != 0);
+        for (int64_t i = 0; i < m; i++)
+            dst[i] = v;
+    } else if (dt == S4D_DTYPE_FLOAT32 && s == 1) {
+        memcpy(dst, (const float *)base + off, (size_t)m * sizeof(float));
+    } else if (dt == S4D_DTYPE_FLOAT32) {
         const float *x = (const float *)base + off;
         for (int64_t i = 0; i < m; i++)
             dst[i] = x[i * s];
@@ -310,10 +321,14 @@ static void load_block(int dt, const void *base, int64_t off, int64_t s, float *
         const uint16_t *x = (const uint16_t *)base + off;
         for (int64_t i = 0; i < m; i++)
             dst[i] = s4d_half_to_float(x[i * s]);
+    } else if (s == 1) {
+        const uint8_t *x = (const uint8_t *)base + off;
+        for (int64_t i = 0; i < m; i++)
+            dst[i] = (float)(x[i] != 0);
     } else {
         const uint8_t *x = (const uint8_t *)base + off;
         for (int64_t i = 0; i < m; i++)
-            dst[i] = x[i * s] != 0;
+            dst[i] = (float)(x[i * s] != 0);
     }
 }
 
@@ -346,11 +361,11 @@ static void store_block(int dt, void *base, int64_t off, const float *src, int64
     }                                      \
     break
 
-static void run_instr(const pw_job *j, const s4d_pw_instr *in, float (*slot)[PW_BLOCK], float *o, int64_t m)
+static void run_instr(const pw_job *j, const s4d_pw_instr *in, const float *const *sp, float *o, int64_t m)
 {
-    const float *a = slot[in->a];
-    const float *b = slot_operands(in->op) >= 2 ? slot[in->b] : a;
-    const float *c = slot_operands(in->op) >= 3 ? slot[in->c] : a;
+    const float *a = sp[in->a];
+    const float *b = slot_operands(in->op) >= 2 ? sp[in->b] : a;
+    const float *c = slot_operands(in->op) >= 3 ? sp[in->c] : a;
     if (j->act && in->dtype == S4D_DTYPE_FLOAT32 && j->act(in->op, in->lo, in->hi, a, o, m))
         return;
     switch ((s4d_pw_op)in->op) {
@@ -381,8 +396,14 @@ static void run_instr(const pw_job *j, const s4d_pw_instr *in, float (*slot)[PW_
         LOOP1(x < lo ? lo : x > hi ? hi : x);
     }
     case S4D_PW_WHERE:
-        for (int64_t i = 0; i < m; i++)
-            o[i] = a[i] != 0 ? b[i] : c[i];
+        /* A select of bits, without a branch per element (conditions are data). */
+        for (int64_t i = 0; i < m; i++) {
+            uint32_t xb, yb, r, mask = 0u - (uint32_t)(a[i] != 0);
+            memcpy(&xb, &b[i], 4);
+            memcpy(&yb, &c[i], 4);
+            r = (xb & mask) | (yb & ~mask);
+            memcpy(&o[i], &r, 4);
+        }
         break;
     case S4D_PW_EQUAL: LOOP2(x == y);
     case S4D_PW_GREATER: LOOP2(x > y);
@@ -405,15 +426,32 @@ static void run_instr(const pw_job *j, const s4d_pw_instr *in, float (*slot)[PW_
     }
 }
 
-static void pw_segments(void *arg, int64_t s0, int64_t s1)
+/* Runs the program over m gathered or pointed-to values (sp[0..n) set) into output element e0 on. */
+static void run_block(const pw_job *j, float (*slot)[PW_BLOCK], const float **sp, int64_t e0, int64_t m)
+{
+    const pw_params *p = j->p;
+    const int last = p->num_inputs + p->num_instrs - 1;
+    float *y = p->out_dtype == S4D_DTYPE_FLOAT32 ? (float *)j->out + e0 : NULL;
+    for (int i = 0; i < p->num_instrs; i++) {
+        int si = p->num_inputs + i;
+        float *o = si == last && y ? y : slot[si];
+        run_instr(j, &p->code[i], sp, o, m);
+        sp[si] = o;
+    }
+    if (!y)
+        store_block(p->out_dtype, j->out, e0, sp[last], m);
+}
+
+/* Output rows [r0, r1) (every dim but the last) in blocks along the row: rows of PW_BLOCK / 2
+   elements or more, where a float32 input walking the row is read where it lies. */
+static void pw_rows(void *arg, int64_t r0, int64_t r1)
 {
     const pw_job *j = arg;
     const pw_params *p = j->p;
     float slot[S4D_PW_MAX_SLOTS][PW_BLOCK];
+    const float *sp[S4D_PW_MAX_SLOTS]; /* each slot's values: its buffer, or a float32 input's own */
     const int L = p->rank - 1;
-    for (int64_t s = s0; s < s1; s++) {
-        int64_t row = s / j->segs_per_row, c0 = (s % j->segs_per_row) * PW_BLOCK;
-        int64_t m = j->inner - c0 < PW_BLOCK ? j->inner - c0 : PW_BLOCK;
+    for (int64_t row = r0; row < r1; row++) {
         int64_t off[S4D_PW_MAX_INPUTS] = {0};
         int64_t r = row;
         for (int d = L - 1; d >= 0; d--) {
@@ -422,11 +460,73 @@ static void pw_segments(void *arg, int64_t s0, int64_t s1)
             for (int k = 0; k < p->num_inputs; k++)
                 off[k] += cd * p->strides[k][d];
         }
-        for (int k = 0; k < p->num_inputs; k++)
-            load_block(p->in_dtype[k], j->in[k], off[k] + c0 * p->strides[k][L], p->strides[k][L], slot[k], m);
-        for (int i = 0; i < p->num_instrs; i++)
-            run_instr(j, &p->code[i], slot, slot[p->num_inputs + i], m);
-        store_block(p->out_dtype, j->out, row * j->inner + c0, slot[p->num_inputs + p->num_instrs - 1], m);
+        for (int64_t c0 = 0; c0 < j->inner; c0 += PW_BLOCK) {
+            int64_t m = j->inner - c0 < PW_BLOCK ? j->inner - c0 : PW_BLOCK;
+            for (int k = 0; k < p->num_inputs; k++) {
+                int64_t o = off[k] + c0 * p->strides[k][L], s = p->strides[k][L];
+                if (p->in_dtype[k] == S4D_DTYPE_FLOAT32 && s == 1) {
+                    sp[k] = (const float *)j->in[k] + o;
+                } else {
+                    load_block(p->in_dtype[k], j->in[k], o, s, slot[k], m);
+                    sp[k] = slot[k];
+                }
+            }
+            run_block(j, slot, sp, row * j->inner + c0, m);
+        }
+    }
+}
+
+/* Blocks [b0, b1) of PW_BLOCK output elements across short rows: every input gathered element
+   by element, its offset carried along the output's dims. */
+static void pw_blocks(void *arg, int64_t b0, int64_t b1)
+{
+    const pw_job *j = arg;
+    const pw_params *p = j->p;
+    float slot[S4D_PW_MAX_SLOTS][PW_BLOCK];
+    const float *sp[S4D_PW_MAX_SLOTS];
+    const int R = p->rank, n = p->num_inputs;
+    for (int64_t b = b0; b < b1; b++) {
+        int64_t e0 = b * PW_BLOCK, m = p->numel - e0 < PW_BLOCK ? p->numel - e0 : PW_BLOCK;
+        int64_t idx[S4D_MAX_RANK], off[S4D_PW_MAX_INPUTS] = {0}, r = e0;
+        for (int d = R - 1; d >= 0; d--) {
+            idx[d] = r % p->dims[d];
+            r /= p->dims[d];
+            for (int k = 0; k < n; k++)
+                off[k] += idx[d] * p->strides[k][d];
+        }
+        /* Inputs laid out as the output and single values need no walk. */
+        int walk[S4D_PW_MAX_INPUTS], nw = 0;
+        for (int k = 0; k < n; k++) {
+            if (j->shape_of_out[k] && p->in_dtype[k] == S4D_DTYPE_FLOAT32) {
+                sp[k] = (const float *)j->in[k] + e0;
+            } else if (j->shape_of_out[k] || j->single[k]) {
+                load_block(p->in_dtype[k], j->in[k], j->single[k] ? 0 : e0, j->single[k] ? 0 : 1, slot[k], m);
+                sp[k] = slot[k];
+            } else {
+                walk[nw++] = k;
+                sp[k] = slot[k];
+            }
+        }
+        /* Runs along the last dim, then a carry into the dims before it. */
+        for (int64_t i = 0; nw && i < m;) {
+            int64_t cnt = p->dims[R - 1] - idx[R - 1];
+            if (cnt > m - i)
+                cnt = m - i;
+            for (int w = 0; w < nw; w++) {
+                int k = walk[w];
+                load_block(p->in_dtype[k], j->in[k], off[k], p->strides[k][R - 1], slot[k] + i, cnt);
+                off[k] += cnt * p->strides[k][R - 1];
+            }
+            i += cnt;
+            idx[R - 1] += cnt;
+            for (int d = R - 1; d > 0 && idx[d] == p->dims[d]; d--) {
+                for (int w = 0; w < nw; w++)
+                    off[walk[w]] += p->strides[walk[w]][d - 1] - idx[d] * p->strides[walk[w]][d];
+                idx[d] = 0;
+                idx[d - 1]++;
+            }
+        }
+        run_block(j, slot, sp, e0, m);
     }
 }
 
@@ -449,9 +549,22 @@ s4d_status s4d_pointwise_run_with(s4d_op_ctx *ctx, s4d_pw_act_fn act)
     for (int k = 0; k < p->num_inputs; k++)
         j.in[k] = ctx->inputs[k].data;
     j.inner = p->dims[p->rank - 1];
-    j.segs_per_row = (j.inner + PW_BLOCK - 1) / PW_BLOCK;
-    int64_t segs = p->numel / j.inner * j.segs_per_row;
-    s4d_parallel_for(ctx->pool, segs, 1 + 16384 / PW_BLOCK / (1 + p->num_instrs / 4), pw_segments, &j);
+    for (int k = 0; k < p->num_inputs; k++) {
+        int64_t st = 1;
+        j.shape_of_out[k] = j.single[k] = 1;
+        for (int d = p->rank - 1; d >= 0; d--) {
+            j.shape_of_out[k] &= p->strides[k][d] == st;
+            j.single[k] &= p->strides[k][d] == 0;
+            st *= p->dims[d];
+        }
+    }
+    /* About 16K element-instructions per task, as the one-op kernels split theirs. */
+    int64_t work = 1 + p->num_instrs / 2;
+    if (j.inner >= PW_BLOCK / 2)
+        s4d_parallel_for(ctx->pool, p->numel / j.inner, 1 + 16384 / (j.inner * work), pw_rows, &j);
+    else
+        s4d_parallel_for(ctx->pool, (p->numel + PW_BLOCK - 1) / PW_BLOCK, 1 + 16384 / (PW_BLOCK * work),
+                         pw_blocks, &j);
     return S4D_OK;
 }
 
