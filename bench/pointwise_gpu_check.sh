@@ -31,7 +31,7 @@ note() { echo "$*" | tee -a "$OUT/summary.txt"; }
 # shellcheck source=scripts/gpu_env.sh
 source scripts/gpu_env.sh > "$OUT/env.log" 2>&1
 # The PyTorch extension (for the heads' export), meanwhile.
-( cd python && TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=4 nice timeout 300 "$PY" setup.py -q build_ext --inplace ) \
+( cd python && TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=8 nice timeout 200 "$PY" setup.py -q build_ext --inplace ) \
   > "$OUT/python_build.log" 2>&1 &
 PYBUILD=$!
 t0=$SECONDS
