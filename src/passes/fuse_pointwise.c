@@ -118,11 +118,17 @@ static int classify(const s4d_ir_graph *g, int ni, pw_node *c)
             return 0;
         c->lo = -INFINITY;
         c->hi = INFINITY;
+        /* Before opset 11 the bounds are attributes (a FLOAT may come as an INT). */
         for (int a = 0; a < n->num_attrs; a++) {
-            if (strcmp(n->attrs[a].name, "min") == 0)
-                c->lo = n->attrs[a].type == S4D_ATTR_INT ? (float)n->attrs[a].i : n->attrs[a].f, c->has_lo = 1;
-            if (strcmp(n->attrs[a].name, "max") == 0)
-                c->hi = n->attrs[a].type == S4D_ATTR_INT ? (float)n->attrs[a].i : n->attrs[a].f, c->has_hi = 1;
+            const s4d_attr *at = &n->attrs[a];
+            float v = at->type == S4D_ATTR_INT ? (float)at->i : at->f;
+            if (strcmp(at->name, "min") == 0) {
+                c->lo = v;
+                c->has_lo = 1;
+            } else if (strcmp(at->name, "max") == 0) {
+                c->hi = v;
+                c->has_hi = 1;
+            }
         }
         if (n->num_inputs > 1 && n->inputs[1] >= 0) {
             if (!const_bound(g, n->inputs[1], dt, &c->lo))
