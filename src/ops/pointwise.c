@@ -476,8 +476,54 @@ static void pw_rows(void *arg, int64_t r0, int64_t r1)
     }
 }
 
-/* Blocks [b0, b1) of PW_BLOCK output elements across short rows: every input gathered element
-   by element, its offset carried along the output's dims. */
+/* Input k's element offset at output element e. */
+static int64_t offset_of(const pw_params *p, int k, int64_t e)
+{
+    int64_t o = 0;
+    for (int d = p->rank - 1; d >= 0; d--) {
+        o += (e % p->dims[d]) * p->strides[k][d];
+        e /= p->dims[d];
+    }
+    return o;
+}
+
+#define PW_WALK(LOAD)                                          \
+    for (int64_t i = 0; i < m; i++) {                          \
+        dst[i] = (LOAD);                                       \
+        o += s1;                                               \
+        if (++c1 == d1) {                                      \
+            c1 = 0;                                            \
+            o += s2 - d1 * s1;                                 \
+            if (++c2 == d2) {                                  \
+                c2 = 0;                                        \
+                o = offset_of(p, k, e0 + i + 1);               \
+            }                                                  \
+        }                                                      \
+    }
+
+/* m values of input k for output elements e0 on (output coordinates idx, input offset off
+   there): the last two dims by counters, a carry past them from the flat index. */
+static void walk_input(const pw_params *p, int k, const void *base, int64_t e0, const int64_t *idx, int64_t off,
+                       float *dst, int64_t m)
+{
+    const int R = p->rank;
+    const int64_t d1 = p->dims[R - 1], s1 = p->strides[k][R - 1];
+    const int64_t d2 = R >= 2 ? p->dims[R - 2] : 1, s2 = R >= 2 ? p->strides[k][R - 2] : 0;
+    int64_t c1 = idx[R - 1], c2 = R >= 2 ? idx[R - 2] : 0, o = off;
+    if (p->in_dtype[k] == S4D_DTYPE_FLOAT32) {
+        const float *x = base;
+        PW_WALK(x[o])
+    } else if (p->in_dtype[k] == S4D_DTYPE_FLOAT16) {
+        const uint16_t *x = base;
+        PW_WALK(s4d_half_to_float(x[o]))
+    } else {
+        const uint8_t *x = base;
+        PW_WALK((float)(x[o] != 0))
+    }
+}
+
+/* Blocks [b0, b1) of PW_BLOCK output elements across short rows: inputs of the output's layout
+   read in place or copied, single values repeated, the others walked element by element. */
 static void pw_blocks(void *arg, int64_t b0, int64_t b1)
 {
     const pw_job *j = arg;
@@ -507,25 +553,8 @@ static void pw_blocks(void *arg, int64_t b0, int64_t b1)
                 sp[k] = slot[k];
             }
         }
-        /* Runs along the last dim, then a carry into the dims before it. */
-        for (int64_t i = 0; nw && i < m;) {
-            int64_t cnt = p->dims[R - 1] - idx[R - 1];
-            if (cnt > m - i)
-                cnt = m - i;
-            for (int w = 0; w < nw; w++) {
-                int k = walk[w];
-                load_block(p->in_dtype[k], j->in[k], off[k], p->strides[k][R - 1], slot[k] + i, cnt);
-                off[k] += cnt * p->strides[k][R - 1];
-            }
-            i += cnt;
-            idx[R - 1] += cnt;
-            for (int d = R - 1; d > 0 && idx[d] == p->dims[d]; d--) {
-                for (int w = 0; w < nw; w++)
-                    off[walk[w]] += p->strides[walk[w]][d - 1] - idx[d] * p->strides[walk[w]][d];
-                idx[d] = 0;
-                idx[d - 1]++;
-            }
-        }
+        for (int w = 0; w < nw; w++)
+            walk_input(p, walk[w], j->in[walk[w]], e0, idx, off[walk[w]], slot[walk[w]], m);
         run_block(j, slot, sp, e0, m);
     }
 }

@@ -670,6 +670,7 @@ const PwShape kPwShapes[] = {
     {"rows_odd", {{900, 13}, {900, 1}, {13}}, false},
     {"head_kps", {{1, 90, 1, 3}, {7, 3}}, false},
     {"odd", {{3, 7}}, false},
+    {"walk_4d", {{3, 5, 7, 2}, {3, 1, 7, 1}, {5, 1, 2}}, false},
     {"empty", {{1, 8, 0, 4}, {1}}, false},
 };
 

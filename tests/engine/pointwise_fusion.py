@@ -208,6 +208,16 @@ def make_cases(rng):
                   [node("Exp", ["x"], "e"), node("Mul", ["k", "e"], "m"), node("Add", ["m", "y"], "o")],
                   {"x": u((1, 90, 1, 3)), "y": u((1, 90, 7, 3))}, {"k": u((7, 3))}, {"o": F32}, 1,
                   ["Exp", "Mul", "Add"]))
+    # short rows: inputs walked across rows and blocks, carries past the last two dims
+    c.append(Case("walk_4d",
+                  [node("Mul", ["x", "y"], "m"), node("Add", ["m", "z"], "a"), node("Sigmoid", ["a"], "o")],
+                  {"x": u((3, 5, 7, 2)), "y": u((3, 1, 7, 1)), "z": u((5, 1, 2))}, {}, {"o": F32}, 1,
+                  ["Mul", "Add", "Sigmoid"]))
+    c.append(Case("walk_5d_bool",
+                  [node("Greater", ["x", "y"], "g"), node("And", ["g", "c"], "b"),
+                   node("Where", ["b", "x", "y"], "o")],
+                  {"x": u((2, 3, 1, 11, 3)), "y": u((2, 1, 4, 1, 3)), "c": rng.uniform(size=(3, 4, 1, 1)) < 0.5},
+                  {}, {"o": F32}, 1, ["Greater", "And", "Where"]))
     # a chain longer than one program (40 nodes) and a tree of 12 distinct inputs: split
     long_nodes, prev = [], "x"
     for i in range(40):
