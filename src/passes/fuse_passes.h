@@ -19,6 +19,7 @@
  *               FusedConv + Clip, HardSwish, HardSigmoid, LeakyRelu, Sigmoid or SiLU
  *   FusedAttention (Q, KT, V, [mask]) attr mask_fill, fill_where_true:
  *               MatMul -> [Where(mask, constant)] -> Softmax(last axis) -> MatMul
+ *   FusedPointwise (X0..Xn-1) attr program, constants: a tree of element-wise ops
  * and the LayerNormalization kernel (opset 17) for the decomposed pattern.
  */
 #ifndef S4D_PASSES_FUSE_PASSES_H
@@ -49,6 +50,8 @@ s4d_status s4d_pass_fuse_attention(s4d_ir_graph *g, char *err, size_t errsz);
  * [-> Mul(gamma)] [-> Add(beta)] over the last axis -> LayerNormalization.
  */
 s4d_status s4d_pass_fuse_layernorm(s4d_ir_graph *g, char *err, size_t errsz);
+/* Trees of element-wise nodes -> FusedPointwise (fuse_pointwise.c); runs last. */
+s4d_status s4d_pass_fuse_pointwise(s4d_ir_graph *g, char *err, size_t errsz);
 
 /*
  * Slice, Gather, Concat and Transpose chains rewritten to move fewer bytes in

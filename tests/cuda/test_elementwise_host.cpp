@@ -11,6 +11,7 @@
  * off 16-byte alignment so that the one-by-one paths run too.
  *
  *   test_elementwise_host [GROUP]   GROUP: table errors fastdiv binary variadic unary clip where cast
+ *                                          pointwise
  *                                   (default: all)
  */
 #ifndef S4D_EW_HOST_BUILD
@@ -19,6 +20,8 @@
 
 #include "backend/cuda/kernels/elementwise.cu"
 #include "backend/cuda/kernels/elementwise_unary.cu"
+#include "backend/cuda/kernels/pointwise.cu"
+#include "ops/pointwise.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -159,6 +162,26 @@ struct Attrs {
         list.push_back(a);
         return *this;
     }
+    Attrs &ints(const char *name, const std::vector<int64_t> &v)
+    {
+        keep_i.push_back(std::make_shared<std::vector<int64_t>>(v));
+        s4d_attr a = make(name, S4D_ATTR_INTS);
+        a.ints = keep_i.back()->data();
+        a.count = v.size();
+        list.push_back(a);
+        return *this;
+    }
+    Attrs &floats(const char *name, const std::vector<float> &v)
+    {
+        keep_f.push_back(std::make_shared<std::vector<float>>(v));
+        s4d_attr a = make(name, S4D_ATTR_FLOATS);
+        a.floats = keep_f.back()->data();
+        a.count = v.size();
+        list.push_back(a);
+        return *this;
+    }
+    std::vector<std::shared_ptr<std::vector<int64_t>>> keep_i;
+    std::vector<std::shared_ptr<std::vector<float>>> keep_f;
     Attrs &s(const char *name, const char *v)
     {
         s4d_attr a = make(name, S4D_ATTR_STRING);
@@ -186,7 +209,9 @@ struct Attrs {
 bool check_op(const std::string &what, const char *op_type, int opset, const Attrs &attrs,
               const std::vector<Buf *> &ins, unsigned const_mask = 0, bool shift_out = false)
 {
-    const s4d_op_schema *schema = s4d_op_find_schema("", op_type, opset);
+    /* The fused ops of the family are of the engine's domain. */
+    const char *domain = strncmp(op_type, "Fused", 5) == 0 ? "s4d" : "";
+    const s4d_op_schema *schema = s4d_op_find_schema(domain, op_type, opset);
     const s4d_kernel *kernel = cuda_kernel(op_type, opset);
     if (!schema || !kernel || kernel->since_version != schema->since_version) {
         fprintf(stderr, "FAIL %s: no schema or no matching CUDA kernel for %s at opset %d\n",
@@ -626,6 +651,176 @@ void group_cast()
     check_op("CastLike float32->float16", "CastLike", 15, Attrs(), {&x, &like});
 }
 
+/*
+ * s4d::FusedPointwise: fixed programs that use every opcode, then random
+ * programs over float32 or float16 and bool values, on shapes that broadcast,
+ * pack or not, are empty or sit one element off alignment.
+ */
+struct PwShape {
+    const char *name;
+    std::vector<std::vector<int64_t>> in; /* per input, cycled */
+    bool shifted;
+};
+
+const PwShape kPwShapes[] = {
+    {"same", {{4, 6, 16}}, false},
+    {"same_shifted", {{4, 6, 16}}, true},
+    {"bias_scalar", {{1, 90, 256}, {256}, {}}, false},
+    {"three_way", {{2, 1, 5}, {1, 3, 1}, {2, 3, 5}}, false},
+    {"rows_odd", {{900, 13}, {900, 1}, {13}}, false},
+    {"head_kps", {{1, 90, 1, 3}, {7, 3}}, false},
+    {"odd", {{3, 7}}, false},
+    {"walk_4d", {{3, 5, 7, 2}, {3, 1, 7, 1}, {5, 1, 2}}, false},
+    {"empty", {{1, 8, 0, 4}, {1}}, false},
+};
+
+/* Runs the program (code, consts) on random inputs of dtypes in_dt and shapes sh through both sides. */
+void pw_run(const std::string &what, const std::vector<int64_t> &code, const std::vector<float> &consts,
+            const std::vector<s4d_dtype> &in_dt, const PwShape &sh)
+{
+    std::vector<BufP> bufs;
+    std::vector<Buf *> ins;
+    for (size_t k = 0; k < in_dt.size(); k++) {
+        bufs.push_back(BufP(new Buf(in_dt[k], sh.in[k % sh.in.size()], sh.shifted)));
+        fill(*bufs.back(), in_dt[k] == S4D_DTYPE_BOOL ? BOOLS : WIDE);
+        ins.push_back(bufs.back().get());
+    }
+    Attrs a;
+    a.ints("program", code);
+    if (!consts.empty())
+        a.floats("constants", consts);
+    check_op(what + " " + sh.name, "FusedPointwise", 1, a, ins, 0, sh.shifted);
+}
+
+void group_pointwise()
+{
+    const s4d_dtype F = S4D_DTYPE_FLOAT32, B = S4D_DTYPE_BOOL, H = S4D_DTYPE_FLOAT16;
+    /* Every float opcode on (x, y), then a bool tail: Greater -> And/Or/Xor/Not -> Where -> Cast. */
+    for (const PwShape &sh : kPwShapes) {
+        for (int op = S4D_PW_ADD; op <= S4D_PW_CLIP; op++) {
+            bool bin = op <= S4D_PW_MAX;
+            std::vector<int64_t> code = {op, 0, bin ? 1 : -1, -1};
+            std::vector<float> consts;
+            if (op == S4D_PW_CLIP) {
+                consts = {-0.75f, 1.5f};
+                code = {op, 0, 0, 1};
+            }
+            /* Mul by the second input so that it is read. */
+            if (!bin)
+                code.insert(code.end(), {S4D_PW_MUL, 2, 1, -1});
+            pw_run(std::string("pointwise op ") + std::to_string(op), code, consts, {F, F}, sh);
+        }
+        std::vector<int64_t> logic = {
+            S4D_PW_GREATER, 0, 1, -1,  /* 3 */
+            S4D_PW_LESS_EQUAL, 1, 0, -1, /* 4 */
+            S4D_PW_AND, 3, 2, -1,      /* 5 */
+            S4D_PW_OR, 4, 5, -1,       /* 6 */
+            S4D_PW_XOR, 6, 3, -1,      /* 7 */
+            S4D_PW_NOT, 7, -1, -1,     /* 8 */
+            S4D_PW_EQUAL, 8, 2, -1,    /* 9 */
+            S4D_PW_WHERE, 9, 0, 1,     /* 10 */
+            S4D_PW_EQUAL, 10, 0, -1,   /* 11 */
+            S4D_PW_GREATER_EQUAL, 10, 1, -1, /* 12 */
+            S4D_PW_LESS, 0, 10, -1,    /* 13 */
+            S4D_PW_WHERE, 11, 12, 13,  /* 14: bool values */
+            S4D_PW_CAST, 14, F, -1,    /* 15 */
+            S4D_PW_CAST, 10, B, -1,    /* 16: NaN is true */
+            S4D_PW_CAST, 16, F, -1,    /* 17 */
+            S4D_PW_ADD, 15, 17, -1,    /* 18 */
+            S4D_PW_CAST, 18, H, -1,    /* 19: rounds */
+            S4D_PW_CAST, 19, F, -1,    /* 20 */
+            S4D_PW_MUL, 20, 10, -1,    /* 21 */
+        };
+        pw_run("pointwise logic", logic, {}, {F, F, B}, sh);
+        std::vector<int64_t> to_bool = logic;
+        to_bool.insert(to_bool.end(), {S4D_PW_CAST, 21, B, -1});
+        pw_run("pointwise bool out", to_bool, {}, {F, F, B}, sh);
+        /* float16 in and out: computed in float32, rounded once at the output. */
+        pw_run("pointwise float16", {S4D_PW_MUL, 0, 1, -1, S4D_PW_EXP, 2, -1, -1, S4D_PW_SIGMOID, 3, -1, -1,
+                                     S4D_PW_CLIP, 4, 0, -1, S4D_PW_SUB, 5, 0, -1},
+               {0.25f}, {H, H}, sh);
+    }
+    /* Random programs. */
+    std::mt19937_64 rng(7);
+    for (int t = 0; t < 400; t++) {
+        s4d_dtype fdt = t % 4 == 3 ? H : F;
+        int nin = 1 + (int)(rng() % 4), ninstr = 1 + (int)(rng() % 14);
+        std::vector<s4d_dtype> dts;
+        for (int k = 0; k < nin; k++)
+            dts.push_back(k > 0 && rng() % 3 == 0 ? B : fdt);
+        std::vector<int> slot(dts.begin(), dts.end());
+        std::vector<int64_t> code;
+        std::vector<float> consts;
+        auto pick = [&](int dt) {
+            std::vector<int> c;
+            for (size_t s = 0; s < slot.size(); s++)
+                if (slot[s] == dt)
+                    c.push_back((int)s);
+            /* Later slots more often, so that the program is a chain more than a fan. */
+            if (c.empty())
+                return -1;
+            size_t i = c.size() - 1 - (size_t)(rng() % c.size()) * (rng() % 2);
+            return c[i];
+        };
+        for (int i = 0; i < ninstr; i++) {
+            int op = (int)(rng() % S4D_PW_OP_COUNT), a = -1, b = -1, c = -1, out = -1;
+            if (op <= S4D_PW_MAX || (op >= S4D_PW_EQUAL && op <= S4D_PW_LESS_EQUAL)) {
+                a = pick(fdt), b = pick(fdt);
+                out = op <= S4D_PW_MAX ? fdt : B;
+            } else if (op <= S4D_PW_ATAN) {
+                a = pick(fdt), out = fdt;
+            } else if (op == S4D_PW_CLIP) {
+                a = pick(fdt), out = fdt;
+                float lo = (float)uniform(-3, 1), hi = lo + (float)uniform(0, 3);
+                b = rng() % 4 ? (int)consts.size() : -1;
+                if (b >= 0)
+                    consts.push_back(lo);
+                c = rng() % 4 ? (int)consts.size() : -1;
+                if (c >= 0)
+                    consts.push_back(hi);
+            } else if (op == S4D_PW_WHERE) {
+                int vdt = rng() % 4 ? fdt : B;
+                a = pick(B), b = pick(vdt), c = pick(vdt), out = vdt;
+                if (b < 0 || c < 0)
+                    a = -1;
+            } else if (op <= S4D_PW_XOR) {
+                a = pick(B), b = pick(B), out = B;
+            } else if (op == S4D_PW_NOT) {
+                a = pick(B), out = B;
+            } else {
+                a = (int)(rng() % slot.size());
+                out = rng() % 2 ? fdt : B;
+                b = out;
+            }
+            if (a < 0 || (op != S4D_PW_CLIP && op != S4D_PW_CAST && b == -1 && (op <= S4D_PW_MAX ||
+                (op >= S4D_PW_EQUAL && op <= S4D_PW_XOR)))) {
+                i--;
+                continue;
+            }
+            code.insert(code.end(), {op, a, b, c});
+            slot.push_back(out);
+        }
+        std::vector<bool> read(nin, false);
+        for (size_t w = 0; w < code.size(); w += 4) {
+            int op = (int)code[w];
+            int n = op == S4D_PW_WHERE ? 3 : op == S4D_PW_CLIP || op == S4D_PW_CAST ||
+                    (op >= S4D_PW_NEG && op <= S4D_PW_ATAN) || op == S4D_PW_NOT ? 1 : 2;
+            for (int j = 1; j <= n; j++)
+                if (code[w + j] < nin)
+                    read[code[w + j]] = true;
+        }
+        bool all = true;
+        for (bool r : read)
+            all = all && r;
+        if (!all) {
+            t--;
+            continue;
+        }
+        pw_run("pointwise random " + std::to_string(t), code, consts, dts,
+               kPwShapes[t % (sizeof kPwShapes / sizeof kPwShapes[0])]);
+    }
+}
+
 } /* namespace */
 
 int main(int argc, char **argv)
@@ -638,7 +833,7 @@ int main(int argc, char **argv)
                   {"binary", group_binary},
                   {"variadic", group_variadic},
                   {"unary", group_unary}, {"clip", group_clip},     {"where", group_where},
-                  {"cast", group_cast}};
+                  {"cast", group_cast},     {"pointwise", group_pointwise}};
     int ran = 0;
     for (auto &g : groups)
         if (strcmp(group, "all") == 0 || strcmp(group, g.name) == 0) {

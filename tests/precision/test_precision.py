@@ -35,6 +35,8 @@ def toy(tmp_path_factory):
 def env(**extra):
     e = dict(os.environ)
     e["S4D_TEST_BACKEND"] = "guarded"
+    # The toys' layers are element-wise nodes the guard judges one by one: unfused.
+    e["S4D_FUSE_POINTWISE"] = "0"
     e.pop("S4D_GUARDED_NO_FP16", None)
     e.update(extra)
     return e
@@ -271,6 +273,7 @@ def test_cpu_still_refuses_fp16(toy):
 
 def test_python_api_passes_the_precision_options(toy, monkeypatch):
     monkeypatch.setenv("S4D_TEST_BACKEND", "guarded")
+    monkeypatch.setenv("S4D_FUSE_POINTWISE", "0")
     monkeypatch.delenv("S4D_GUARDED_NO_FP16", raising=False)
     import s4d.engine as se
     onnx_path = os.path.join(toy, "toy.onnx")
@@ -449,6 +452,7 @@ def test_bad_metric_options_fail_clearly(toy, args, msg):
 
 def test_python_api_passes_the_output_metrics(toy, monkeypatch):
     monkeypatch.setenv("S4D_TEST_BACKEND", "guarded")
+    monkeypatch.setenv("S4D_FUSE_POINTWISE", "0")
     monkeypatch.delenv("S4D_GUARDED_NO_FP16", raising=False)
     import s4d.engine as se
     path = os.path.join(toy, "topk.onnx")

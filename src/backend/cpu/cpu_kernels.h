@@ -25,6 +25,8 @@ extern const s4d_kernel s4d_cpu_kernel_sigmoid;
 extern const s4d_kernel s4d_cpu_kernel_hard_sigmoid;
 extern const s4d_kernel s4d_cpu_kernel_hard_swish;
 extern const s4d_kernel s4d_cpu_kernel_clip;
+/* s4d::FusedPointwise: the host reference with the activations above. */
+extern const s4d_kernel s4d_cpu_kernel_fused_pointwise;
 /* Tests: 0 the best set this CPU has, 1 scalar, 2 AVX2 (or less), 3 AVX-512 (or less). */
 void s4d_cpu_eltwise_force_isa(int isa);
 

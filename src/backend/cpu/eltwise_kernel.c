@@ -11,6 +11,10 @@
  * 1 / (1 + e) never overflows; the sign picks s or e * s as the reference
  * does. Other dtypes, and Clip bounds of other types, run the host
  * reference.
+ *
+ * s4d::FusedPointwise runs its host reference with these activations in
+ * place of the reference's Sigmoid, Relu and Clip, so that a fused chain
+ * gives the unfused layers' bits on this backend too.
  */
 #include <stdatomic.h>
 #include <stdint.h>
@@ -18,6 +22,7 @@
 
 #include "backend/cpu/cpu_kernels.h"
 #include "ops/elementwise.h"
+#include "ops/pointwise.h"
 #include "util/threadpool.h"
 
 typedef struct act_job {
@@ -256,3 +261,40 @@ ACT_KERNEL(sigmoid, "Sigmoid")
 ACT_KERNEL(hard_sigmoid, "HardSigmoid")
 ACT_KERNEL(hard_swish, "HardSwish")
 ACT_KERNEL(clip, "Clip")
+
+/* The activations of a FusedPointwise program over one block (see ops/pointwise.h). */
+static int pw_act(int op, float lo, float hi, const float *x, float *y, int64_t n)
+{
+    act_job j = {.x = x, .y = y};
+    switch ((s4d_pw_op)op) {
+    case S4D_PW_SIGMOID: j.op = S4D_UN_SIGMOID; break;
+    case S4D_PW_RELU: j.op = S4D_UN_RELU; break;
+    case S4D_PW_CLIP:
+        /* As act_job_make: a NaN bound is the reference's business. */
+        if (lo != lo || hi != hi)
+            return 0;
+        j.op = S4D_UN_CLIP;
+        j.a = lo;
+        j.b = hi;
+        break;
+    case S4D_PW_ADD: case S4D_PW_SUB: case S4D_PW_MUL: case S4D_PW_DIV: case S4D_PW_MIN: case S4D_PW_MAX:
+    case S4D_PW_NEG: case S4D_PW_ABS: case S4D_PW_EXP: case S4D_PW_LOG: case S4D_PW_SQRT: case S4D_PW_TANH:
+    case S4D_PW_RECIPROCAL: case S4D_PW_ATAN: case S4D_PW_WHERE: case S4D_PW_EQUAL: case S4D_PW_GREATER:
+    case S4D_PW_LESS: case S4D_PW_GREATER_EQUAL: case S4D_PW_LESS_EQUAL: case S4D_PW_AND: case S4D_PW_OR:
+    case S4D_PW_XOR: case S4D_PW_NOT: case S4D_PW_CAST:
+    default:
+        return 0;
+    }
+    act_fn()(&j, 0, n);
+    return 1;
+}
+
+static s4d_status pw_run(s4d_op_ctx *ctx)
+{
+    s4d_cpu_split_decide(ctx, s4d_cpu_io_us(ctx));
+    return s4d_pointwise_run_with(ctx, pw_act);
+}
+
+const s4d_kernel s4d_cpu_kernel_fused_pointwise = {
+    .domain = "s4d", .op_type = "FusedPointwise", .since_version = 1, .run = pw_run,
+};

@@ -15,6 +15,7 @@ static const s4d_kernel *const own_kernels[] = {
     &s4d_cpu_kernel_hard_sigmoid,
     &s4d_cpu_kernel_hard_swish,
     &s4d_cpu_kernel_clip,
+    &s4d_cpu_kernel_fused_pointwise,
     &s4d_cpu_kernel_global_avgpool,
     &s4d_cpu_kernel_gemm,
 };

@@ -24,107 +24,11 @@
 
 #include "backend/cuda/kernels/elementwise.h"
 #include "backend/cuda/kernels/elementwise_common.cuh"
+#include "backend/cuda/kernels/elementwise_ops.cuh"
 #include "ops/elementwise.h"
 
 namespace s4d_ew {
 namespace {
-
-/* ---- binary ops (float32, float16 through float32, bool) ---- */
-
-/* Each op: f(x, y) in the compute type; kBool: the result is a bool. */
-struct OpAdd {
-    static constexpr bool kBool = false;
-    template <class C> static __device__ __forceinline__ C f(C x, C y) { return x + y; }
-};
-struct OpSub {
-    static constexpr bool kBool = false;
-    template <class C> static __device__ __forceinline__ C f(C x, C y) { return x - y; }
-};
-struct OpMul {
-    static constexpr bool kBool = false;
-    template <class C> static __device__ __forceinline__ C f(C x, C y) { return x * y; }
-};
-struct OpDiv {
-    static constexpr bool kBool = false;
-    template <class C> static __device__ __forceinline__ C f(C x, C y) { return x / y; }
-};
-/* The first NaN wins, as on the host. */
-struct OpMin {
-    static constexpr bool kBool = false;
-    template <class C> static __device__ __forceinline__ C f(C x, C y)
-    {
-        return x != x ? x : y != y ? y : x < y ? x : y;
-    }
-};
-struct OpMax {
-    static constexpr bool kBool = false;
-    template <class C> static __device__ __forceinline__ C f(C x, C y)
-    {
-        return x != x ? x : y != y ? y : x > y ? x : y;
-    }
-};
-/* Squaring (the LayerNorm pattern) is exact, as powf's correctly rounded x^2 on the host. */
-struct OpPow {
-    static constexpr bool kBool = false;
-    static __device__ __forceinline__ float f(float x, float y) { return y == 2.0f ? x * x : powf(x, y); }
-};
-struct OpPRelu {
-    static constexpr bool kBool = false;
-    template <class C> static __device__ __forceinline__ C f(C x, C y) { return x < 0 ? y * x : x; }
-};
-/* The host evaluates fmod and the sign fix-up in double, then rounds. */
-struct OpMod {
-    static constexpr bool kBool = false;
-    template <class C> static __device__ __forceinline__ C f(C x, C y)
-    {
-        double r = fmod((double)x, (double)y);
-        return (C)(r != 0 && ((r < 0) != (y < 0)) ? r + (double)y : r);
-    }
-};
-struct OpFMod {
-    static constexpr bool kBool = false;
-    template <class C> static __device__ __forceinline__ C f(C x, C y)
-    {
-        return (C)fmod((double)x, (double)y);
-    }
-};
-struct OpEq {
-    static constexpr bool kBool = true;
-    template <class C> static __device__ __forceinline__ bool f(C x, C y) { return x == y; }
-};
-struct OpGt {
-    static constexpr bool kBool = true;
-    template <class C> static __device__ __forceinline__ bool f(C x, C y) { return x > y; }
-};
-struct OpLt {
-    static constexpr bool kBool = true;
-    template <class C> static __device__ __forceinline__ bool f(C x, C y) { return x < y; }
-};
-struct OpGe {
-    static constexpr bool kBool = true;
-    template <class C> static __device__ __forceinline__ bool f(C x, C y) { return x >= y; }
-};
-struct OpLe {
-    static constexpr bool kBool = true;
-    template <class C> static __device__ __forceinline__ bool f(C x, C y) { return x <= y; }
-};
-/* bool inputs: any nonzero byte is true. */
-struct OpAnd {
-    static constexpr bool kBool = true;
-    static __device__ __forceinline__ bool f(uint8_t x, uint8_t y) { return (x != 0) & (y != 0); }
-};
-struct OpOr {
-    static constexpr bool kBool = true;
-    static __device__ __forceinline__ bool f(uint8_t x, uint8_t y) { return (x != 0) | (y != 0); }
-};
-struct OpXor {
-    static constexpr bool kBool = true;
-    static __device__ __forceinline__ bool f(uint8_t x, uint8_t y) { return (x != 0) ^ (y != 0); }
-};
-struct OpEqBool {
-    static constexpr bool kBool = true;
-    static __device__ __forceinline__ bool f(uint8_t x, uint8_t y) { return (x != 0) == (y != 0); }
-};
 
 /* N elements of an input at element offset off: one pack when the input walks
    the last dim, else its one element N times. */

@@ -1,7 +1,8 @@
 /*
  * CUDA kernels of the element-wise family: binary ops with broadcasting
  * (arithmetic, comparisons, logic), the variadic Min/Max/Sum/Mean, unary ops,
- * Clip, IsNaN/IsInf, Where, Cast and CastLike. The glue between the schemas'
+ * Clip, IsNaN/IsInf, Where, Cast and CastLike, and s4d::FusedPointwise (a
+ * tree of those ops in one launch, ops/pointwise.h). The glue between the schemas'
  * typed params (ops/elementwise.h) and the launchers (kernels/elementwise.h):
  * shapes are collapsed here, on the host, with the host reference's own
  * broadcast helper, so both backends see the same geometry.
@@ -14,6 +15,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/kernels/elementwise.h"
+#include "backend/cuda/kernels/pointwise.h"
 #include "ops/broadcast.h"
 #include "ops/elementwise.h"
 
@@ -230,6 +232,35 @@ static s4d_status run_cast(s4d_op_ctx *ctx)
     return s4d_cuda_check(ctx, e, "Cast kernel");
 }
 
+/* ---- FusedPointwise ---- */
+
+/* infer() checked the program; the kernel takes every program it accepts. */
+static s4d_status supports_pointwise(s4d_op_ctx *ctx)
+{
+    const s4d_pointwise_params *p = ctx->params;
+    if (!p)
+        return no_params(ctx);
+    if (p->rank > S4D_CU_EW_MAX_RANK)
+        return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "the output has %d dims after merging, at most %d",
+                            p->rank, S4D_CU_EW_MAX_RANK);
+    return S4D_OK;
+}
+
+static s4d_status run_pointwise(s4d_op_ctx *ctx)
+{
+    const s4d_pointwise_params *p = ctx->params;
+    if (!p)
+        return no_params(ctx);
+    const void *in[S4D_PW_MAX_INPUTS];
+    for (int k = 0; k < p->num_inputs && k < ctx->num_inputs; k++)
+        in[k] = ctx->inputs[k].data;
+    if (ctx->num_inputs != p->num_inputs)
+        return s4d_op_error(ctx, S4D_ERR_INTERNAL, "%d inputs where the program has %d", ctx->num_inputs,
+                            p->num_inputs);
+    cudaError_t e = s4d_cu_pointwise(p, ctx->outputs[0].data, in, s4d_cuda_stream(ctx));
+    return s4d_cuda_check(ctx, e, "FusedPointwise kernel");
+}
+
 /* ---- the table ---- */
 
 #define KERNEL(VAR, OP, SINCE, SUPPORTS, RUN) \
@@ -301,6 +332,8 @@ KERNEL(k_isinf, "IsInf", 10, supports_isinf, run_isinf)
 KERNEL(k_where, "Where", 9, supports_where, run_where)
 KERNEL(k_cast, "Cast", 6, supports_cast, run_cast)
 KERNEL(k_cast_like, "CastLike", 15, supports_cast, run_cast)
+static const s4d_kernel k_fused_pointwise = {"s4d", "FusedPointwise", 1, supports_pointwise, NULL, NULL,
+                                             NULL, NULL, run_pointwise};
 
 const s4d_kernel *const s4d_cuda_kernels_elementwise[] = {
     &k_add, &k_sub, &k_mul, &k_div, &k_pow, &k_mod, &k_prelu, &k_equal, &k_greater, &k_less,
@@ -310,7 +343,7 @@ const s4d_kernel *const s4d_cuda_kernels_elementwise[] = {
     &k_acosh, &k_atanh, &k_floor, &k_ceil, &k_round, &k_sign, &k_not, &k_hard_swish,
     &k_softplus, &k_softsign, &k_mish, &k_celu, &k_thresholded_relu, &k_leaky_relu, &k_elu,
     &k_selu, &k_hard_sigmoid, &k_gelu, &k_clip, &k_isnan, &k_isinf, &k_where, &k_cast,
-    &k_cast_like,
+    &k_cast_like, &k_fused_pointwise,
 };
 const size_t s4d_cuda_kernels_elementwise_count =
     sizeof s4d_cuda_kernels_elementwise / sizeof s4d_cuda_kernels_elementwise[0];
