@@ -21,12 +21,14 @@ default axis flattens more than the last one.
 """
 import argparse
 import os
-import subprocess
 import sys
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from exec_util import close, layer_types, load_inputs_flag, run  # noqa: E402
 
 F32 = TensorProto.FLOAT
 
@@ -116,46 +118,14 @@ def make_cases(rng):
     return out
 
 
-def run(exe, args, check=True):
-    p = subprocess.run([exe] + args, capture_output=True, text=True, errors="replace", timeout=300)
-    if check and p.returncode != 0:
-        raise RuntimeError(f"s4dexec {' '.join(args)} failed ({p.returncode}): {p.stderr.strip()}")
-    return p
-
-
-def layer_types(dump):
-    """Op types of the layer list that --dumpLayerInfo prints."""
-    types = []
-    for line in dump.splitlines():
-        parts = line.split()
-        if len(parts) >= 3 and parts[0].isdigit():
-            types.append(parts[2])
-    return types
-
-
 def engine_run(args, d, tag, model, inputs, device):
     path = os.path.join(d, f"{tag}.onnx")
     onnx.save(model, path)
-    specs = []
-    for k, a in inputs.items():
-        f = os.path.join(d, f"in_{k}.npy")
-        np.save(f, a)
-        specs.append(f"{k}:{f}")
     outd = os.path.join(d, f"out_{tag}")
     p = run(args.s4dexec, [f"--onnx={path}", f"--plugins={args.plugins}", f"--device={device}",
                            "--iterations=1", "--warmUp=0", "--dumpLayerInfo",
-                           "--loadInputs=" + ",".join(specs), f"--exportOutput={outd}"])
+                           load_inputs_flag(d, inputs), f"--exportOutput={outd}"])
     return layer_types(p.stdout), np.load(os.path.join(outd, "o.npy"))
-
-
-def close(got, want, rtol, atol):
-    nan_g, nan_w = np.isnan(got), np.isnan(want)
-    if np.any(nan_g != nan_w):
-        return False, f"NaN at different places ({int(nan_g.sum())} vs {int(nan_w.sum())})"
-    g, w = np.where(nan_g, 0, got).astype(np.float64), np.where(nan_w, 0, want)
-    err = np.abs(g - w)
-    bad = err > atol + rtol * np.abs(w)
-    return not bad.any(), f"max abs err {err.max():.3g}, {int(bad.sum())} of {err.size} beyond tolerance"
 
 
 def main():

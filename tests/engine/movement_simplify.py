@@ -25,6 +25,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from exec_util import layer_types, load_inputs_flag  # noqa: E402
+
 F32 = TensorProto.FLOAT
 I64_MAX = np.iinfo(np.int64).max
 
@@ -604,39 +607,21 @@ CASES = [
 ]
 
 
-def layer_types(dump):
-    """Op types of the layer list --dumpLayerInfo prints; a view's type gets "(view)"."""
-    types = []
-    for line in dump.splitlines():
-        parts = line.split()
-        if len(parts) >= 3 and parts[0].isdigit():
-            if parts[1] == "copy":  # "copy X -> dev": a copy between devices (placement's)
-                types.append("Copy")
-            else:
-                types.append(parts[2] + ("(view)" if parts[-1] == "view" else ""))
-    return types
-
-
 def run_case(args, name, build, want, flags, rng, device, env, tag):
     d = os.path.join(args.scratch, f"{name}_{tag}")
     os.makedirs(d, exist_ok=True)
     model, inputs, refs = build(rng)
     path = os.path.join(d, "model.onnx")
     onnx.save(model, path)
-    specs = []
-    for k, a in inputs.items():
-        f = os.path.join(d, f"in_{k}.npy")
-        np.save(f, a)
-        specs.append(f"{k}:{f}")
     outd = os.path.join(d, "out")
     cmd = [args.s4dexec, f"--onnx={path}", f"--plugins={args.plugins}", f"--device={device}",
-           "--iterations=1", "--warmUp=0", "--dumpLayerInfo", "--loadInputs=" + ",".join(specs),
+           "--iterations=1", "--warmUp=0", "--dumpLayerInfo", load_inputs_flag(d, inputs),
            f"--exportOutput={outd}"] + flags
     p = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=120, env=env)
     if p.returncode != 0:
         return [f"s4dexec failed ({p.returncode}): {p.stderr.strip()}"]
     msgs = []
-    got_types = layer_types(p.stdout)
+    got_types = layer_types(p.stdout, mark_views=True)
     if tag == "fallback":
         got_types = [t for t in got_types if t != "Copy"]
     if collections.Counter(got_types) != collections.Counter(want):

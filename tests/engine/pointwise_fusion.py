@@ -23,12 +23,14 @@ split into several fused layers.
 """
 import argparse
 import os
-import subprocess
 import sys
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from exec_util import close, layer_types, load_inputs_flag, run  # noqa: E402
 
 F32, BOOL, I64 = TensorProto.FLOAT, TensorProto.BOOL, TensorProto.INT64
 NO_GPU = 77
@@ -91,50 +93,15 @@ def reference(case):
     return {k: env[k] for k in case.outputs}
 
 
-def run(exe, args, env=None):
-    p = subprocess.run([exe] + args, capture_output=True, text=True, errors="replace", timeout=300,
-                       env=env)
-    if p.returncode != 0:
-        raise RuntimeError(f"s4dexec {' '.join(args)} failed ({p.returncode}): {p.stderr.strip()}")
-    return p
-
-
-def layer_types(dump):
-    types = []
-    for line in dump.splitlines():
-        parts = line.split()
-        if len(parts) >= 3 and parts[0].isdigit():
-            types.append(parts[2])
-    return types
-
-
 def engine_run(args, d, tag, path, case, fuse):
-    specs = []
-    for k, a in case.inputs.items():
-        f = os.path.join(d, f"in_{k}.npy")
-        np.save(f, a)
-        specs.append(f"{k}:{f}")
     outd = os.path.join(d, f"out_{tag}")
     env = dict(os.environ)
     if not fuse:
         env["S4D_FUSE_POINTWISE"] = "0"
     p = run(args.s4dexec, [f"--onnx={path}", f"--plugins={args.plugins}", f"--device={args.device}",
                            "--iterations=1", "--warmUp=0", "--dumpLayerInfo",
-                           "--loadInputs=" + ",".join(specs), f"--exportOutput={outd}"], env)
+                           load_inputs_flag(d, case.inputs), f"--exportOutput={outd}"], env)
     return layer_types(p.stdout), {k: np.load(os.path.join(outd, f"{k}.npy")) for k in case.outputs}
-
-
-def close(got, want, rtol, atol):
-    if want.dtype == np.bool_ or got.dtype == np.bool_:
-        bad = int(np.sum(got.astype(np.bool_) != want.astype(np.bool_)))
-        return bad == 0, f"{bad} of {want.size} bools differ"
-    nan_g, nan_w = np.isnan(got), np.isnan(want)
-    if np.any(nan_g != nan_w):
-        return False, f"NaN at different places ({int(nan_g.sum())} vs {int(nan_w.sum())})"
-    g, w = np.where(nan_g, 0, got).astype(np.float64), np.where(nan_w, 0, want)
-    err = np.abs(g - w)
-    bad = err > atol + rtol * np.abs(w)
-    return not bad.any(), f"max abs err {err.max() if err.size else 0:.3g}, {int(bad.sum())} of {err.size} beyond"
 
 
 def make_cases(rng):

@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "runtime/schedule.h"
 
 static uint32_t rng = 88172645u;
-static int failures;
 
 static uint32_t next(void)
 {
@@ -23,16 +23,6 @@ static uint32_t next(void)
     rng ^= rng << 5;
     return rng;
 }
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
 
 #define MAXR 6
 
@@ -237,8 +227,8 @@ int main(void)
 {
     random_cases();
     shaped_cases();
-    if (failures) {
-        fprintf(stderr, "%d failures\n", failures);
+    if (g_failures) {
+        fprintf(stderr, "%d failures\n", g_failures);
         return 1;
     }
     printf("ok\n");

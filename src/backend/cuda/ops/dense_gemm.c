@@ -415,6 +415,20 @@ typedef struct lt_args {
     int skip_fill; /* timing measures the product alone */
 } lt_args;
 
+/* Element offsets of A and B in call i of the loop of calls around the strided batch. */
+static void lt_outer_offsets(const lt_problem *p, int64_t i, int64_t *oa, int64_t *ob)
+{
+    int64_t r = i;
+    *oa = 0;
+    *ob = 0;
+    for (int j = p->outer_rank - 1; j >= 0; j--) {
+        const int64_t c = r % p->outer[j];
+        r /= p->outer[j];
+        *oa += c * p->oa[j];
+        *ob += c * p->ob[j];
+    }
+}
+
 static s4d_status lt_launch(void *arg)
 {
     const lt_args *x = arg;
@@ -440,13 +454,8 @@ static s4d_status lt_launch(void *arg)
     const void *beta = f64 ? (const void *)&beta_d : (const void *)&beta_f;
     const int64_t calls = lt_outer_count(p), d_step = p->batch * p->m * p->n;
     for (int64_t i = 0; i < calls; i++) {
-        int64_t oa = 0, ob = 0, r = i;
-        for (int j = p->outer_rank - 1; j >= 0; j--) {
-            const int64_t c = r % p->outer[j];
-            r /= p->outer[j];
-            oa += c * p->oa[j];
-            ob += c * p->ob[j];
-        }
+        int64_t oa, ob;
+        lt_outer_offsets(p, i, &oa, &ob);
         const char *a = (const char *)x->a + (size_t)oa * es;
         const char *b = (const char *)x->b + (size_t)ob * es;
         char *d = (char *)x->d + (size_t)(i * d_step) * es;
@@ -478,13 +487,8 @@ static s4d_status own_launch(void *arg)
     const lt_problem *p = &x->st->pb;
     const int64_t calls = lt_outer_count(p), d_step = p->batch * p->m * p->n;
     for (int64_t i = 0; i < calls; i++) {
-        int64_t oa = 0, ob = 0, r = i;
-        for (int j = p->outer_rank - 1; j >= 0; j--) {
-            const int64_t c = r % p->outer[j];
-            r /= p->outer[j];
-            oa += c * p->oa[j];
-            ob += c * p->ob[j];
-        }
+        int64_t oa, ob;
+        lt_outer_offsets(p, i, &oa, &ob);
         cudaError_t e = s4d_cuda_sgemm((const float *)x->a + oa, (const float *)x->b + ob,
                                        p->bias_epi ? (const float *)p->bias_ptr : NULL, (float *)x->d + i * d_step,
                                        p->m, p->n, p->k, p->batch, p->sa, p->sb, p->relu, x->s);
