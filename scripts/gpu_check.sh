@@ -12,8 +12,9 @@
 #   - the demo (tiny, then v3) on CUDA with its agreement check against PyTorch;
 #   - step "fp16" (not in the default STEPS): the demo with PRECISION=fp16 (guarded
 #     fp16 engines, agreement with float32 PyTorch), DEMO_FP16_PRESETS (tiny v3);
-#   - the benchmarks: bench/frame_bench.py (engine vs PyTorch, frame.json) and
-#     the aggregation op's variants (s4d_da_bench).
+#   - the benchmarks: bench/frame_bench.py (engine vs PyTorch, frame.json), the
+#     fused attention (bench/attention_bench.py) and the aggregation op's
+#     variants (s4d_da_bench).
 #
 #   OUT=/some/dir scripts/gpu_check.sh        (OUT defaults to ./out/gpu_check)
 #   STEPS="gpu sanitizer cpu demo fp16 bench fp16bench prof"
@@ -182,6 +183,12 @@ if want bench; then
       ${BENCH_FLAGS:-}
     row "frame benchmark" "$([ -f "$OUT/frame.json" ] && echo "frame.json, frame.md" || echo FAILED)"
   fi
+fi
+if want bench && [ -f bench/attention_bench.py ]; then
+  # The fused attention against the unfused chain, float32, TF32 and float16 (docs/cuda-backend.md).
+  STEP_LOG=$OUT/attention_bench.log step attention-bench 60 "$PY" bench/attention_bench.py \
+    "$BUILD/bin/s4dexec" "$BUILD/lib/libs4d_plugins.so" "$OUT/attention" --iterations 100
+  row "attention benchmark" "$([ -f "$OUT/attention/attention_bench.md" ] && echo ok || echo FAILED)"
 fi
 if want fp16bench && [ -f bench/dense/fp16_bench.py ]; then
   # The v3 dense layers and backbone as float32 strict, TF32 and float16 (bench/dense/README).
