@@ -346,6 +346,58 @@ static void check_nan(s4d_cpuconv_isa isa)
         }
 }
 
+/* Maps of fewer than 64 pixels, where a GEMM runs pixels as rows and vectors over output channels:
+ * each case must take that path (the plan says so), match float64 with every activation, and give
+ * the same bits on 1 and 3 threads. */
+static const ccase small_cases[] = {
+    {"7x7 1x1 + res + relu", 1, 96, 7, 7, 100, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1, S4D_CPUCONV_ACT_RELU},
+    {"7x7 1x1 K blocks", 2, 600, 7, 7, 48, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, S4D_CPUCONV_ACT_NONE},
+    {"1x1 s2 14->7 + res", 1, 40, 14, 13, 64, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1, 1, 1, S4D_CPUCONV_ACT_NONE},
+    {"3x3 7x7 K blocks + clip", 1, 70, 7, 7, 56, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, S4D_CPUCONV_ACT_CLIP},
+    {"3x3 s2 14->7 + res + silu", 1, 33, 14, 14, 40, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, S4D_CPUCONV_ACT_SILU},
+    {"1x1 map (squeeze) + hardsig", 2, 72, 1, 1, 24, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0,
+     S4D_CPUCONV_ACT_HARD_SIGMOID},
+    {"3x1 map, 17 channels", 1, 9, 3, 1, 17, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 0, 1, S4D_CPUCONV_ACT_SIGMOID},
+    {"5x9 1x1 padded + leaky", 1, 20, 4, 7, 128, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0,
+     S4D_CPUCONV_ACT_LEAKY_RELU},
+};
+
+static void check_small_maps(s4d_cpuconv_isa isa)
+{
+    s4d_threadpool *pool = NULL;
+    CHECK(s4d_threadpool_create(3, &pool) == S4D_OK, "thread pool");
+    for (size_t i = 0; i < COUNT(small_cases); i++) {
+        const ccase *k = &small_cases[i];
+        s4d_cpuconv_params p = params_of(k, S4D_CPUCONV_ALGO_GEMM, isa, 1);
+        s4d_cpuconv_plan *plan = NULL;
+        s4d_errbuf err = {{0}};
+        char desc[256] = "";
+        CHECK(s4d_cpuconv_plan_create(&p, &plan, &err) == S4D_OK, "%s: plan: %s", k->name, err.msg);
+        s4d_cpuconv_plan_describe(plan, desc, sizeof desc);
+        CHECK(strstr(desc, "pixels as rows") != NULL, "%s: not planned as a small map: %s", k->name, desc);
+        s4d_cpuconv_plan_destroy(plan);
+        check_case(k, S4D_CPUCONV_ALGO_GEMM, isa, 2e-6);
+        check_case_t(k, S4D_CPUCONV_ALGO_GEMM, isa, 2e-6, 3, pool, 1);
+        /* bits on 1 and 3 threads */
+        const int64_t sh = k->sh, ho = (k->h + k->pt + k->pb - k->kh) / sh + 1,
+                      wo = (k->w + k->pl + k->pr - k->kw) / k->sw + 1, ny = k->n * k->m * ho * wo;
+        float *x = rand_buf(k->n * k->c * k->h * k->w), *w = rand_buf(k->m * k->c * k->kh * k->kw);
+        float *b = rand_buf(k->m), *r = rand_buf(ny);
+        s4d_cpuconv_info i1, i3;
+        float *y1 = run_case(k, S4D_CPUCONV_ALGO_GEMM, isa, 1, NULL, x, w, b, r, &i1);
+        float *y3 = run_case(k, S4D_CPUCONV_ALGO_GEMM, isa, 3, pool, x, w, b, r, &i3);
+        CHECK(y1 && y3 && memcmp(y1, y3, sizeof(float) * (size_t)ny) == 0, "%s (%s): 3 threads differ from 1",
+              k->name, s4d_cpuconv_isa_name(isa));
+        free(y1);
+        free(y3);
+        free(x);
+        free(w);
+        free(b);
+        free(r);
+    }
+    s4d_threadpool_destroy(pool);
+}
+
 /* Same bits for 1 slot inline and 3 slots on a pool of 3 threads. */
 static void check_threads(s4d_cpuconv_isa isa)
 {
@@ -655,7 +707,7 @@ int main(int argc, char **argv)
     }
     if (argc != 3) {
         fprintf(stderr,
-                "usage: %s <gemm|winograd2|winograd4|depthwise|epilogue|threads|maxpool|random> <scalar|avx2|avx512>\n"
+                "usage: %s <gemm|winograd2|winograd4|depthwise|epilogue|threads|smallmap|maxpool|random> <scalar|avx2|avx512>\n"
                         "       %s errors\n", argv[0], argv[0]);
         return 2;
     }
@@ -701,6 +753,8 @@ int main(int argc, char **argv)
         check_nan(isa);
     } else if (strcmp(grp, "threads") == 0) {
         check_threads(isa);
+    } else if (strcmp(grp, "smallmap") == 0) {
+        check_small_maps(isa);
     } else if (strcmp(grp, "maxpool") == 0) {
         check_maxpool(isa);
     } else if (strcmp(grp, "random") == 0) {

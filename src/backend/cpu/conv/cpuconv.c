@@ -42,6 +42,9 @@ struct s4d_cpuconv_plan {
     int64_t kc, nb, nblk, mchunk, nmch;
     int shared_b;      /* pack every block once, in a first pass, for all M chunks */
     int64_t nkb;       /* reduction blocks */
+    int tr;            /* small map: pixels as rows, vectors over channels (CC_TN, cc_ops.ukr_t) */
+    int tr_direct;     /* ... reading a 1x1 unpadded convolution's input in place */
+    int64_t tr_rows;   /* pixels per ukr_t tile */
     size_t shared_off; /* workspace offset of the shared panels */
     /* Winograd */
     int64_t th, tw, tiles, tb, ntb;
@@ -175,10 +178,21 @@ static double weight_cost(double bytes, int64_t blocks)
     return bytes * (COST_MEM_BYTE + COST_CACHE_BYTE * (double)(blocks - 1));
 }
 
+/*
+ * Whether a GEMM runs pixels as rows (CC_TN, cc_ops.ukr_t): a single group whose output planes fill
+ * the pixel vectors worse than its channels fill channel vectors, on maps below 64 pixels (7x7:
+ * 49 pixels in 64 lanes, and the 1x1 maps of squeeze-excitation blocks: 1 in 16).
+ */
+static int tr_fits(int64_t group, int64_t mg, int64_t pix)
+{
+    return group == 1 && pix < 64 && lane_use(mg) > lane_use(pix) + 0.05;
+}
+
 static double cost_gemm(int64_t group, int64_t mg, int64_t kdim, int64_t pix)
 {
     const double mgp = (double)(cdiv(mg, CC_MR) * CC_MR);
-    double c = (double)group * mgp * (double)kdim * (double)pix / lane_use(pix);
+    const double lanes = tr_fits(group, mg, pix) ? lane_use(mg) : lane_use(pix);
+    double c = (double)group * mgp * (double)kdim * (double)pix / lanes;
     c += 3.0 * (double)group * (double)kdim * (double)pix;
     return c + weight_cost(4.0 * (double)group * mgp * (double)kdim, cdiv(pix, COST_NB));
 }
@@ -214,12 +228,48 @@ static int64_t pick_kc(int64_t k, int64_t whole, int64_t most)
     return k <= whole ? k : cdiv(k, cdiv(k, most));
 }
 
+/*
+ * Small maps (tr_fits): one item per image and panel of CC_TN output channels, all pixels, the
+ * reduction in blocks whose weight panel (kc x CC_TN floats, 48 KiB) stays in L2 across the
+ * pixel tiles. The input is read in place for 1x1 unpadded convolutions (any stride: a pixel's
+ * values are one plane apart); otherwise its im2col blocks are packed once, in a first pass, into
+ * shared panels that every channel panel reads.
+ */
+static void plan_gemm_t(s4d_cpuconv_plan *pl)
+{
+    const s4d_cpuconv_params *p = &pl->p;
+    const int64_t nr = pl->ops->nr, pix = pl->ho * pl->wo, nbp = cdiv(pix, nr) * nr;
+    pl->tr = 1;
+    pl->flat = 0;
+    pl->tr_direct = p->kh == 1 && p->kw == 1 && p->pad_top == 0 && p->pad_left == 0 && p->pad_bottom == 0 &&
+                    p->pad_right == 0;
+    pl->tr_rows = cdiv(pix, cdiv(pix, CC_TR_MAX));
+    pl->kc = pick_kc(pl->kdim, 256, 256);
+    pl->nb = nbp;
+    pl->nblk = 1;
+    pl->mchunk = CC_TN;
+    pl->nmch = cdiv(p->m, CC_TN);
+    pl->items = p->n * pl->nmch;
+    pl->nkb = cdiv(pl->kdim, pl->kc);
+    pl->shared_b = !pl->tr_direct;
+    const size_t tbytes = sizeof(float) * (size_t)(pix * CC_TN) + sizeof(int64_t) * (size_t)pix;
+    const size_t segs = (size_t)pl->nb * sizeof(cc_seg);
+    pl->slot_bytes = ((tbytes > segs ? tbytes : segs) + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN;
+    pl->shared_off = (size_t)pl->nslots * pl->slot_bytes;
+    pl->extra_bytes = pl->shared_b ? sizeof(float) * (size_t)p->n * (size_t)pl->kdim * (size_t)nbp : 0;
+    pl->packed_bytes = PACK_HEADER + sizeof(float) * (size_t)(pl->nmch * CC_TN * pl->kdim);
+}
+
 static void plan_gemm(s4d_cpuconv_plan *pl)
 {
     const s4d_cpuconv_params *p = &pl->p;
     const int64_t nr = pl->ops->nr, pix = pl->ho * pl->wo;
     pl->flat = p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 && p->pad_top == 0 &&
                p->pad_left == 0 && p->pad_bottom == 0 && p->pad_right == 0;
+    if (tr_fits(p->group, pl->mg, pix)) {
+        plan_gemm_t(pl);
+        return;
+    }
     pl->kc = pick_kc(pl->kdim, 448, 384);
     /*
      * The pixel block and M chunk of an item. One item per pixel block of 6
@@ -588,7 +638,10 @@ int s4d_cpuconv_plan_describe(const s4d_cpuconv_plan *plan, char *buf, size_t si
                         "%lld items, %d slots",
                         s4d_cpuconv_isa_name(plan->ops->isa), (long long)plan->kdim, (long long)plan->kc,
                         (long long)plan->nblk, (long long)plan->nb, (long long)plan->nmch, (long long)plan->mchunk,
-                        plan->shared_b ? " (panels packed once, shared)" : "", (long long)plan->items, plan->nslots);
+                        plan->tr ? (plan->tr_direct ? " (small map: pixels as rows, input in place)"
+                                                    : " (small map: pixels as rows, panels packed once, shared)")
+                        : plan->shared_b ? " (panels packed once, shared)" : "",
+                        (long long)plan->items, plan->nslots);
     case S4D_CPUCONV_ALGO_WINOGRAD2:
     case S4D_CPUCONV_ALGO_WINOGRAD4:
         return snprintf(buf, size,
@@ -645,6 +698,16 @@ s4d_status s4d_cpuconv_pack_weights(const s4d_cpuconv_plan *plan, const float *w
     const int64_t kdim = plan->kdim, mgp = plan->mgp, mg = plan->mg;
     switch (plan->algo) {
     case S4D_CPUCONV_ALGO_GEMM:
+        if (plan->tr) {
+            /* [panel][k][CC_TN], rows past m zero */
+            for (int64_t mp = 0; mp < plan->nmch; mp++)
+                for (int64_t k = 0; k < kdim; k++)
+                    for (int j = 0; j < CC_TN; j++) {
+                        int64_t row = mp * CC_TN + j;
+                        *dst++ = row < p->m ? w[row * kdim + k] : 0.0f;
+                    }
+            break;
+        }
         /* [group][panel][k][CC_MR], rows past mg zero */
         for (int64_t g = 0; g < p->group; g++)
             for (int64_t mp = 0; mp < mgp / CC_MR; mp++)
@@ -806,6 +869,46 @@ static void gemm_item(const run_ctx *r, int64_t item, char *slot)
     }
 }
 
+/* Small maps (plan_gemm_t): channel panel mc of image n. Per pixel, the reduction runs in the
+ * order of gemm_item, so both give the same bits. */
+static void gemm_t_item(const run_ctx *r, int64_t item, char *slot)
+{
+    const s4d_cpuconv_plan *pl = r->pl;
+    const s4d_cpuconv_params *p = &pl->p;
+    const cc_ops *ops = pl->ops;
+    const int64_t nr = ops->nr, pix = pl->ho * pl->wo, kdim = pl->kdim, plane = p->h * p->w;
+    const int64_t mc = item % pl->nmch, n = item / pl->nmch, co0 = mc * CC_TN;
+    const int ncol = (int)imin(CC_TN, p->m - co0);
+    float *t = (float *)slot;
+    int64_t *off = (int64_t *)(t + pix * CC_TN);
+    const float *wp = r->w + mc * kdim * CC_TN;
+    if (pl->tr_direct)
+        for (int64_t q = 0; q < pix; q++)
+            off[q] = (q / pl->wo) * p->stride_h * p->w + (q % pl->wo) * p->stride_w;
+    for (int64_t k0 = 0; k0 < kdim; k0 += pl->kc) {
+        const int64_t kcb = imin(pl->kc, kdim - k0);
+        const float *base;
+        int64_t lda;
+        if (pl->tr_direct) {
+            base = r->x + (n * p->c + k0) * plane;
+            lda = plane;
+        } else {
+            /* pixel q of the block's panels: panel q / nr, row kk at kk * nr */
+            base = gemm_shared(r, n, 0, k0);
+            lda = nr;
+            for (int64_t q = 0; q < pix; q++)
+                off[q] = (q / nr) * kcb * nr + q % nr;
+        }
+        for (int64_t q0 = 0; q0 < pix; q0 += pl->tr_rows)
+            ops->ukr_t(kcb, base, off + q0, (int)imin(pl->tr_rows, pix - q0), lda, wp + k0 * CC_TN,
+                       t + q0 * CC_TN, ncol, k0 > 0);
+    }
+    const int64_t ych = n * p->m + co0;
+    const cc_post post = {(int)p->act, p->act_min, p->act_max};
+    ops->tr_out(t, pix, ncol, r->bias ? r->bias + co0 : NULL, r->res ? r->res + ych * pix : NULL, r->y + ych * pix,
+                pix, &post);
+}
+
 static void wino_item(const run_ctx *r, int64_t item, char *slot)
 {
     const s4d_cpuconv_plan *pl = r->pl;
@@ -948,6 +1051,8 @@ static void run_slots(void *arg, int64_t begin, int64_t end)
             case S4D_CPUCONV_ALGO_GEMM:
                 if (r->pack_pass)
                     gemm_pack_item(r, item, slot);
+                else if (pl->tr)
+                    gemm_t_item(r, item, slot);
                 else
                     gemm_item(r, item, slot);
                 break;

@@ -191,6 +191,111 @@ static TGT void ukr(int64_t kc, const float *a, const float *b, int64_t ldb, flo
         ukr1(kc, a, b, ldb, c, ldc, mr, nc, accumulate, epi);
 }
 
+/*
+ * Small maps (cc_ops.ukr_t): R pixels x NV vectors of 16 channels, R x NV accumulators; per reduction
+ * step NV loads of the weight panel and R broadcasts of input values feed R x NV FMAs. R and NV are
+ * constants at every call, so the unused accumulators and branches vanish.
+ */
+INL void ukr_t_rn(const int R, const int NV, int64_t kc, const float *x, const int64_t *off, int64_t lda,
+                  const float *w, float *t, int accumulate)
+{
+    const float *x0 = x + off[0], *x1 = x + off[R > 1 ? 1 : 0], *x2 = x + off[R > 2 ? 2 : 0],
+                *x3 = x + off[R > 3 ? 3 : 0], *x4 = x + off[R > 4 ? 4 : 0], *x5 = x + off[R > 5 ? 5 : 0],
+                *x6 = x + off[R > 6 ? 6 : 0], *x7 = x + off[R > 7 ? 7 : 0];
+#define CC_T_INIT(i)                                                                                             \
+    __m512 c##i##0 = _mm512_setzero_ps(), c##i##1 = _mm512_setzero_ps(), c##i##2 = _mm512_setzero_ps();         \
+    if (accumulate && R > i) {                                                                                   \
+        c##i##0 = _mm512_loadu_ps(t + i * CC_TN);                                                                \
+        if (NV > 1)                                                                                              \
+            c##i##1 = _mm512_loadu_ps(t + i * CC_TN + 16);                                                       \
+        if (NV > 2)                                                                                              \
+            c##i##2 = _mm512_loadu_ps(t + i * CC_TN + 32);                                                       \
+    }
+#define CC_T_FMA(i)                                                                                              \
+    if (R > i) {                                                                                                 \
+        const __m512 v = _mm512_set1_ps(x##i[k * lda]);                                                          \
+        c##i##0 = _mm512_fmadd_ps(v, w0, c##i##0);                                                               \
+        if (NV > 1)                                                                                              \
+            c##i##1 = _mm512_fmadd_ps(v, w1, c##i##1);                                                           \
+        if (NV > 2)                                                                                              \
+            c##i##2 = _mm512_fmadd_ps(v, w2, c##i##2);                                                           \
+    }
+#define CC_T_STORE(i)                                                                                            \
+    if (R > i) {                                                                                                 \
+        _mm512_storeu_ps(t + i * CC_TN, c##i##0);                                                                \
+        if (NV > 1)                                                                                              \
+            _mm512_storeu_ps(t + i * CC_TN + 16, c##i##1);                                                       \
+        if (NV > 2)                                                                                              \
+            _mm512_storeu_ps(t + i * CC_TN + 32, c##i##2);                                                       \
+    }
+    CC_T_INIT(0) CC_T_INIT(1) CC_T_INIT(2) CC_T_INIT(3)
+    CC_T_INIT(4) CC_T_INIT(5) CC_T_INIT(6) CC_T_INIT(7)
+    for (int64_t k = 0; k < kc; k++) {
+        const __m512 w0 = _mm512_loadu_ps(w), w1 = NV > 1 ? _mm512_loadu_ps(w + 16) : _mm512_setzero_ps(),
+                     w2 = NV > 2 ? _mm512_loadu_ps(w + 32) : _mm512_setzero_ps();
+        CC_T_FMA(0) CC_T_FMA(1) CC_T_FMA(2) CC_T_FMA(3)
+        CC_T_FMA(4) CC_T_FMA(5) CC_T_FMA(6) CC_T_FMA(7)
+        w += CC_TN;
+    }
+    CC_T_STORE(0) CC_T_STORE(1) CC_T_STORE(2) CC_T_STORE(3)
+    CC_T_STORE(4) CC_T_STORE(5) CC_T_STORE(6) CC_T_STORE(7)
+#undef CC_T_INIT
+#undef CC_T_FMA
+#undef CC_T_STORE
+}
+
+#define CC_T_ROWS(NV)                                                                                            \
+    static TGT void ukr_t_##NV(int64_t kc, const float *x, const int64_t *off, int rows, int64_t lda,            \
+                               const float *w, float *t, int accumulate)                                         \
+    {                                                                                                            \
+        switch (rows) {                                                                                          \
+        case 8: ukr_t_rn(8, NV, kc, x, off, lda, w, t, accumulate); break;                                       \
+        case 7: ukr_t_rn(7, NV, kc, x, off, lda, w, t, accumulate); break;                                       \
+        case 6: ukr_t_rn(6, NV, kc, x, off, lda, w, t, accumulate); break;                                       \
+        case 5: ukr_t_rn(5, NV, kc, x, off, lda, w, t, accumulate); break;                                       \
+        case 4: ukr_t_rn(4, NV, kc, x, off, lda, w, t, accumulate); break;                                       \
+        case 3: ukr_t_rn(3, NV, kc, x, off, lda, w, t, accumulate); break;                                       \
+        case 2: ukr_t_rn(2, NV, kc, x, off, lda, w, t, accumulate); break;                                       \
+        default: ukr_t_rn(1, NV, kc, x, off, lda, w, t, accumulate); break;                                      \
+        }                                                                                                        \
+    }
+CC_T_ROWS(1)
+CC_T_ROWS(2)
+CC_T_ROWS(3)
+#undef CC_T_ROWS
+
+static TGT void ukr_t(int64_t kc, const float *x, const int64_t *off, int rows, int64_t lda, const float *w,
+                      float *t, int ncol, int accumulate)
+{
+    if (ncol > 32)
+        ukr_t_3(kc, x, off, rows, lda, w, t, accumulate);
+    else if (ncol > 16)
+        ukr_t_2(kc, x, off, rows, lda, w, t, accumulate);
+    else
+        ukr_t_1(kc, x, off, rows, lda, w, t, accumulate);
+}
+
+/* Small maps' output pass (cc_ops.tr_out): each channel's column of T, 16 pixels a gather. */
+static TGT void tr_out(const float *t, int64_t pix, int ncol, const float *bias, const float *res, float *y,
+                       int64_t ldy, const cc_post *post)
+{
+    const __m512i rows = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                            _mm512_set1_epi32(CC_TN));
+    const __m512 lo = _mm512_set1_ps(post->lo), hi = _mm512_set1_ps(post->hi);
+    for (int j = 0; j < ncol; j++) {
+        const __m512 b = _mm512_set1_ps(bias ? bias[j] : 0.0f);
+        for (int64_t i = 0; i < pix; i += 16) {
+            const __mmask16 mk = lane_mask((int)(pix - i < 16 ? pix - i : 16));
+            __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mk, rows, t + i * CC_TN + j, 4);
+            if (bias)
+                v = _mm512_add_ps(v, b);
+            if (res)
+                v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mk, res + j * ldy + i));
+            _mm512_mask_storeu_ps(y + j * ldy + i, mk, act_v(v, post->act, lo, hi));
+        }
+    }
+}
+
 /* 16 elements row[ix + l * sw] (0 outside [0, w)), for the lanes in `want`. */
 INL __m512 load_strided(const float *row, int64_t w, int64_t ix, int64_t sw, __mmask16 want)
 {
@@ -949,4 +1054,4 @@ static TGT void maxpool_rows(const cc_geom *g, const float *x, float *y, int64_t
 
 const cc_ops s4d_cc_ops_avx512 = {S4D_CPUCONV_ISA_AVX512, NR,       VL,      ukr,         pack_b,
                                   wino_in,                wino_out, dw_rows, dw_staged, maxpool_rows,
-                                  dw_ring};
+                                  dw_ring,                ukr_t,    tr_out};
