@@ -300,6 +300,11 @@ static const ccase dw_cases[] = {
      S4D_CPUCONV_ACT_HARD_SWISH},
     {"5x5 s2 7 wide: 4 rows a step", 1, 4, 14, 13, 4, 5, 5, 2, 2, 2, 2, 2, 2, 1, 1, 4, 0, 1, S4D_CPUCONV_ACT_SILU},
     {"3x3 s2 pad past the image", 1, 2, 6, 5, 2, 3, 3, 2, 2, 2, 2, 2, 2, 1, 1, 2, 1, 0, S4D_CPUCONV_ACT_NONE},
+    /* planes past 1024 pixels, so that AVX-512 keeps its row ring rather than channels in vectors */
+    {"3x3 s1 14 wide, tall: 4 rows a step + res", 1, 5, 80, 14, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 5, 1, 1,
+     S4D_CPUCONV_ACT_RELU},
+    {"5x5 s2 7 wide, tall: 4 rows a step", 1, 3, 90, 13, 3, 5, 5, 2, 2, 2, 2, 2, 2, 1, 1, 3, 0, 1,
+     S4D_CPUCONV_ACT_SILU},
 };
 
 static const ccase epi_cases[] = {
@@ -361,6 +366,55 @@ static const ccase small_cases[] = {
     {"5x9 1x1 padded + leaky", 1, 20, 4, 7, 128, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0,
      S4D_CPUCONV_ACT_LEAKY_RELU},
 };
+
+/* Depthwise on maps of up to 1024 pixels: AVX-512 takes 16 channels a vector, gathered into a
+ * pixel-major tile by 16 x 16 transposes; the other sets stage planes or rows. Every kernel adds
+ * the taps in the same order, so the results must agree bit for bit across sets as well as with
+ * float64. Channel counts that leave a partial vector, strides, dilations, odd widths. */
+static const ccase small_dw_cases[] = {
+    {"dw 7x7 960-like + res + relu6", 1, 37, 7, 7, 37, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 37, 1, 1, S4D_CPUCONV_ACT_CLIP},
+    {"dw 14->7 s2", 2, 20, 14, 14, 20, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 20, 1, 0, S4D_CPUCONV_ACT_NONE},
+    {"dw 5x5 13x17 + silu", 1, 16, 13, 17, 16, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 16, 1, 1, S4D_CPUCONV_ACT_SILU},
+    {"dw 3x3 dil 2 asym pad", 1, 9, 11, 19, 9, 3, 3, 1, 2, 2, 1, 0, 3, 2, 2, 9, 0, 0, S4D_CPUCONV_ACT_NONE},
+    {"dw 7x7 s2 31x29 + hswish", 1, 18, 31, 29, 18, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 18, 1, 0,
+     S4D_CPUCONV_ACT_HARD_SWISH},
+    {"dw 3x3 28x28 + res", 1, 33, 28, 28, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 33, 1, 1, S4D_CPUCONV_ACT_RELU},
+};
+
+static void check_small_dw(s4d_cpuconv_isa isa)
+{
+    for (size_t i = 0; i < COUNT(small_dw_cases); i++) {
+        const ccase *k = &small_dw_cases[i];
+        check_case(k, S4D_CPUCONV_ALGO_DEPTHWISE, isa, 2e-6);
+        s4d_cpuconv_params p = params_of(k, S4D_CPUCONV_ALGO_DEPTHWISE, isa, 1);
+        s4d_cpuconv_plan *plan = NULL;
+        s4d_errbuf err = {{0}};
+        char desc[256] = "";
+        CHECK(s4d_cpuconv_plan_create(&p, &plan, &err) == S4D_OK, "%s: plan: %s", k->name, err.msg);
+        s4d_cpuconv_plan_describe(plan, desc, sizeof desc);
+        s4d_cpuconv_plan_destroy(plan);
+        if (isa == S4D_CPUCONV_ISA_AVX512)
+            CHECK(strstr(desc, "16 channels a vector") != NULL, "%s: not planned with channels in vectors: %s",
+                  k->name, desc);
+        if (isa == S4D_CPUCONV_ISA_SCALAR)
+            continue; /* plain C may contract differently: float64 above is its check */
+        const int64_t ho = (k->h + k->pt + k->pb - k->dh * (k->kh - 1) - 1) / k->sh + 1;
+        const int64_t wo = (k->w + k->pl + k->pr - k->dw * (k->kw - 1) - 1) / k->sw + 1, ny = k->n * k->m * ho * wo;
+        float *x = rand_buf(k->n * k->c * k->h * k->w), *w = rand_buf(k->m * k->kh * k->kw);
+        float *b = rand_buf(k->m), *r = rand_buf(ny);
+        s4d_cpuconv_info i1, i2;
+        float *y1 = run_case(k, S4D_CPUCONV_ALGO_DEPTHWISE, isa, 1, NULL, x, w, b, r, &i1);
+        float *y2 = run_case(k, S4D_CPUCONV_ALGO_DEPTHWISE, S4D_CPUCONV_ISA_AVX2, 1, NULL, x, w, b, r, &i2);
+        CHECK(y1 && y2 && memcmp(y1, y2, sizeof(float) * (size_t)ny) == 0, "%s: %s and avx2 differ in bits", k->name,
+              s4d_cpuconv_isa_name(isa));
+        free(y1);
+        free(y2);
+        free(x);
+        free(w);
+        free(b);
+        free(r);
+    }
+}
 
 static void check_small_maps(s4d_cpuconv_isa isa)
 {
@@ -755,6 +809,7 @@ int main(int argc, char **argv)
         check_threads(isa);
     } else if (strcmp(grp, "smallmap") == 0) {
         check_small_maps(isa);
+        check_small_dw(isa);
     } else if (strcmp(grp, "maxpool") == 0) {
         check_maxpool(isa);
     } else if (strcmp(grp, "random") == 0) {

@@ -52,6 +52,8 @@ struct s4d_cpuconv_plan {
     int64_t rows_per_item, nrch;
     int dw_staged;     /* sub-plane staging (cc_dws) instead of row kernels */
     int dw_ring;       /* a ring of staged rows (cc_dwr) */
+    int dw_cv;         /* small maps: 16 channels in a vector (cc_dwc) */
+    int64_t dw_hp, dw_wp; /* its padded tile */
     int64_t dw_pitch, dw_rows, dw_ring_n;
     int dw_nres;       /* stride residues the taps use */
     int dw_res_y[CC_DW_MAX_TAPS], dw_res_x[CC_DW_MAX_TAPS];
@@ -386,6 +388,8 @@ static void plan_wino(s4d_cpuconv_plan *pl)
  * for border-free loads: the row kernels' masked and strided loads cost
  * several times the multiply-adds of a 5x5 kernel.
  */
+#define DW_CV_MAX_PIX 1024 /* output pixels per plane up to which depthwise takes channels in vectors */
+
 static void plan_dw(s4d_cpuconv_plan *pl)
 {
     const s4d_cpuconv_params *p = &pl->p;
@@ -393,6 +397,20 @@ static void plan_dw(s4d_cpuconv_plan *pl)
     const int fast3 = p->kh == 3 && p->kw == 3 && p->dil_h == 1 && p->dil_w == 1 && p->stride_h == p->stride_w &&
                       (p->stride_w == 1 || p->stride_w == 2);
     pl->packed_bytes = PACK_HEADER + sizeof(float) * (size_t)(p->c * p->kh * p->kw);
+    /* Small maps take channels in vectors: per plane they have too few outputs to pay for staging
+     * rows and for the masked tail of every row (a 7x7 plane is 49 outputs). */
+    pl->dw_cv = pl->ops->dw_cv != NULL && pl->ho * pl->wo <= DW_CV_MAX_PIX && p->h * p->w <= DW_CV_MAX_PIX &&
+                p->kh * p->kw <= CC_DW_MAX_TAPS;
+    if (pl->dw_cv) {
+        pl->dw_hp = (pl->ho - 1) * p->stride_h + (p->kh - 1) * p->dil_h + 1;
+        pl->dw_wp = (pl->wo - 1) * p->stride_w + (p->kw - 1) * p->dil_w + 1;
+        pl->nrch = 1;
+        pl->rows_per_item = pl->ho;
+        pl->items = p->n * cdiv(p->c, 16);
+        pl->slot_bytes = (size_t)cdiv((int64_t)sizeof(float) * 16 * (pl->dw_hp * pl->dw_wp + pl->ho * pl->wo),
+                                      WS_ALIGN) * WS_ALIGN;
+        return;
+    }
     /* The row ring wins on 5x5 and 7x7 kernels and on narrow planes (several rows per step); 3x3
      * kernels on wider planes stay faster on the row kernel (stride 2) and the staged planes
      * (stride 1) inside networks (bench/ort/profile_layers.py, MobileNetV3 and EfficientNet). */
@@ -653,7 +671,11 @@ int s4d_cpuconv_plan_describe(const s4d_cpuconv_plan *plan, char *buf, size_t si
     case S4D_CPUCONV_ALGO_DEPTHWISE:
         return snprintf(buf, size, "depthwise %lldx%lld %s, %s: %lld planes x %lld row chunks, %d slots",
                         (long long)p->kh, (long long)p->kw, s4d_cpuconv_isa_name(plan->ops->isa),
-                        plan->dw_ring ? "row ring" : plan->dw_staged ? "staged planes" : "rows", (long long)(p->n * p->c),
+                        plan->dw_cv     ? "16 channels a vector"
+                        : plan->dw_ring ? "row ring"
+                        : plan->dw_staged ? "staged planes"
+                                          : "rows",
+                        (long long)(p->n * p->c),
                         (long long)plan->nrch, plan->nslots);
     case S4D_CPUCONV_ALGO_AUTO:
         break;
@@ -1006,6 +1028,18 @@ static void dw_stage(const s4d_cpuconv_plan *pl, const float *x, float *sub)
 static void dw_item(const run_ctx *r, int64_t item, char *slot)
 {
     const s4d_cpuconv_plan *pl = r->pl;
+    if (pl->dw_cv) {
+        const s4d_cpuconv_params *p = &pl->p;
+        const int64_t nb = cdiv(p->c, 16), n = item / nb, c0 = (item % nb) * 16, pix = pl->ho * pl->wo;
+        const int64_t plane = p->h * p->w, ch = n * p->c + c0;
+        float *tile = (float *)slot;
+        const cc_dwc d = {p->h, p->w, pl->ho, pl->wo, p->kh, p->kw, p->stride_h, p->stride_w, p->pad_top, p->pad_left,
+                          p->dil_h, p->dil_w, pl->dw_hp, pl->dw_wp, tile, tile + 16 * pl->dw_hp * pl->dw_wp};
+        const cc_post post = {(int)p->act, p->act_min, p->act_max};
+        pl->ops->dw_cv(&d, r->x + ch * plane, plane, (int)imin(16, p->c - c0), r->w + c0 * p->kh * p->kw,
+                       r->bias ? r->bias + c0 : NULL, r->res ? r->res + ch * pix : NULL, r->y + ch * pix, &post);
+        return;
+    }
     if (pl->dw_staged) {
         const s4d_cpuconv_params *p = &pl->p;
         const int64_t ci = item % p->c, pix = pl->ho * pl->wo;

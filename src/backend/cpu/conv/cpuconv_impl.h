@@ -197,6 +197,20 @@ typedef struct cc_dwr {
     float *buf;
 } cc_dwr;
 
+/*
+ * Depthwise on small maps with 16 channels in a vector: the block's input planes are gathered
+ * into a zero-bordered tile of hp x wp pixels x 16 channels (tile pixel (ty, tx) is input pixel
+ * (ty - pt, tx - pl)), every output pixel is then a chain of one FMA per tap with a weight vector,
+ * into out[pixel][16], and a last pass gathers each channel's outputs back into its plane with
+ * bias, residual and activation. No per-plane staging, masks or short rows.
+ */
+typedef struct cc_dwc {
+    int64_t h, w, ho, wo, kh, kw, sh, sw, pt, pl, dh, dw;
+    int64_t hp, wp;
+    float *tile; /* hp * wp * 16 floats */
+    float *out;  /* ho * wo * 16 floats */
+} cc_dwc;
+
 typedef struct cc_ops {
     s4d_cpuconv_isa isa;
     int nr; /* pixel panel width of the micro-kernel */
@@ -250,6 +264,11 @@ typedef struct cc_ops {
      * (bias and res may be NULL). */
     void (*tr_out)(const float *t, int64_t pix, int ncol, const float *bias, const float *res, float *y, int64_t ldy,
                    const cc_post *post);
+    /* Depthwise, channels in vectors (cc_dwc): channels [0, nch) (nch <= 16) from x (planes `plane`
+     * floats apart), weights wk [nch][kh * kw], bias and res at the block's first channel or NULL;
+     * NULL where the set has none. */
+    void (*dw_cv)(const cc_dwc *d, const float *x, int64_t plane, int nch, const float *wk, const float *bias,
+                  const float *res, float *y, const cc_post *post);
 } cc_ops;
 
 extern const cc_ops s4d_cc_ops_scalar;

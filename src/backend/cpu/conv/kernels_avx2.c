@@ -575,4 +575,5 @@ static TGT void maxpool_rows(const cc_geom *g, const float *x, float *y, int64_t
 
 const cc_ops s4d_cc_ops_avx2 = {S4D_CPUCONV_ISA_AVX2, NR,       VL,      ukr,         pack_b,
                                 wino_in,              wino_out, dw_rows, dw_staged, maxpool_rows,
-                                NULL,                 ukr_t,    cc_tr_out_c};
+                                NULL,                 ukr_t,    cc_tr_out_c,
+                                  NULL};

@@ -906,6 +906,121 @@ INL void dwr_block(const int K, const int S, const int R, const int V, const cc_
         }
 }
 
+/* r[i][j] <-> r[j][i] for a 16 x 16 block in 16 registers: pairs of rows within 128-bit lanes,
+ * then pairs of pairs, then the 128-bit lanes across registers. */
+INL void transpose16(__m512 *r)
+{
+    __m512 t[16], u[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int g = 0; g < 16; g += 4) {
+        u[g] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[g]), _mm512_castps_pd(t[g + 2])));
+        u[g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[g]), _mm512_castps_pd(t[g + 2])));
+        u[g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[g + 1]), _mm512_castps_pd(t[g + 3])));
+        u[g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[g + 1]), _mm512_castps_pd(t[g + 3])));
+    }
+    for (int q = 0; q < 4; q++) {
+        const __m512 v = _mm512_shuffle_f32x4(u[q], u[4 + q], 0x44), w = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0x44);
+        const __m512 v2 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0xEE), w2 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0xEE);
+        r[q] = _mm512_shuffle_f32x4(v, w, 0x88);
+        r[4 + q] = _mm512_shuffle_f32x4(v, w, 0xDD);
+        r[8 + q] = _mm512_shuffle_f32x4(v2, w2, 0x88);
+        r[12 + q] = _mm512_shuffle_f32x4(v2, w2, 0xDD);
+    }
+}
+
+/* Depthwise, channels in vectors (cc_dwc). Taps in (ky, kx) order from zero, then bias, residual,
+ * activation: the order of the other depthwise kernels, so all give the same bits. */
+static TGT void dw_cv(const cc_dwc *d, const float *x, int64_t plane, int nch, const float *wk, const float *bias,
+                      const float *res, float *y, const cc_post *post)
+{
+    const __m512i lanes = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __mmask16 mc = lane_mask(nch);
+    const int ntaps = (int)(d->kh * d->kw);
+    const __m512 zero = _mm512_setzero_ps();
+    __m512 wv[CC_DW_MAX_TAPS], r[16];
+    const __m512i widx = _mm512_mullo_epi32(lanes, _mm512_set1_epi32(ntaps));
+    for (int t = 0; t < ntaps; t++)
+        wv[t] = _mm512_mask_i32gather_ps(zero, mc, widx, wk + t, 4);
+    /* the tile: zero border, then the input 16 pixels x 16 channels a transpose */
+    float *tile = d->tile;
+    const int64_t hp = d->hp, wp = d->wp, pt = d->pt, pl = d->pl;
+    const int64_t ty1 = pt + d->h < hp ? pt + d->h : hp, tx1 = pl + d->w < wp ? pl + d->w : wp;
+    for (int64_t ty = 0; ty < hp; ty++) {
+        float *row = tile + ty * wp * 16;
+        const int inside = ty >= pt && ty < ty1;
+        for (int64_t tx = 0; tx < wp; tx++)
+            if (!inside || tx < pl || tx >= tx1)
+                _mm512_storeu_ps(row + tx * 16, zero);
+    }
+    for (int64_t ty = pt; ty < ty1; ty++) {
+        const float *xr = x + (ty - pt) * d->w;
+        for (int64_t tx0 = pl; tx0 < tx1; tx0 += 16) {
+            const int n = (int)(tx1 - tx0 < 16 ? tx1 - tx0 : 16);
+            const __mmask16 mn = lane_mask(n);
+            for (int c = 0; c < 16; c++)
+                r[c] = c < nch ? _mm512_maskz_loadu_ps(mn, xr + c * plane + (tx0 - pl)) : zero;
+            transpose16(r);
+            float *dst = tile + (ty * wp + tx0) * 16;
+            for (int j = 0; j < n; j++)
+                _mm512_storeu_ps(dst + j * 16, r[j]);
+        }
+    }
+    /* 4 output pixels at a time: 4 independent FMA chains */
+    const int64_t pix = d->ho * d->wo, tstep = d->sw * 16;
+    int64_t toff[CC_DW_MAX_TAPS];
+    for (int64_t ky = 0; ky < d->kh; ky++)
+        for (int64_t kx = 0; kx < d->kw; kx++)
+            toff[ky * d->kw + kx] = (ky * d->dh * wp + kx * d->dw) * 16;
+    for (int64_t oy = 0; oy < d->ho; oy++) {
+        const float *base = tile + oy * d->sh * wp * 16;
+        float *o = d->out + oy * d->wo * 16;
+        int64_t ox = 0;
+        for (; ox + 4 <= d->wo; ox += 4) {
+            const float *b0 = base + ox * tstep;
+            __m512 a0 = zero, a1 = zero, a2 = zero, a3 = zero;
+            for (int t = 0; t < ntaps; t++) {
+                const float *sp = b0 + toff[t];
+                a0 = _mm512_fmadd_ps(wv[t], _mm512_loadu_ps(sp), a0);
+                a1 = _mm512_fmadd_ps(wv[t], _mm512_loadu_ps(sp + tstep), a1);
+                a2 = _mm512_fmadd_ps(wv[t], _mm512_loadu_ps(sp + 2 * tstep), a2);
+                a3 = _mm512_fmadd_ps(wv[t], _mm512_loadu_ps(sp + 3 * tstep), a3);
+            }
+            _mm512_storeu_ps(o + ox * 16, a0);
+            _mm512_storeu_ps(o + ox * 16 + 16, a1);
+            _mm512_storeu_ps(o + ox * 16 + 32, a2);
+            _mm512_storeu_ps(o + ox * 16 + 48, a3);
+        }
+        for (; ox < d->wo; ox++) {
+            const float *b0 = base + ox * tstep;
+            __m512 a0 = zero;
+            for (int t = 0; t < ntaps; t++)
+                a0 = _mm512_fmadd_ps(wv[t], _mm512_loadu_ps(b0 + toff[t]), a0);
+            _mm512_storeu_ps(o + ox * 16, a0);
+        }
+    }
+    /* back to planes, 16 pixels x 16 channels a transpose, with the epilogue */
+    const __m512 lo = _mm512_set1_ps(post->lo), hi = _mm512_set1_ps(post->hi);
+    float bb[16];
+    for (int c = 0; c < 16; c++)
+        bb[c] = bias && c < nch ? bias[c] : 0.0f;
+    for (int64_t i = 0; i < pix; i += 16) {
+        const int n = (int)(pix - i < 16 ? pix - i : 16);
+        const __mmask16 mk = lane_mask(n);
+        for (int j = 0; j < 16; j++)
+            r[j] = j < n ? _mm512_loadu_ps(d->out + (i + j) * 16) : zero;
+        transpose16(r);
+        for (int c = 0; c < nch; c++) {
+            __m512 z = _mm512_add_ps(r[c], _mm512_set1_ps(bb[c]));
+            if (res)
+                z = _mm512_add_ps(z, _mm512_maskz_loadu_ps(mk, res + c * pix + i));
+            _mm512_mask_storeu_ps(y + c * pix + i, mk, act_v(z, post->act, lo, hi));
+        }
+    }
+}
+
 INL void dwr_rows_k(const int K, const int S, const cc_dwr *d, const float *x, const float *wk, float bias,
                     const float *res, float *y, int64_t oy0, int64_t oy1, const cc_post *post)
 {
@@ -1054,4 +1169,5 @@ static TGT void maxpool_rows(const cc_geom *g, const float *x, float *y, int64_t
 
 const cc_ops s4d_cc_ops_avx512 = {S4D_CPUCONV_ISA_AVX512, NR,       VL,      ukr,         pack_b,
                                   wino_in,                wino_out, dw_rows, dw_staged, maxpool_rows,
-                                  dw_ring,                ukr_t,    tr_out};
+                                  dw_ring,                ukr_t,    tr_out,
+                                  dw_cv};

@@ -220,4 +220,5 @@ static void maxpool_rows(const cc_geom *g, const float *x, float *y, int64_t oy0
 
 const cc_ops s4d_cc_ops_scalar = {S4D_CPUCONV_ISA_SCALAR, NR,       VL,      ukr,         pack_b,
                                   wino_in,                wino_out, dw_rows, NULL, maxpool_rows,
-                                  NULL,                   ukr_t,    cc_tr_out_c};
+                                  NULL,                   ukr_t,    cc_tr_out_c,
+                                  NULL};
