@@ -275,23 +275,54 @@ static TGT void ukr_t(int64_t kc, const float *x, const int64_t *off, int rows, 
         ukr_t_1(kc, x, off, rows, lda, w, t, accumulate);
 }
 
-/* Small maps' output pass (cc_ops.tr_out): each channel's column of T, 16 pixels a gather. */
+/* r[i][j] <-> r[j][i] for a 16 x 16 block in 16 registers: pairs of rows within 128-bit lanes,
+ * then pairs of pairs, then the 128-bit lanes across registers. */
+INL void transpose16(__m512 *r)
+{
+    __m512 t[16], u[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int g = 0; g < 16; g += 4) {
+        u[g] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[g]), _mm512_castps_pd(t[g + 2])));
+        u[g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[g]), _mm512_castps_pd(t[g + 2])));
+        u[g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[g + 1]), _mm512_castps_pd(t[g + 3])));
+        u[g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[g + 1]), _mm512_castps_pd(t[g + 3])));
+    }
+    for (int q = 0; q < 4; q++) {
+        const __m512 v = _mm512_shuffle_f32x4(u[q], u[4 + q], 0x44), w = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0x44);
+        const __m512 v2 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0xEE), w2 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0xEE);
+        r[q] = _mm512_shuffle_f32x4(v, w, 0x88);
+        r[4 + q] = _mm512_shuffle_f32x4(v, w, 0xDD);
+        r[8 + q] = _mm512_shuffle_f32x4(v2, w2, 0x88);
+        r[12 + q] = _mm512_shuffle_f32x4(v2, w2, 0xDD);
+    }
+}
+
+/* Small maps' output pass (cc_ops.tr_out): blocks of 16 pixels x 16 channels of T, transposed in
+ * registers into 16 channel rows, then the epilogue and one store per channel. */
 static TGT void tr_out(const float *t, int64_t pix, int ncol, const float *bias, const float *res, float *y,
                        int64_t ldy, const cc_post *post)
 {
-    const __m512i rows = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                            _mm512_set1_epi32(CC_TN));
-    const __m512 lo = _mm512_set1_ps(post->lo), hi = _mm512_set1_ps(post->hi);
-    for (int j = 0; j < ncol; j++) {
-        const __m512 b = _mm512_set1_ps(bias ? bias[j] : 0.0f);
+    const __m512 lo = _mm512_set1_ps(post->lo), hi = _mm512_set1_ps(post->hi), zero = _mm512_setzero_ps();
+    __m512 r[16];
+    for (int j0 = 0; j0 < ncol; j0 += 16) {
+        const int nj = ncol - j0 < 16 ? ncol - j0 : 16;
         for (int64_t i = 0; i < pix; i += 16) {
-            const __mmask16 mk = lane_mask((int)(pix - i < 16 ? pix - i : 16));
-            __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mk, rows, t + i * CC_TN + j, 4);
-            if (bias)
-                v = _mm512_add_ps(v, b);
-            if (res)
-                v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mk, res + j * ldy + i));
-            _mm512_mask_storeu_ps(y + j * ldy + i, mk, act_v(v, post->act, lo, hi));
+            const int n = (int)(pix - i < 16 ? pix - i : 16);
+            const __mmask16 mk = lane_mask(n);
+            for (int q = 0; q < 16; q++)
+                r[q] = q < n ? _mm512_loadu_ps(t + (i + q) * CC_TN + j0) : zero;
+            transpose16(r);
+            for (int c = 0; c < nj; c++) {
+                __m512 v = r[c];
+                if (bias)
+                    v = _mm512_add_ps(v, _mm512_set1_ps(bias[j0 + c]));
+                if (res)
+                    v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mk, res + (j0 + c) * ldy + i));
+                _mm512_mask_storeu_ps(y + (j0 + c) * ldy + i, mk, act_v(v, post->act, lo, hi));
+            }
         }
     }
 }
@@ -904,31 +935,6 @@ INL void dwr_block(const int K, const int S, const int R, const int V, const cc_
                 z = _mm512_add_ps(z, _mm512_maskz_loadu_ps(m, res + at));
             _mm512_mask_storeu_ps(y + at, m, act_v(z, post->act, lo, hi));
         }
-}
-
-/* r[i][j] <-> r[j][i] for a 16 x 16 block in 16 registers: pairs of rows within 128-bit lanes,
- * then pairs of pairs, then the 128-bit lanes across registers. */
-INL void transpose16(__m512 *r)
-{
-    __m512 t[16], u[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-    }
-    for (int g = 0; g < 16; g += 4) {
-        u[g] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[g]), _mm512_castps_pd(t[g + 2])));
-        u[g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[g]), _mm512_castps_pd(t[g + 2])));
-        u[g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[g + 1]), _mm512_castps_pd(t[g + 3])));
-        u[g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[g + 1]), _mm512_castps_pd(t[g + 3])));
-    }
-    for (int q = 0; q < 4; q++) {
-        const __m512 v = _mm512_shuffle_f32x4(u[q], u[4 + q], 0x44), w = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0x44);
-        const __m512 v2 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0xEE), w2 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0xEE);
-        r[q] = _mm512_shuffle_f32x4(v, w, 0x88);
-        r[4 + q] = _mm512_shuffle_f32x4(v, w, 0xDD);
-        r[8 + q] = _mm512_shuffle_f32x4(v2, w2, 0x88);
-        r[12 + q] = _mm512_shuffle_f32x4(v2, w2, 0xDD);
-    }
 }
 
 /* Depthwise, channels in vectors (cc_dwc). Taps in (ky, kx) order from zero, then bias, residual,
