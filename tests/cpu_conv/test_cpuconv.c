@@ -367,8 +367,8 @@ static const ccase small_cases[] = {
      S4D_CPUCONV_ACT_LEAKY_RELU},
 };
 
-/* Depthwise on maps of up to 1024 pixels: AVX-512 takes 16 channels a vector, gathered into a
- * pixel-major tile by 16 x 16 transposes; the other sets stage planes or rows. Every kernel adds
+/* Depthwise with 16 channels or more, or on maps of up to 1024 pixels: AVX-512 takes 16 channels a
+ * vector, transposed 16 x 16 into a ring of pixel-major rows; the other sets stage planes or rows. Every kernel adds
  * the taps in the same order, so the results must agree bit for bit across sets as well as with
  * float64. Channel counts that leave a partial vector, strides, dilations, odd widths. */
 static const ccase small_dw_cases[] = {
@@ -379,10 +379,17 @@ static const ccase small_dw_cases[] = {
     {"dw 7x7 s2 31x29 + hswish", 1, 18, 31, 29, 18, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 18, 1, 0,
      S4D_CPUCONV_ACT_HARD_SWISH},
     {"dw 3x3 28x28 + res", 1, 33, 28, 28, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 33, 1, 1, S4D_CPUCONV_ACT_RELU},
+    /* larger maps, 16 channels or more: several strips, the ring wrapping */
+    {"dw 3x3 s2 60x50, 3 strips", 1, 20, 60, 50, 20, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 20, 1, 1, S4D_CPUCONV_ACT_NONE},
+    {"dw 3x3 40x120 + res, 3-row strips", 1, 16, 40, 120, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 16, 1, 1,
+     S4D_CPUCONV_ACT_CLIP},
+    {"dw 5x5 s2 45x70 + silu", 2, 17, 45, 70, 17, 5, 5, 2, 2, 2, 2, 2, 2, 1, 1, 17, 1, 0, S4D_CPUCONV_ACT_SILU},
 };
 
 static void check_small_dw(s4d_cpuconv_isa isa)
 {
+    s4d_threadpool *pool = NULL;
+    CHECK(s4d_threadpool_create(3, &pool) == S4D_OK, "thread pool");
     for (size_t i = 0; i < COUNT(small_dw_cases); i++) {
         const ccase *k = &small_dw_cases[i];
         check_case(k, S4D_CPUCONV_ALGO_DEPTHWISE, isa, 2e-6);
@@ -405,15 +412,20 @@ static void check_small_dw(s4d_cpuconv_isa isa)
         s4d_cpuconv_info i1, i2;
         float *y1 = run_case(k, S4D_CPUCONV_ALGO_DEPTHWISE, isa, 1, NULL, x, w, b, r, &i1);
         float *y2 = run_case(k, S4D_CPUCONV_ALGO_DEPTHWISE, S4D_CPUCONV_ISA_AVX2, 1, NULL, x, w, b, r, &i2);
+        float *y3 = run_case(k, S4D_CPUCONV_ALGO_DEPTHWISE, isa, 3, pool, x, w, b, r, &i2);
         CHECK(y1 && y2 && memcmp(y1, y2, sizeof(float) * (size_t)ny) == 0, "%s: %s and avx2 differ in bits", k->name,
               s4d_cpuconv_isa_name(isa));
+        CHECK(y1 && y3 && memcmp(y1, y3, sizeof(float) * (size_t)ny) == 0, "%s (%s): 3 threads differ from 1",
+              k->name, s4d_cpuconv_isa_name(isa));
         free(y1);
         free(y2);
+        free(y3);
         free(x);
         free(w);
         free(b);
         free(r);
     }
+    s4d_threadpool_destroy(pool);
 }
 
 static void check_small_maps(s4d_cpuconv_isa isa)

@@ -53,7 +53,7 @@ struct s4d_cpuconv_plan {
     int dw_staged;     /* sub-plane staging (cc_dws) instead of row kernels */
     int dw_ring;       /* a ring of staged rows (cc_dwr) */
     int dw_cv;         /* small maps: 16 channels in a vector (cc_dwc) */
-    int64_t dw_hp, dw_wp; /* its padded tile */
+    int64_t dw_wp;     /* its tile rows' width (dw_rows: strip rows, dw_ring_n: ring rows) */
     int64_t dw_pitch, dw_rows, dw_ring_n;
     int dw_nres;       /* stride residues the taps use */
     int dw_res_y[CC_DW_MAX_TAPS], dw_res_x[CC_DW_MAX_TAPS];
@@ -388,7 +388,7 @@ static void plan_wino(s4d_cpuconv_plan *pl)
  * for border-free loads: the row kernels' masked and strided loads cost
  * several times the multiply-adds of a 5x5 kernel.
  */
-#define DW_CV_MAX_PIX 1024 /* output pixels per plane up to which depthwise takes channels in vectors */
+#define DW_CV_SMALL 1024 /* pixels per plane (input and output) of a small depthwise map */
 
 static void plan_dw(s4d_cpuconv_plan *pl)
 {
@@ -397,17 +397,24 @@ static void plan_dw(s4d_cpuconv_plan *pl)
     const int fast3 = p->kh == 3 && p->kw == 3 && p->dil_h == 1 && p->dil_w == 1 && p->stride_h == p->stride_w &&
                       (p->stride_w == 1 || p->stride_w == 2);
     pl->packed_bytes = PACK_HEADER + sizeof(float) * (size_t)(p->c * p->kh * p->kw);
-    /* Small maps take channels in vectors: per plane they have too few outputs to pay for staging
-     * rows and for the masked tail of every row (a 7x7 plane is 49 outputs). */
-    pl->dw_cv = pl->ops->dw_cv != NULL && pl->ho * pl->wo <= DW_CV_MAX_PIX && p->h * p->w <= DW_CV_MAX_PIX &&
-                p->kh * p->kw <= CC_DW_MAX_TAPS;
+    /* AVX-512 takes channels in vectors: small maps have too few outputs per plane to pay for
+     * staging rows and the masked tail of every row (a 7x7 plane is 49 outputs), and on larger
+     * ones the ring of transposed rows still beats the per-plane kernels (MobileNetV2's 112x112
+     * and 56x56 layers, s4d_conv_bench --net=mbv2). Fewer than 16 channels would leave lanes idle,
+     * so those keep the per-plane kernels unless the map is small. */
+    pl->dw_cv = pl->ops->dw_cv != NULL && p->kh * p->kw <= CC_DW_MAX_TAPS &&
+                (p->c >= 16 || (pl->ho * pl->wo <= DW_CV_SMALL && p->h * p->w <= DW_CV_SMALL));
     if (pl->dw_cv) {
-        pl->dw_hp = (pl->ho - 1) * p->stride_h + (p->kh - 1) * p->dil_h + 1;
+        const int64_t blocks = p->n * cdiv(p->c, 16);
         pl->dw_wp = (pl->wo - 1) * p->stride_w + (p->kw - 1) * p->dil_w + 1;
-        pl->nrch = 1;
-        pl->rows_per_item = pl->ho;
-        pl->items = p->n * cdiv(p->c, 16);
-        pl->slot_bytes = (size_t)cdiv((int64_t)sizeof(float) * 16 * (pl->dw_hp * pl->dw_wp + pl->ho * pl->wo),
+        /* strips of about 256 outputs; row chunks when there are fewer channel blocks than slots want */
+        pl->dw_rows = imax(1, imin(pl->ho, cdiv(256, pl->wo)));
+        pl->dw_ring_n = (pl->dw_rows - 1) * p->stride_h + (p->kh - 1) * p->dil_h + 1;
+        pl->nrch = blocks >= want ? 1 : imin(cdiv(pl->ho, pl->dw_rows), cdiv(want, blocks));
+        pl->rows_per_item = cdiv(pl->ho, pl->nrch);
+        pl->nrch = cdiv(pl->ho, pl->rows_per_item);
+        pl->items = blocks * pl->nrch;
+        pl->slot_bytes = (size_t)cdiv((int64_t)sizeof(float) * 16 * (pl->dw_ring_n * pl->dw_wp + pl->dw_rows * pl->wo),
                                       WS_ALIGN) * WS_ALIGN;
         return;
     }
@@ -1030,14 +1037,18 @@ static void dw_item(const run_ctx *r, int64_t item, char *slot)
     const s4d_cpuconv_plan *pl = r->pl;
     if (pl->dw_cv) {
         const s4d_cpuconv_params *p = &pl->p;
-        const int64_t nb = cdiv(p->c, 16), n = item / nb, c0 = (item % nb) * 16, pix = pl->ho * pl->wo;
+        const int64_t nb = cdiv(p->c, 16), rc = item % pl->nrch, blk = item / pl->nrch;
+        const int64_t n = blk / nb, c0 = (blk % nb) * 16, pix = pl->ho * pl->wo;
         const int64_t plane = p->h * p->w, ch = n * p->c + c0;
         float *tile = (float *)slot;
         const cc_dwc d = {p->h, p->w, pl->ho, pl->wo, p->kh, p->kw, p->stride_h, p->stride_w, p->pad_top, p->pad_left,
-                          p->dil_h, p->dil_w, pl->dw_hp, pl->dw_wp, tile, tile + 16 * pl->dw_hp * pl->dw_wp};
+                          p->dil_h, p->dil_w, pl->dw_wp, pl->dw_rows, pl->dw_ring_n, tile,
+                          tile + 16 * pl->dw_ring_n * pl->dw_wp};
         const cc_post post = {(int)p->act, p->act_min, p->act_max};
+        const int64_t oy0 = rc * pl->rows_per_item, oy1 = imin(pl->ho, oy0 + pl->rows_per_item);
         pl->ops->dw_cv(&d, r->x + ch * plane, plane, (int)imin(16, p->c - c0), r->w + c0 * p->kh * p->kw,
-                       r->bias ? r->bias + c0 : NULL, r->res ? r->res + ch * pix : NULL, r->y + ch * pix, &post);
+                       r->bias ? r->bias + c0 : NULL, r->res ? r->res + ch * pix : NULL, r->y + ch * pix, oy0, oy1,
+                       &post);
         return;
     }
     if (pl->dw_staged) {

@@ -198,17 +198,19 @@ typedef struct cc_dwr {
 } cc_dwr;
 
 /*
- * Depthwise on small maps with 16 channels in a vector: the block's input planes are gathered
- * into a zero-bordered tile of hp x wp pixels x 16 channels (tile pixel (ty, tx) is input pixel
- * (ty - pt, tx - pl)), every output pixel is then a chain of one FMA per tap with a weight vector,
- * into out[pixel][16], and a last pass gathers each channel's outputs back into its plane with
- * bias, residual and activation. No per-plane staging, masks or short rows.
+ * Depthwise with 16 channels in a vector: output rows are computed in strips of `strip` rows;
+ * the input rows a strip reads are transposed (16 x 16 blocks in registers) into a ring of `ring`
+ * zero-bordered pixel-major rows of wp pixels x 16 channels (tile row ty, pixel tx is input pixel
+ * (ty - pt, tx - pl); ty sits in slot ty % ring), every output pixel is one chain of FMAs over the
+ * taps with weight vectors, into out[pixel][16], and the strip's outputs are transposed back into
+ * their planes with bias, residual and activation. No per-plane staging, no masked row tails (a
+ * 7x7 plane is 49 outputs), and the ring and the strip stay in L1 / L2 on any map.
  */
 typedef struct cc_dwc {
     int64_t h, w, ho, wo, kh, kw, sh, sw, pt, pl, dh, dw;
-    int64_t hp, wp;
-    float *tile; /* hp * wp * 16 floats */
-    float *out;  /* ho * wo * 16 floats */
+    int64_t wp, strip, ring;
+    float *tile; /* ring * wp * 16 floats */
+    float *out;  /* strip * wo * 16 floats */
 } cc_dwc;
 
 typedef struct cc_ops {
@@ -264,11 +266,11 @@ typedef struct cc_ops {
      * (bias and res may be NULL). */
     void (*tr_out)(const float *t, int64_t pix, int ncol, const float *bias, const float *res, float *y, int64_t ldy,
                    const cc_post *post);
-    /* Depthwise, channels in vectors (cc_dwc): channels [0, nch) (nch <= 16) from x (planes `plane`
-     * floats apart), weights wk [nch][kh * kw], bias and res at the block's first channel or NULL;
-     * NULL where the set has none. */
+    /* Depthwise, channels in vectors (cc_dwc): output rows [oy0, oy1) of channels [0, nch) (nch <= 16)
+     * from x (planes `plane` floats apart), weights wk [nch][kh * kw], bias and res at the block's
+     * first channel or NULL; NULL where the set has none. */
     void (*dw_cv)(const cc_dwc *d, const float *x, int64_t plane, int nch, const float *wk, const float *bias,
-                  const float *res, float *y, const cc_post *post);
+                  const float *res, float *y, int64_t oy0, int64_t oy1, const cc_post *post);
 } cc_ops;
 
 extern const cc_ops s4d_cc_ops_scalar;

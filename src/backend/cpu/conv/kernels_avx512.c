@@ -275,6 +275,11 @@ static TGT void ukr_t(int64_t kc, const float *x, const int64_t *off, int rows, 
         ukr_t_1(kc, x, off, rows, lda, w, t, accumulate);
 }
 
+INL int64_t plane_out(const cc_dwc *d)
+{
+    return d->ho * d->wo;
+}
+
 /* r[i][j] <-> r[j][i] for a 16 x 16 block in 16 registers: pairs of rows within 128-bit lanes,
  * then pairs of pairs, then the 128-bit lanes across registers. */
 INL void transpose16(__m512 *r)
@@ -937,10 +942,65 @@ INL void dwr_block(const int K, const int S, const int R, const int V, const cc_
         }
 }
 
+/* One output row of dw_cv for a K x K kernel of stride S and dilation 1: the taps unrolled with
+ * the weights in registers (K = 3) or as memory operands, 8 pixels (8 FMA chains) at a time. */
+INL void dwc_row_k(const int K, const int S, const float *const *rp, const __m512 *wv, float *o, int64_t wo)
+{
+    const __m512 zero = _mm512_setzero_ps();
+    int64_t ox = 0;
+    for (; ox + 8 <= wo; ox += 8) {
+        __m512 a0 = zero, a1 = zero, a2 = zero, a3 = zero, a4 = zero, a5 = zero, a6 = zero, a7 = zero;
+        for (int ky = 0; ky < K; ky++) {
+            const float *b = rp[ky] + ox * S * 16;
+            for (int kx = 0; kx < K; kx++) {
+                const __m512 w = wv[ky * K + kx];
+                const float *q = b + kx * 16;
+                a0 = _mm512_fmadd_ps(w, _mm512_loadu_ps(q), a0);
+                a1 = _mm512_fmadd_ps(w, _mm512_loadu_ps(q + S * 16), a1);
+                a2 = _mm512_fmadd_ps(w, _mm512_loadu_ps(q + 2 * S * 16), a2);
+                a3 = _mm512_fmadd_ps(w, _mm512_loadu_ps(q + 3 * S * 16), a3);
+                a4 = _mm512_fmadd_ps(w, _mm512_loadu_ps(q + 4 * S * 16), a4);
+                a5 = _mm512_fmadd_ps(w, _mm512_loadu_ps(q + 5 * S * 16), a5);
+                a6 = _mm512_fmadd_ps(w, _mm512_loadu_ps(q + 6 * S * 16), a6);
+                a7 = _mm512_fmadd_ps(w, _mm512_loadu_ps(q + 7 * S * 16), a7);
+            }
+        }
+        float *oo = o + ox * 16;
+        _mm512_storeu_ps(oo, a0);
+        _mm512_storeu_ps(oo + 16, a1);
+        _mm512_storeu_ps(oo + 32, a2);
+        _mm512_storeu_ps(oo + 48, a3);
+        _mm512_storeu_ps(oo + 64, a4);
+        _mm512_storeu_ps(oo + 80, a5);
+        _mm512_storeu_ps(oo + 96, a6);
+        _mm512_storeu_ps(oo + 112, a7);
+    }
+    for (; ox < wo; ox++) {
+        __m512 a0 = zero;
+        for (int ky = 0; ky < K; ky++)
+            for (int kx = 0; kx < K; kx++)
+                a0 = _mm512_fmadd_ps(wv[ky * K + kx], _mm512_loadu_ps(rp[ky] + (ox * S + kx) * 16), a0);
+        _mm512_storeu_ps(o + ox * 16, a0);
+    }
+}
+
+#define CC_DWC_ROW(K, S)                                                                                         \
+    static TGT void dwc_row_##K##_##S(const float *const *rp, const __m512 *wv, float *o, int64_t wo)            \
+    {                                                                                                            \
+        dwc_row_k(K, S, rp, wv, o, wo);                                                                          \
+    }
+CC_DWC_ROW(3, 1)
+CC_DWC_ROW(3, 2)
+CC_DWC_ROW(5, 1)
+CC_DWC_ROW(5, 2)
+CC_DWC_ROW(7, 1)
+CC_DWC_ROW(7, 2)
+#undef CC_DWC_ROW
+
 /* Depthwise, channels in vectors (cc_dwc). Taps in (ky, kx) order from zero, then bias, residual,
  * activation: the order of the other depthwise kernels, so all give the same bits. */
 static TGT void dw_cv(const cc_dwc *d, const float *x, int64_t plane, int nch, const float *wk, const float *bias,
-                      const float *res, float *y, const cc_post *post)
+                      const float *res, float *y, int64_t oy0, int64_t oy1, const cc_post *post)
 {
     const __m512i lanes = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
     const __mmask16 mc = lane_mask(nch);
@@ -950,79 +1010,119 @@ static TGT void dw_cv(const cc_dwc *d, const float *x, int64_t plane, int nch, c
     const __m512i widx = _mm512_mullo_epi32(lanes, _mm512_set1_epi32(ntaps));
     for (int t = 0; t < ntaps; t++)
         wv[t] = _mm512_mask_i32gather_ps(zero, mc, widx, wk + t, 4);
-    /* the tile: zero border, then the input 16 pixels x 16 channels a transpose */
-    float *tile = d->tile;
-    const int64_t hp = d->hp, wp = d->wp, pt = d->pt, pl = d->pl;
-    const int64_t ty1 = pt + d->h < hp ? pt + d->h : hp, tx1 = pl + d->w < wp ? pl + d->w : wp;
-    for (int64_t ty = 0; ty < hp; ty++) {
-        float *row = tile + ty * wp * 16;
-        const int inside = ty >= pt && ty < ty1;
-        for (int64_t tx = 0; tx < wp; tx++)
-            if (!inside || tx < pl || tx >= tx1)
-                _mm512_storeu_ps(row + tx * 16, zero);
-    }
-    for (int64_t ty = pt; ty < ty1; ty++) {
-        const float *xr = x + (ty - pt) * d->w;
-        for (int64_t tx0 = pl; tx0 < tx1; tx0 += 16) {
-            const int n = (int)(tx1 - tx0 < 16 ? tx1 - tx0 : 16);
-            const __mmask16 mn = lane_mask(n);
-            for (int c = 0; c < 16; c++)
-                r[c] = c < nch ? _mm512_maskz_loadu_ps(mn, xr + c * plane + (tx0 - pl)) : zero;
-            transpose16(r);
-            float *dst = tile + (ty * wp + tx0) * 16;
-            for (int j = 0; j < n; j++)
-                _mm512_storeu_ps(dst + j * 16, r[j]);
-        }
-    }
-    /* 4 output pixels at a time: 4 independent FMA chains */
-    const int64_t pix = d->ho * d->wo, tstep = d->sw * 16;
-    int64_t toff[CC_DW_MAX_TAPS];
-    for (int64_t ky = 0; ky < d->kh; ky++)
-        for (int64_t kx = 0; kx < d->kw; kx++)
-            toff[ky * d->kw + kx] = (ky * d->dh * wp + kx * d->dw) * 16;
-    for (int64_t oy = 0; oy < d->ho; oy++) {
-        const float *base = tile + oy * d->sh * wp * 16;
-        float *o = d->out + oy * d->wo * 16;
-        int64_t ox = 0;
-        for (; ox + 4 <= d->wo; ox += 4) {
-            const float *b0 = base + ox * tstep;
-            __m512 a0 = zero, a1 = zero, a2 = zero, a3 = zero;
-            for (int t = 0; t < ntaps; t++) {
-                const float *sp = b0 + toff[t];
-                a0 = _mm512_fmadd_ps(wv[t], _mm512_loadu_ps(sp), a0);
-                a1 = _mm512_fmadd_ps(wv[t], _mm512_loadu_ps(sp + tstep), a1);
-                a2 = _mm512_fmadd_ps(wv[t], _mm512_loadu_ps(sp + 2 * tstep), a2);
-                a3 = _mm512_fmadd_ps(wv[t], _mm512_loadu_ps(sp + 3 * tstep), a3);
-            }
-            _mm512_storeu_ps(o + ox * 16, a0);
-            _mm512_storeu_ps(o + ox * 16 + 16, a1);
-            _mm512_storeu_ps(o + ox * 16 + 32, a2);
-            _mm512_storeu_ps(o + ox * 16 + 48, a3);
-        }
-        for (; ox < d->wo; ox++) {
-            const float *b0 = base + ox * tstep;
-            __m512 a0 = zero;
-            for (int t = 0; t < ntaps; t++)
-                a0 = _mm512_fmadd_ps(wv[t], _mm512_loadu_ps(b0 + toff[t]), a0);
-            _mm512_storeu_ps(o + ox * 16, a0);
-        }
-    }
-    /* back to planes, 16 pixels x 16 channels a transpose, with the epilogue */
+    const int64_t wp = d->wp, pt = d->pt, pl = d->pl, wo = d->wo, rowf = wp * 16, tstep = d->sw * 16;
+    const int64_t tx1 = pl + d->w < wp ? pl + d->w : wp;
     const __m512 lo = _mm512_set1_ps(post->lo), hi = _mm512_set1_ps(post->hi);
     float bb[16];
     for (int c = 0; c < 16; c++)
         bb[c] = bias && c < nch ? bias[c] : 0.0f;
-    for (int64_t i = 0; i < pix; i += 16) {
-        const int n = (int)(pix - i < 16 ? pix - i : 16);
-        const __mmask16 mk = lane_mask(n);
-        for (int j = 0; j < 16; j++)
-            r[j] = j < n ? _mm512_loadu_ps(d->out + (i + j) * 16) : zero;
-        transpose16(r);
-        for (int c = 0; c < nch; c++) {
-            __m512 z = _mm512_add_ps(r[c], _mm512_set1_ps(bb[c]));
-            if (res)
-                z = _mm512_add_ps(z, _mm512_maskz_loadu_ps(mk, res + c * pix + i));
-            _mm512_mask_storeu_ps(y + c * pix + i, mk, act_v(z, post->act, lo, hi));
+    /* the common kernels (square, stride 1 or 2, dilation 1) have a row function of their own */
+    void (*row_k)(const float *const *, const __m512 *, float *, int64_t) = NULL;
+    if (d->kh == d->kw && d->sh == d->sw && d->dh == 1 && d->dw == 1 && (d->sh == 1 || d->sh == 2)) {
+        const int one = d->sh == 1;
+        row_k = d->kh == 3 ? (one ? dwc_row_3_1 : dwc_row_3_2)
+                : d->kh == 5 ? (one ? dwc_row_5_1 : dwc_row_5_2)
+                : d->kh == 7 ? (one ? dwc_row_7_1 : dwc_row_7_2)
+                             : NULL;
+    }
+    int64_t filled = -1; /* tile rows up to here are in the ring */
+    for (int64_t s0 = oy0; s0 < oy1; s0 += d->strip) {
+        const int64_t s1 = s0 + d->strip < oy1 ? s0 + d->strip : oy1;
+        /* the strip's input rows, into the ring */
+        const int64_t ty0 = s0 * d->sh, tyl = (s1 - 1) * d->sh + (d->kh - 1) * d->dh;
+        /* rows outside the image are zeros; the others get zero borders, then their pixels run
+         * through the transposes as one flat range of the planes (narrow maps fill every lane) */
+        int64_t ia = -1, ib = -2;
+        for (int64_t ty = ty0 > filled + 1 ? ty0 : filled + 1; ty <= tyl; ty++) {
+            float *row = d->tile + (ty % d->ring) * rowf;
+            const int64_t iy = ty - pt;
+            if (iy < 0 || iy >= d->h) {
+                for (int64_t tx = 0; tx < wp; tx++)
+                    _mm512_storeu_ps(row + tx * 16, zero);
+                continue;
+            }
+            for (int64_t tx = 0; tx < pl && tx < wp; tx++)
+                _mm512_storeu_ps(row + tx * 16, zero);
+            for (int64_t tx = tx1; tx < wp; tx++)
+                _mm512_storeu_ps(row + tx * 16, zero);
+            if (ia < 0)
+                ia = iy;
+            ib = iy;
+        }
+        for (int64_t q0 = ia * d->w; ia >= 0 && q0 < (ib + 1) * d->w; q0 += 16) {
+            const int64_t qe = (ib + 1) * d->w;
+            const int n = (int)(qe - q0 < 16 ? qe - q0 : 16);
+            const __mmask16 mn = lane_mask(n);
+            for (int c = 0; c < 16; c++)
+                r[c] = c < nch ? _mm512_maskz_loadu_ps(mn, x + c * plane + q0) : zero;
+            transpose16(r);
+            int64_t iy = q0 / d->w, ix = q0 - iy * d->w;
+            float *trow = d->tile + ((iy + pt) % d->ring) * rowf + pl * 16;
+            for (int j = 0; j < n; j++) {
+                if (ix + pl < wp)
+                    _mm512_storeu_ps(trow + ix * 16, r[j]);
+                if (++ix == d->w) {
+                    ix = 0;
+                    iy++;
+                    trow = d->tile + ((iy + pt) % d->ring) * rowf + pl * 16;
+                }
+            }
+        }
+        filled = tyl > filled ? tyl : filled;
+        /* 4 output pixels at a time: 4 independent FMA chains */
+        for (int64_t oy = s0; oy < s1; oy++) {
+            if (row_k) {
+                const float *rp[CC_DWR_MAX_K];
+                for (int64_t ky = 0; ky < d->kh; ky++)
+                    rp[ky] = d->tile + ((oy * d->sh + ky) % d->ring) * rowf;
+                row_k(rp, wv, d->out + (oy - s0) * wo * 16, wo);
+                continue;
+            }
+            const float *tp[CC_DW_MAX_TAPS];
+            for (int64_t ky = 0; ky < d->kh; ky++) {
+                const float *rp = d->tile + ((oy * d->sh + ky * d->dh) % d->ring) * rowf;
+                for (int64_t kx = 0; kx < d->kw; kx++)
+                    tp[ky * d->kw + kx] = rp + kx * d->dw * 16;
+            }
+            float *o = d->out + (oy - s0) * wo * 16;
+            int64_t ox = 0;
+            for (; ox + 4 <= wo; ox += 4) {
+                const int64_t at = ox * tstep;
+                __m512 a0 = zero, a1 = zero, a2 = zero, a3 = zero;
+                for (int t = 0; t < ntaps; t++) {
+                    const float *sp = tp[t] + at;
+                    a0 = _mm512_fmadd_ps(wv[t], _mm512_loadu_ps(sp), a0);
+                    a1 = _mm512_fmadd_ps(wv[t], _mm512_loadu_ps(sp + tstep), a1);
+                    a2 = _mm512_fmadd_ps(wv[t], _mm512_loadu_ps(sp + 2 * tstep), a2);
+                    a3 = _mm512_fmadd_ps(wv[t], _mm512_loadu_ps(sp + 3 * tstep), a3);
+                }
+                _mm512_storeu_ps(o + ox * 16, a0);
+                _mm512_storeu_ps(o + ox * 16 + 16, a1);
+                _mm512_storeu_ps(o + ox * 16 + 32, a2);
+                _mm512_storeu_ps(o + ox * 16 + 48, a3);
+            }
+            for (; ox < wo; ox++) {
+                const int64_t at = ox * tstep;
+                __m512 a0 = zero;
+                for (int t = 0; t < ntaps; t++)
+                    a0 = _mm512_fmadd_ps(wv[t], _mm512_loadu_ps(tp[t] + at), a0);
+                _mm512_storeu_ps(o + ox * 16, a0);
+            }
+        }
+        /* back to planes, 16 pixels x 16 channels a transpose, with the epilogue */
+        const int64_t q0 = s0 * wo, q1 = s1 * wo;
+        for (int64_t i = q0; i < q1; i += 16) {
+            const int n = (int)(q1 - i < 16 ? q1 - i : 16);
+            const __mmask16 mk = lane_mask(n);
+            for (int j = 0; j < 16; j++)
+                r[j] = j < n ? _mm512_loadu_ps(d->out + (i - q0 + j) * 16) : zero;
+            transpose16(r);
+            for (int c = 0; c < nch; c++) {
+                __m512 z = _mm512_add_ps(r[c], _mm512_set1_ps(bb[c]));
+                if (res)
+                    z = _mm512_add_ps(z, _mm512_maskz_loadu_ps(mk, res + c * plane_out(d) + i));
+                _mm512_mask_storeu_ps(y + c * plane_out(d) + i, mk, act_v(z, post->act, lo, hi));
+            }
         }
     }
 }
