@@ -930,7 +930,7 @@ static void gemm_t_item(const run_ctx *r, int64_t item, char *slot)
         }
         for (int64_t q0 = 0; q0 < pix; q0 += pl->tr_rows)
             ops->ukr_t(kcb, base, off + q0, (int)imin(pl->tr_rows, pix - q0), lda, wp + k0 * CC_TN,
-                       t + q0 * CC_TN, ncol, k0 > 0);
+                       t + q0 * CC_TN, ncol, k0 > 0, q0 == 0);
     }
     const int64_t ych = n * p->m + co0;
     const cc_post post = {(int)p->act, p->act_min, p->act_max};

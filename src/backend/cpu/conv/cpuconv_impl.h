@@ -258,10 +258,11 @@ typedef struct cc_ops {
     /*
      * Small maps: t[i][j] = (accumulate ? t[i][j] : 0) + sum_k x[off[i] + k * lda] * w[k][j] for the
      * rows < CC_TR_MAX pixels i and all CC_TN columns j (t's rows are CC_TN floats; w is a weight panel
-     * [kc][CC_TN]); columns from ncol on may be skipped (their weights are zero).
+     * [kc][CC_TN]); columns from ncol on may be skipped (their weights are zero). prefetch: the
+     * weights stream from memory (the first tile of a block), so ask for them ahead.
      */
     void (*ukr_t)(int64_t kc, const float *x, const int64_t *off, int rows, int64_t lda, const float *w, float *t,
-                  int ncol, int accumulate);
+                  int ncol, int accumulate, int prefetch);
     /* y[j * ldy + i] = act(t[i][j] + bias[j] + res[j * ldy + i]) for pixels i < pix, channels j < ncol
      * (bias and res may be NULL). */
     void (*tr_out)(const float *t, int64_t pix, int ncol, const float *bias, const float *res, float *y, int64_t ldy,

@@ -217,8 +217,9 @@ INL void ukr_t4(int64_t kc, const float *x, const int64_t *off, int rows, int64_
 }
 
 static TGT void ukr_t(int64_t kc, const float *x, const int64_t *off, int rows, int64_t lda, const float *w,
-                      float *t, int ncol, int accumulate)
+                      float *t, int ncol, int accumulate, int prefetch)
 {
+    (void)prefetch;
     for (int h = 0; h < CC_TN; h += 24) {
         if (h >= ncol)
             break;

@@ -46,8 +46,9 @@ static void ukr(int64_t kc, const float *a, const float *b, int64_t ldb, float *
 }
 
 static void ukr_t(int64_t kc, const float *x, const int64_t *off, int rows, int64_t lda, const float *w, float *t,
-                  int ncol, int accumulate)
+                  int ncol, int accumulate, int prefetch)
 {
+    (void)prefetch;
     for (int i = 0; i < rows; i++) {
         float acc[CC_TN];
         for (int j = 0; j < CC_TN; j++)
