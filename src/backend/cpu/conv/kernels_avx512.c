@@ -128,8 +128,8 @@ INL void ukr_nv(const int nv, int64_t kc, const float *a, const float *b, int64_
         }
         CC_FMA_ROW(0) CC_FMA_ROW(1) CC_FMA_ROW(2) CC_FMA_ROW(3)
         CC_FMA_ROW(4) CC_FMA_ROW(5) CC_FMA_ROW(6) CC_FMA_ROW(7)
-        if ((k & 1) == 0) /* weights stream from L3 or memory: 16 steps ahead */
-            _mm_prefetch((const char *)(a + 16 * CC_MR), _MM_HINT_T0);
+        if ((k & 1) == 0) /* weights stream from L3 or memory: 64 steps (2 KiB) ahead */
+            _mm_prefetch((const char *)(a + 64 * CC_MR), _MM_HINT_T0);
         a += CC_MR;
         b += ldb;
     }
