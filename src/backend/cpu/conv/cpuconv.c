@@ -283,6 +283,9 @@ static void plan_gemm(s4d_cpuconv_plan *pl)
     const int64_t want = pl->nslots > 1 ? 3 * (int64_t)pl->nslots : 1, ng = p->n * p->group;
     const double macs = (double)ng * (double)pl->mgp * (double)pl->kdim * (double)pix;
     double best = -1.0;
+    /* a flat plane read in place costs nothing to split by M chunks; others pack the block again */
+    const int direct = pl->flat && pix >= 64;
+    const double repack = direct ? 0.0 : 3.0;
     pl->nb = imin(6 * nr, cdiv(pix, nr) * nr);
     pl->mchunk = pl->mgp;
     for (int64_t np = 6; np >= 1; np--) {
@@ -295,7 +298,7 @@ static void plan_gemm(s4d_cpuconv_plan *pl)
             const int64_t nmch = cdiv(pl->mgp, mch), items = ng * nblk * nmch;
             const int last_try = narrowest && (mch <= 32 || (mch / 2 + CC_MR - 1) / CC_MR * CC_MR >= mch);
             if (items >= want || last_try) {
-                double extra = (double)ng * ((double)(nmch - 1) * (double)pl->kdim * (double)pix * 3.0 +
+                double extra = (double)ng * ((double)(nmch - 1) * (double)pl->kdim * (double)pix * repack +
                                              (double)nblk * (double)pl->mgp * (double)pl->kdim * 4.0) +
                                macs * 0.04 * (6.0 / (double)cdiv(nb, nr) - 1.0);
                 if (items < want)
@@ -319,7 +322,7 @@ static void plan_gemm(s4d_cpuconv_plan *pl)
     /* Items that share a pixel block (M was split) would each pack it; when
      * all blocks are small enough they are packed once, before the products. */
     const size_t all_b = sizeof(float) * (size_t)ng * (size_t)pl->nblk * (size_t)pl->kdim * nbp;
-    pl->shared_b = pl->nmch > 1 && all_b <= ((size_t)8 << 20);
+    pl->shared_b = pl->nmch > 1 && all_b <= ((size_t)8 << 20) && !direct;
     size_t bfloats = pl->shared_b ? 0 : (size_t)pl->kc * nbp;
     size_t segs = (size_t)pl->nb * sizeof(cc_seg);
     pl->slot_bytes = (bfloats * sizeof(float) + segs + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN;
