@@ -867,6 +867,7 @@ static void gemm_item(const run_ctx *r, int64_t item, char *slot)
      * a tenth of the convolution), except on maps of a few dozen pixels, whose rows are too short
      * for the hardware prefetchers. */
     const int direct = pl->flat && !pl->shared_b && pix >= 64;
+    const int store_bound = kdim <= 64 && pix >= 4096;
     for (int64_t k0 = 0; k0 < kdim; k0 += pl->kc) {
         const int64_t kcb = imin(pl->kc, kdim - k0);
         const int last = k0 + kcb == kdim;
@@ -889,6 +890,15 @@ static void gemm_item(const run_ctx *r, int64_t item, char *slot)
                 if (last) {
                     epi.bias = r->bias ? r->bias + (g * pl->mg + mrow) : NULL;
                     epi.res = r->res ? r->res + at : NULL;
+                }
+                if (store_bound && k0 == 0) {
+                    /* the next tile's output lines, for writing: on a short reduction the stores of a
+                     * large map wait on fetching their lines otherwise */
+                    const int64_t nx = pp + 1 < np ? at + nr : (ych + mrow + CC_MR) * pix + n0;
+                    if (pp + 1 < np || mrow + CC_MR < m1)
+                        for (int i = 0; i < CC_MR; i++)
+                            for (int64_t j = 0; j < nr; j += 16)
+                                cc_prefetch_w(r->y + nx + i * pix + j);
                 }
                 if (direct)
                     ops->ukr(kcb, ag + mrow * kdim + k0 * CC_MR, b + pp * nr, pix, r->y + at, pix, mr, nc, k0 > 0,
