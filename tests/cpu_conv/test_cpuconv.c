@@ -264,6 +264,7 @@ static const ccase gemm_cases[] = {
     {"many M, many pixels", 1, 9, 30, 31, 200, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, S4D_CPUCONV_ACT_NONE},
     {"1x1 single pixel", 3, 7, 1, 1, 5, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, S4D_CPUCONV_ACT_NONE},
     {"kernel = input", 1, 3, 4, 5, 6, 4, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, S4D_CPUCONV_ACT_NONE},
+    {"1x1 large map, short K + res", 1, 24, 70, 64, 40, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1, S4D_CPUCONV_ACT_CLIP},
 };
 
 static const ccase wino_cases[] = {
