@@ -1,11 +1,11 @@
 /*
  * Times every convolution of ResNet50 + FPN at a 1x3x256x704 input (or, with
- * --net=mbv2, of MobileNetV2 at 1x3x224x224) with the convolution library
+ * --net=mbv2, of MobileNetV2 at 1x3x224x224; --net=r50, of ResNet-50 at 1x3x224x224) with the convolution library
  * (src/backend/cpu/conv) and with the path the Conv op takes today (bias
  * fill, im2col, OpenBLAS sgemm, a residual/ReLU pass), on 1 and 2 threads.
  * A benchmark, not a test.
  *
- *   s4d_conv_bench [--net=r50fpn|mbv2] [--threads=1,2] [--runs=7] [--warmup=2] [--all-algos]
+ *   s4d_conv_bench [--net=r50fpn|r50|mbv2] [--threads=1,2] [--runs=7] [--warmup=2] [--all-algos]
  *                  [--cpu-time] [--isa=SET] [--only=NAME]
  *
  * Prints one markdown table per thread count: median (and min) ms per call for
@@ -104,12 +104,11 @@ static void mobilenet_v2(void)
 /* The convolutions after BatchNorm folding and the Conv[+Add][+Relu] fusion:
  * every one has a bias; bottleneck conv3 adds the shortcut and applies ReLU;
  * FPN laterals of the three finer levels add the upsampled coarser one. */
-static void resnet50_fpn(void)
+static void resnet50_fpn_at(int64_t h, int64_t w, int fpn)
 {
-    int64_t h = 256, w = 704;
     add("stem 7x7/2", 3, h, w, 64, 7, 2, 0, 1);
-    h = 64;
-    w = 176; /* after the stem and the 3x3/2 max pool */
+    h /= 4;
+    w /= 4; /* after the stem and the 3x3/2 max pool */
     int64_t in = 64;
     const int blocks[4] = {3, 4, 6, 3};
     int64_t lat_h[4], lat_w[4], lat_c[4];
@@ -136,16 +135,21 @@ static void resnet50_fpn(void)
         lat_w[st] = w;
         lat_c[st] = in;
     }
-    for (int l = 0; l < 4; l++) {
+    for (int l = 0; l < 4 && fpn; l++) {
         char nm[48];
         snprintf(nm, sizeof nm, "FPN lateral P%d 1x1%s", l + 2, l < 3 ? " +res" : "");
         add(nm, lat_c[l], lat_h[l], lat_w[l], 256, 1, 1, l < 3, 0);
     }
-    for (int l = 0; l < 4; l++) {
+    for (int l = 0; l < 4 && fpn; l++) {
         char nm[48];
         snprintf(nm, sizeof nm, "FPN out P%d 3x3", l + 2);
         add(nm, 256, lat_h[l], lat_w[l], 256, 3, 1, 0, 0);
     }
+}
+
+static void resnet50_fpn(void)
+{
+    resnet50_fpn_at(256, 704, 1);
 }
 
 static int cpu_time;      /* --cpu-time: CPU time instead of the wall clock */
@@ -361,7 +365,7 @@ int main(int argc, char **argv)
             only = argv[i] + 7;
         } else {
             fprintf(stderr,
-                    "usage: %s [--net=r50fpn|mbv2] [--threads=1,2] [--runs=7] [--warmup=2] [--all-algos] [--cpu-time]\n"
+                    "usage: %s [--net=r50fpn|r50|mbv2] [--threads=1,2] [--runs=7] [--warmup=2] [--all-algos] [--cpu-time]\n"
                     "       [--isa=scalar|avx2|avx512] [--only=NAME]\n",
                     argv[0]);
             return 2;
@@ -373,15 +377,19 @@ int main(int argc, char **argv)
         mobilenet_v2();
     } else if (strcmp(net, "r50fpn") == 0) {
         resnet50_fpn();
+    } else if (strcmp(net, "r50") == 0) {
+        resnet50_fpn_at(224, 224, 0);
     } else {
-        fprintf(stderr, "s4d_conv_bench: unknown network '%s' (r50fpn, mbv2)\n", net);
+        fprintf(stderr, "s4d_conv_bench: unknown network '%s' (r50fpn, r50, mbv2)\n", net);
         return 2;
     }
     const char *core = getenv("OPENBLAS_CORETYPE");
     char load[128];
     loadavg(load, sizeof load);
     printf("# %s convolutions\n\n",
-           strcmp(net, "mbv2") == 0 ? "MobileNetV2, 1x3x224x224," : "ResNet50+FPN, 1x3x256x704,");
+           strcmp(net, "mbv2") == 0  ? "MobileNetV2, 1x3x224x224,"
+           : strcmp(net, "r50") == 0 ? "ResNet-50, 1x3x224x224,"
+                                     : "ResNet50+FPN, 1x3x256x704,");
     printf("- OpenBLAS: %s, OPENBLAS_CORETYPE=%s (core in use: %s)\n", openblas_get_config(), core ? core : "(unset)",
            openblas_get_corename());
     printf("- convolution library: %s kernels (this CPU's best: %s)\n",

@@ -264,6 +264,7 @@ static const ccase gemm_cases[] = {
     {"many M, many pixels", 1, 9, 30, 31, 200, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, S4D_CPUCONV_ACT_NONE},
     {"1x1 single pixel", 3, 7, 1, 1, 5, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, S4D_CPUCONV_ACT_NONE},
     {"kernel = input", 1, 3, 4, 5, 6, 4, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, S4D_CPUCONV_ACT_NONE},
+    {"1x1 large map, short K + res", 1, 24, 70, 64, 40, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1, S4D_CPUCONV_ACT_CLIP},
 };
 
 static const ccase wino_cases[] = {
@@ -300,6 +301,11 @@ static const ccase dw_cases[] = {
      S4D_CPUCONV_ACT_HARD_SWISH},
     {"5x5 s2 7 wide: 4 rows a step", 1, 4, 14, 13, 4, 5, 5, 2, 2, 2, 2, 2, 2, 1, 1, 4, 0, 1, S4D_CPUCONV_ACT_SILU},
     {"3x3 s2 pad past the image", 1, 2, 6, 5, 2, 3, 3, 2, 2, 2, 2, 2, 2, 1, 1, 2, 1, 0, S4D_CPUCONV_ACT_NONE},
+    /* planes past 1024 pixels, so that AVX-512 keeps its row ring rather than channels in vectors */
+    {"3x3 s1 14 wide, tall: 4 rows a step + res", 1, 5, 80, 14, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 5, 1, 1,
+     S4D_CPUCONV_ACT_RELU},
+    {"5x5 s2 7 wide, tall: 4 rows a step", 1, 3, 90, 13, 3, 5, 5, 2, 2, 2, 2, 2, 2, 1, 1, 3, 0, 1,
+     S4D_CPUCONV_ACT_SILU},
 };
 
 static const ccase epi_cases[] = {
@@ -344,6 +350,119 @@ static void check_nan(s4d_cpuconv_isa isa)
             free(w);
             free(b);
         }
+}
+
+/* Maps of fewer than 64 pixels, where a GEMM runs pixels as rows and vectors over output channels:
+ * each case must take that path (the plan says so), match float64 with every activation, and give
+ * the same bits on 1 and 3 threads. */
+static const ccase small_cases[] = {
+    {"7x7 1x1 + res + relu", 1, 96, 7, 7, 100, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1, S4D_CPUCONV_ACT_RELU},
+    {"7x7 1x1 K blocks", 2, 600, 7, 7, 48, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, S4D_CPUCONV_ACT_NONE},
+    {"1x1 s2 14->7 + res", 1, 40, 14, 13, 64, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1, 1, 1, S4D_CPUCONV_ACT_NONE},
+    {"3x3 7x7 K blocks + clip", 1, 70, 7, 7, 56, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, S4D_CPUCONV_ACT_CLIP},
+    {"3x3 s2 14->7 + res + silu", 1, 33, 14, 14, 40, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, S4D_CPUCONV_ACT_SILU},
+    {"1x1 map (squeeze) + hardsig", 2, 72, 1, 1, 24, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0,
+     S4D_CPUCONV_ACT_HARD_SIGMOID},
+    {"3x1 map, 17 channels", 1, 9, 3, 1, 17, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 0, 1, S4D_CPUCONV_ACT_SIGMOID},
+    {"5x9 1x1 padded + leaky", 1, 20, 4, 7, 128, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0,
+     S4D_CPUCONV_ACT_LEAKY_RELU},
+};
+
+/* Depthwise with 16 channels or more, or on maps of up to 1024 pixels: AVX-512 takes 16 channels a
+ * vector, transposed 16 x 16 into a ring of pixel-major rows; the other sets stage planes or rows. Every kernel adds
+ * the taps in the same order, so the results must agree bit for bit across sets as well as with
+ * float64. Channel counts that leave a partial vector, strides, dilations, odd widths. */
+static const ccase small_dw_cases[] = {
+    {"dw 7x7 960-like + res + relu6", 1, 37, 7, 7, 37, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 37, 1, 1, S4D_CPUCONV_ACT_CLIP},
+    {"dw 14->7 s2", 2, 20, 14, 14, 20, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 20, 1, 0, S4D_CPUCONV_ACT_NONE},
+    {"dw 5x5 13x17 + silu", 1, 16, 13, 17, 16, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 16, 1, 1, S4D_CPUCONV_ACT_SILU},
+    {"dw 3x3 dil 2 asym pad", 1, 9, 11, 19, 9, 3, 3, 1, 2, 2, 1, 0, 3, 2, 2, 9, 0, 0, S4D_CPUCONV_ACT_NONE},
+    {"dw 7x7 s2 31x29 + hswish", 1, 18, 31, 29, 18, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 18, 1, 0,
+     S4D_CPUCONV_ACT_HARD_SWISH},
+    {"dw 3x3 28x28 + res", 1, 33, 28, 28, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 33, 1, 1, S4D_CPUCONV_ACT_RELU},
+    /* larger maps, 16 channels or more: several strips, the ring wrapping */
+    {"dw 3x3 s2 60x50, 3 strips", 1, 20, 60, 50, 20, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 20, 1, 1, S4D_CPUCONV_ACT_NONE},
+    {"dw 3x3 40x120 + res, 3-row strips", 1, 16, 40, 120, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 16, 1, 1,
+     S4D_CPUCONV_ACT_CLIP},
+    {"dw 5x5 s2 45x70 + silu", 2, 17, 45, 70, 17, 5, 5, 2, 2, 2, 2, 2, 2, 1, 1, 17, 1, 0, S4D_CPUCONV_ACT_SILU},
+};
+
+static void check_small_dw(s4d_cpuconv_isa isa)
+{
+    s4d_threadpool *pool = NULL;
+    CHECK(s4d_threadpool_create(3, &pool) == S4D_OK, "thread pool");
+    for (size_t i = 0; i < COUNT(small_dw_cases); i++) {
+        const ccase *k = &small_dw_cases[i];
+        check_case(k, S4D_CPUCONV_ALGO_DEPTHWISE, isa, 2e-6);
+        s4d_cpuconv_params p = params_of(k, S4D_CPUCONV_ALGO_DEPTHWISE, isa, 1);
+        s4d_cpuconv_plan *plan = NULL;
+        s4d_errbuf err = {{0}};
+        char desc[256] = "";
+        CHECK(s4d_cpuconv_plan_create(&p, &plan, &err) == S4D_OK, "%s: plan: %s", k->name, err.msg);
+        s4d_cpuconv_plan_describe(plan, desc, sizeof desc);
+        s4d_cpuconv_plan_destroy(plan);
+        if (isa == S4D_CPUCONV_ISA_AVX512)
+            CHECK(strstr(desc, "16 channels a vector") != NULL, "%s: not planned with channels in vectors: %s",
+                  k->name, desc);
+        if (isa == S4D_CPUCONV_ISA_SCALAR)
+            continue; /* plain C may contract differently: float64 above is its check */
+        const int64_t ho = (k->h + k->pt + k->pb - k->dh * (k->kh - 1) - 1) / k->sh + 1;
+        const int64_t wo = (k->w + k->pl + k->pr - k->dw * (k->kw - 1) - 1) / k->sw + 1, ny = k->n * k->m * ho * wo;
+        float *x = rand_buf(k->n * k->c * k->h * k->w), *w = rand_buf(k->m * k->kh * k->kw);
+        float *b = rand_buf(k->m), *r = rand_buf(ny);
+        s4d_cpuconv_info i1, i2;
+        float *y1 = run_case(k, S4D_CPUCONV_ALGO_DEPTHWISE, isa, 1, NULL, x, w, b, r, &i1);
+        float *y2 = run_case(k, S4D_CPUCONV_ALGO_DEPTHWISE, S4D_CPUCONV_ISA_AVX2, 1, NULL, x, w, b, r, &i2);
+        float *y3 = run_case(k, S4D_CPUCONV_ALGO_DEPTHWISE, isa, 3, pool, x, w, b, r, &i2);
+        CHECK(y1 && y2 && memcmp(y1, y2, sizeof(float) * (size_t)ny) == 0, "%s: %s and avx2 differ in bits", k->name,
+              s4d_cpuconv_isa_name(isa));
+        CHECK(y1 && y3 && memcmp(y1, y3, sizeof(float) * (size_t)ny) == 0, "%s (%s): 3 threads differ from 1",
+              k->name, s4d_cpuconv_isa_name(isa));
+        free(y1);
+        free(y2);
+        free(y3);
+        free(x);
+        free(w);
+        free(b);
+        free(r);
+    }
+    s4d_threadpool_destroy(pool);
+}
+
+static void check_small_maps(s4d_cpuconv_isa isa)
+{
+    s4d_threadpool *pool = NULL;
+    CHECK(s4d_threadpool_create(3, &pool) == S4D_OK, "thread pool");
+    for (size_t i = 0; i < COUNT(small_cases); i++) {
+        const ccase *k = &small_cases[i];
+        s4d_cpuconv_params p = params_of(k, S4D_CPUCONV_ALGO_GEMM, isa, 1);
+        s4d_cpuconv_plan *plan = NULL;
+        s4d_errbuf err = {{0}};
+        char desc[256] = "";
+        CHECK(s4d_cpuconv_plan_create(&p, &plan, &err) == S4D_OK, "%s: plan: %s", k->name, err.msg);
+        s4d_cpuconv_plan_describe(plan, desc, sizeof desc);
+        CHECK(strstr(desc, "pixels as rows") != NULL, "%s: not planned as a small map: %s", k->name, desc);
+        s4d_cpuconv_plan_destroy(plan);
+        check_case(k, S4D_CPUCONV_ALGO_GEMM, isa, 2e-6);
+        check_case_t(k, S4D_CPUCONV_ALGO_GEMM, isa, 2e-6, 3, pool, 1);
+        /* bits on 1 and 3 threads */
+        const int64_t sh = k->sh, ho = (k->h + k->pt + k->pb - k->kh) / sh + 1,
+                      wo = (k->w + k->pl + k->pr - k->kw) / k->sw + 1, ny = k->n * k->m * ho * wo;
+        float *x = rand_buf(k->n * k->c * k->h * k->w), *w = rand_buf(k->m * k->c * k->kh * k->kw);
+        float *b = rand_buf(k->m), *r = rand_buf(ny);
+        s4d_cpuconv_info i1, i3;
+        float *y1 = run_case(k, S4D_CPUCONV_ALGO_GEMM, isa, 1, NULL, x, w, b, r, &i1);
+        float *y3 = run_case(k, S4D_CPUCONV_ALGO_GEMM, isa, 3, pool, x, w, b, r, &i3);
+        CHECK(y1 && y3 && memcmp(y1, y3, sizeof(float) * (size_t)ny) == 0, "%s (%s): 3 threads differ from 1",
+              k->name, s4d_cpuconv_isa_name(isa));
+        free(y1);
+        free(y3);
+        free(x);
+        free(w);
+        free(b);
+        free(r);
+    }
+    s4d_threadpool_destroy(pool);
 }
 
 /* Same bits for 1 slot inline and 3 slots on a pool of 3 threads. */
@@ -655,7 +774,7 @@ int main(int argc, char **argv)
     }
     if (argc != 3) {
         fprintf(stderr,
-                "usage: %s <gemm|winograd2|winograd4|depthwise|epilogue|threads|maxpool|random> <scalar|avx2|avx512>\n"
+                "usage: %s <gemm|winograd2|winograd4|depthwise|epilogue|threads|smallmap|maxpool|random> <scalar|avx2|avx512>\n"
                         "       %s errors\n", argv[0], argv[0]);
         return 2;
     }
@@ -701,6 +820,9 @@ int main(int argc, char **argv)
         check_nan(isa);
     } else if (strcmp(grp, "threads") == 0) {
         check_threads(isa);
+    } else if (strcmp(grp, "smallmap") == 0) {
+        check_small_maps(isa);
+        check_small_dw(isa);
     } else if (strcmp(grp, "maxpool") == 0) {
         check_maxpool(isa);
     } else if (strcmp(grp, "random") == 0) {

@@ -42,6 +42,9 @@ struct s4d_cpuconv_plan {
     int64_t kc, nb, nblk, mchunk, nmch;
     int shared_b;      /* pack every block once, in a first pass, for all M chunks */
     int64_t nkb;       /* reduction blocks */
+    int tr;            /* small map: pixels as rows, vectors over channels (CC_TN, cc_ops.ukr_t) */
+    int tr_direct;     /* ... reading a 1x1 unpadded convolution's input in place */
+    int64_t tr_rows;   /* pixels per ukr_t tile */
     size_t shared_off; /* workspace offset of the shared panels */
     /* Winograd */
     int64_t th, tw, tiles, tb, ntb;
@@ -49,6 +52,8 @@ struct s4d_cpuconv_plan {
     int64_t rows_per_item, nrch;
     int dw_staged;     /* sub-plane staging (cc_dws) instead of row kernels */
     int dw_ring;       /* a ring of staged rows (cc_dwr) */
+    int dw_cv;         /* small maps: 16 channels in a vector (cc_dwc) */
+    int64_t dw_wp;     /* its tile rows' width (dw_rows: strip rows, dw_ring_n: ring rows) */
     int64_t dw_pitch, dw_rows, dw_ring_n;
     int dw_nres;       /* stride residues the taps use */
     int dw_res_y[CC_DW_MAX_TAPS], dw_res_x[CC_DW_MAX_TAPS];
@@ -175,10 +180,21 @@ static double weight_cost(double bytes, int64_t blocks)
     return bytes * (COST_MEM_BYTE + COST_CACHE_BYTE * (double)(blocks - 1));
 }
 
+/*
+ * Whether a GEMM runs pixels as rows (CC_TN, cc_ops.ukr_t): a single group whose output planes fill
+ * the pixel vectors worse than its channels fill channel vectors, on maps below 64 pixels (7x7:
+ * 49 pixels in 64 lanes, and the 1x1 maps of squeeze-excitation blocks: 1 in 16).
+ */
+static int tr_fits(int64_t group, int64_t mg, int64_t pix)
+{
+    return group == 1 && pix < 64 && lane_use(mg) > lane_use(pix) + 0.05;
+}
+
 static double cost_gemm(int64_t group, int64_t mg, int64_t kdim, int64_t pix)
 {
     const double mgp = (double)(cdiv(mg, CC_MR) * CC_MR);
-    double c = (double)group * mgp * (double)kdim * (double)pix / lane_use(pix);
+    const double lanes = tr_fits(group, mg, pix) ? lane_use(mg) : lane_use(pix);
+    double c = (double)group * mgp * (double)kdim * (double)pix / lanes;
     c += 3.0 * (double)group * (double)kdim * (double)pix;
     return c + weight_cost(4.0 * (double)group * mgp * (double)kdim, cdiv(pix, COST_NB));
 }
@@ -214,12 +230,48 @@ static int64_t pick_kc(int64_t k, int64_t whole, int64_t most)
     return k <= whole ? k : cdiv(k, cdiv(k, most));
 }
 
+/*
+ * Small maps (tr_fits): one item per image and panel of CC_TN output channels, all pixels, the
+ * reduction in blocks whose weight panel (kc x CC_TN floats, 48 KiB) stays in L2 across the
+ * pixel tiles. The input is read in place for 1x1 unpadded convolutions (any stride: a pixel's
+ * values are one plane apart); otherwise its im2col blocks are packed once, in a first pass, into
+ * shared panels that every channel panel reads.
+ */
+static void plan_gemm_t(s4d_cpuconv_plan *pl)
+{
+    const s4d_cpuconv_params *p = &pl->p;
+    const int64_t nr = pl->ops->nr, pix = pl->ho * pl->wo, nbp = cdiv(pix, nr) * nr;
+    pl->tr = 1;
+    pl->flat = 0;
+    pl->tr_direct = p->kh == 1 && p->kw == 1 && p->pad_top == 0 && p->pad_left == 0 && p->pad_bottom == 0 &&
+                    p->pad_right == 0;
+    pl->tr_rows = cdiv(pix, cdiv(pix, CC_TR_MAX));
+    pl->kc = pick_kc(pl->kdim, 256, 256);
+    pl->nb = nbp;
+    pl->nblk = 1;
+    pl->mchunk = CC_TN;
+    pl->nmch = cdiv(p->m, CC_TN);
+    pl->items = p->n * pl->nmch;
+    pl->nkb = cdiv(pl->kdim, pl->kc);
+    pl->shared_b = !pl->tr_direct;
+    const size_t tbytes = sizeof(float) * (size_t)(pix * CC_TN) + sizeof(int64_t) * (size_t)pix;
+    const size_t segs = (size_t)pl->nb * sizeof(cc_seg);
+    pl->slot_bytes = ((tbytes > segs ? tbytes : segs) + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN;
+    pl->shared_off = (size_t)pl->nslots * pl->slot_bytes;
+    pl->extra_bytes = pl->shared_b ? sizeof(float) * (size_t)p->n * (size_t)pl->kdim * (size_t)nbp : 0;
+    pl->packed_bytes = PACK_HEADER + sizeof(float) * (size_t)(pl->nmch * CC_TN * pl->kdim);
+}
+
 static void plan_gemm(s4d_cpuconv_plan *pl)
 {
     const s4d_cpuconv_params *p = &pl->p;
     const int64_t nr = pl->ops->nr, pix = pl->ho * pl->wo;
     pl->flat = p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 && p->pad_top == 0 &&
                p->pad_left == 0 && p->pad_bottom == 0 && p->pad_right == 0;
+    if (tr_fits(p->group, pl->mg, pix)) {
+        plan_gemm_t(pl);
+        return;
+    }
     pl->kc = pick_kc(pl->kdim, 448, 384);
     /*
      * The pixel block and M chunk of an item. One item per pixel block of 6
@@ -231,6 +283,9 @@ static void plan_gemm(s4d_cpuconv_plan *pl)
     const int64_t want = pl->nslots > 1 ? 3 * (int64_t)pl->nslots : 1, ng = p->n * p->group;
     const double macs = (double)ng * (double)pl->mgp * (double)pl->kdim * (double)pix;
     double best = -1.0;
+    /* a flat plane read in place costs nothing to split by M chunks; others pack the block again */
+    const int direct = pl->flat && pix >= 64;
+    const double repack = direct ? 0.0 : 3.0;
     pl->nb = imin(6 * nr, cdiv(pix, nr) * nr);
     pl->mchunk = pl->mgp;
     for (int64_t np = 6; np >= 1; np--) {
@@ -243,7 +298,7 @@ static void plan_gemm(s4d_cpuconv_plan *pl)
             const int64_t nmch = cdiv(pl->mgp, mch), items = ng * nblk * nmch;
             const int last_try = narrowest && (mch <= 32 || (mch / 2 + CC_MR - 1) / CC_MR * CC_MR >= mch);
             if (items >= want || last_try) {
-                double extra = (double)ng * ((double)(nmch - 1) * (double)pl->kdim * (double)pix * 3.0 +
+                double extra = (double)ng * ((double)(nmch - 1) * (double)pl->kdim * (double)pix * repack +
                                              (double)nblk * (double)pl->mgp * (double)pl->kdim * 4.0) +
                                macs * 0.04 * (6.0 / (double)cdiv(nb, nr) - 1.0);
                 if (items < want)
@@ -267,7 +322,7 @@ static void plan_gemm(s4d_cpuconv_plan *pl)
     /* Items that share a pixel block (M was split) would each pack it; when
      * all blocks are small enough they are packed once, before the products. */
     const size_t all_b = sizeof(float) * (size_t)ng * (size_t)pl->nblk * (size_t)pl->kdim * nbp;
-    pl->shared_b = pl->nmch > 1 && all_b <= ((size_t)8 << 20);
+    pl->shared_b = pl->nmch > 1 && all_b <= ((size_t)8 << 20) && !direct;
     size_t bfloats = pl->shared_b ? 0 : (size_t)pl->kc * nbp;
     size_t segs = (size_t)pl->nb * sizeof(cc_seg);
     pl->slot_bytes = (bfloats * sizeof(float) + segs + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN;
@@ -336,6 +391,8 @@ static void plan_wino(s4d_cpuconv_plan *pl)
  * for border-free loads: the row kernels' masked and strided loads cost
  * several times the multiply-adds of a 5x5 kernel.
  */
+#define DW_CV_SMALL 1024 /* pixels per plane (input and output) of a small depthwise map */
+
 static void plan_dw(s4d_cpuconv_plan *pl)
 {
     const s4d_cpuconv_params *p = &pl->p;
@@ -343,6 +400,27 @@ static void plan_dw(s4d_cpuconv_plan *pl)
     const int fast3 = p->kh == 3 && p->kw == 3 && p->dil_h == 1 && p->dil_w == 1 && p->stride_h == p->stride_w &&
                       (p->stride_w == 1 || p->stride_w == 2);
     pl->packed_bytes = PACK_HEADER + sizeof(float) * (size_t)(p->c * p->kh * p->kw);
+    /* AVX-512 takes channels in vectors: small maps have too few outputs per plane to pay for
+     * staging rows and the masked tail of every row (a 7x7 plane is 49 outputs), and on larger
+     * ones the ring of transposed rows still beats the per-plane kernels (MobileNetV2's 112x112
+     * and 56x56 layers, s4d_conv_bench --net=mbv2). Fewer than 16 channels would leave lanes idle,
+     * so those keep the per-plane kernels unless the map is small. */
+    pl->dw_cv = pl->ops->dw_cv != NULL && p->kh * p->kw <= CC_DW_MAX_TAPS &&
+                (p->c >= 16 || (pl->ho * pl->wo <= DW_CV_SMALL && p->h * p->w <= DW_CV_SMALL));
+    if (pl->dw_cv) {
+        const int64_t blocks = p->n * cdiv(p->c, 16);
+        pl->dw_wp = (pl->wo - 1) * p->stride_w + (p->kw - 1) * p->dil_w + 1;
+        /* strips of about 256 outputs; row chunks when there are fewer channel blocks than slots want */
+        pl->dw_rows = imax(1, imin(pl->ho, cdiv(256, pl->wo)));
+        pl->dw_ring_n = (pl->dw_rows - 1) * p->stride_h + (p->kh - 1) * p->dil_h + 1;
+        pl->nrch = blocks >= want ? 1 : imin(cdiv(pl->ho, pl->dw_rows), cdiv(want, blocks));
+        pl->rows_per_item = cdiv(pl->ho, pl->nrch);
+        pl->nrch = cdiv(pl->ho, pl->rows_per_item);
+        pl->items = blocks * pl->nrch;
+        pl->slot_bytes = (size_t)cdiv((int64_t)sizeof(float) * 16 * (pl->dw_ring_n * pl->dw_wp + pl->dw_rows * pl->wo),
+                                      WS_ALIGN) * WS_ALIGN;
+        return;
+    }
     /* The row ring wins on 5x5 and 7x7 kernels and on narrow planes (several rows per step); 3x3
      * kernels on wider planes stay faster on the row kernel (stride 2) and the staged planes
      * (stride 1) inside networks (bench/ort/profile_layers.py, MobileNetV3 and EfficientNet). */
@@ -588,7 +666,10 @@ int s4d_cpuconv_plan_describe(const s4d_cpuconv_plan *plan, char *buf, size_t si
                         "%lld items, %d slots",
                         s4d_cpuconv_isa_name(plan->ops->isa), (long long)plan->kdim, (long long)plan->kc,
                         (long long)plan->nblk, (long long)plan->nb, (long long)plan->nmch, (long long)plan->mchunk,
-                        plan->shared_b ? " (panels packed once, shared)" : "", (long long)plan->items, plan->nslots);
+                        plan->tr ? (plan->tr_direct ? " (small map: pixels as rows, input in place)"
+                                                    : " (small map: pixels as rows, panels packed once, shared)")
+                        : plan->shared_b ? " (panels packed once, shared)" : "",
+                        (long long)plan->items, plan->nslots);
     case S4D_CPUCONV_ALGO_WINOGRAD2:
     case S4D_CPUCONV_ALGO_WINOGRAD4:
         return snprintf(buf, size,
@@ -600,7 +681,11 @@ int s4d_cpuconv_plan_describe(const s4d_cpuconv_plan *plan, char *buf, size_t si
     case S4D_CPUCONV_ALGO_DEPTHWISE:
         return snprintf(buf, size, "depthwise %lldx%lld %s, %s: %lld planes x %lld row chunks, %d slots",
                         (long long)p->kh, (long long)p->kw, s4d_cpuconv_isa_name(plan->ops->isa),
-                        plan->dw_ring ? "row ring" : plan->dw_staged ? "staged planes" : "rows", (long long)(p->n * p->c),
+                        plan->dw_cv     ? "16 channels a vector"
+                        : plan->dw_ring ? "row ring"
+                        : plan->dw_staged ? "staged planes"
+                                          : "rows",
+                        (long long)(p->n * p->c),
                         (long long)plan->nrch, plan->nslots);
     case S4D_CPUCONV_ALGO_AUTO:
         break;
@@ -645,6 +730,16 @@ s4d_status s4d_cpuconv_pack_weights(const s4d_cpuconv_plan *plan, const float *w
     const int64_t kdim = plan->kdim, mgp = plan->mgp, mg = plan->mg;
     switch (plan->algo) {
     case S4D_CPUCONV_ALGO_GEMM:
+        if (plan->tr) {
+            /* [panel][k][CC_TN], rows past m zero */
+            for (int64_t mp = 0; mp < plan->nmch; mp++)
+                for (int64_t k = 0; k < kdim; k++)
+                    for (int j = 0; j < CC_TN; j++) {
+                        int64_t row = mp * CC_TN + j;
+                        *dst++ = row < p->m ? w[row * kdim + k] : 0.0f;
+                    }
+            break;
+        }
         /* [group][panel][k][CC_MR], rows past mg zero */
         for (int64_t g = 0; g < p->group; g++)
             for (int64_t mp = 0; mp < mgp / CC_MR; mp++)
@@ -772,6 +867,7 @@ static void gemm_item(const run_ctx *r, int64_t item, char *slot)
      * a tenth of the convolution), except on maps of a few dozen pixels, whose rows are too short
      * for the hardware prefetchers. */
     const int direct = pl->flat && !pl->shared_b && pix >= 64;
+    const int store_bound = kdim <= 64 && pix >= 4096;
     for (int64_t k0 = 0; k0 < kdim; k0 += pl->kc) {
         const int64_t kcb = imin(pl->kc, kdim - k0);
         const int last = k0 + kcb == kdim;
@@ -795,6 +891,15 @@ static void gemm_item(const run_ctx *r, int64_t item, char *slot)
                     epi.bias = r->bias ? r->bias + (g * pl->mg + mrow) : NULL;
                     epi.res = r->res ? r->res + at : NULL;
                 }
+                if (store_bound && k0 == 0) {
+                    /* the next tile's output lines, for writing: on a short reduction the stores of a
+                     * large map wait on fetching their lines otherwise */
+                    const int64_t nx = pp + 1 < np ? at + nr : (ych + mrow + CC_MR) * pix + n0;
+                    if (pp + 1 < np || mrow + CC_MR < m1)
+                        for (int i = 0; i < CC_MR; i++)
+                            for (int64_t j = 0; j < nr; j += 16)
+                                cc_prefetch_w(r->y + nx + i * pix + j);
+                }
                 if (direct)
                     ops->ukr(kcb, ag + mrow * kdim + k0 * CC_MR, b + pp * nr, pix, r->y + at, pix, mr, nc, k0 > 0,
                              last ? &epi : NULL);
@@ -804,6 +909,46 @@ static void gemm_item(const run_ctx *r, int64_t item, char *slot)
             }
         }
     }
+}
+
+/* Small maps (plan_gemm_t): channel panel mc of image n. Per pixel, the reduction runs in the
+ * order of gemm_item, so both give the same bits. */
+static void gemm_t_item(const run_ctx *r, int64_t item, char *slot)
+{
+    const s4d_cpuconv_plan *pl = r->pl;
+    const s4d_cpuconv_params *p = &pl->p;
+    const cc_ops *ops = pl->ops;
+    const int64_t nr = ops->nr, pix = pl->ho * pl->wo, kdim = pl->kdim, plane = p->h * p->w;
+    const int64_t mc = item % pl->nmch, n = item / pl->nmch, co0 = mc * CC_TN;
+    const int ncol = (int)imin(CC_TN, p->m - co0);
+    float *t = (float *)slot;
+    int64_t *off = (int64_t *)(t + pix * CC_TN);
+    const float *wp = r->w + mc * kdim * CC_TN;
+    if (pl->tr_direct)
+        for (int64_t q = 0; q < pix; q++)
+            off[q] = (q / pl->wo) * p->stride_h * p->w + (q % pl->wo) * p->stride_w;
+    for (int64_t k0 = 0; k0 < kdim; k0 += pl->kc) {
+        const int64_t kcb = imin(pl->kc, kdim - k0);
+        const float *base;
+        int64_t lda;
+        if (pl->tr_direct) {
+            base = r->x + (n * p->c + k0) * plane;
+            lda = plane;
+        } else {
+            /* pixel q of the block's panels: panel q / nr, row kk at kk * nr */
+            base = gemm_shared(r, n, 0, k0);
+            lda = nr;
+            for (int64_t q = 0; q < pix; q++)
+                off[q] = (q / nr) * kcb * nr + q % nr;
+        }
+        for (int64_t q0 = 0; q0 < pix; q0 += pl->tr_rows)
+            ops->ukr_t(kcb, base, off + q0, (int)imin(pl->tr_rows, pix - q0), lda, wp + k0 * CC_TN,
+                       t + q0 * CC_TN, ncol, k0 > 0, q0 == 0);
+    }
+    const int64_t ych = n * p->m + co0;
+    const cc_post post = {(int)p->act, p->act_min, p->act_max};
+    ops->tr_out(t, pix, ncol, r->bias ? r->bias + co0 : NULL, r->res ? r->res + ych * pix : NULL, r->y + ych * pix,
+                pix, &post);
 }
 
 static void wino_item(const run_ctx *r, int64_t item, char *slot)
@@ -903,6 +1048,22 @@ static void dw_stage(const s4d_cpuconv_plan *pl, const float *x, float *sub)
 static void dw_item(const run_ctx *r, int64_t item, char *slot)
 {
     const s4d_cpuconv_plan *pl = r->pl;
+    if (pl->dw_cv) {
+        const s4d_cpuconv_params *p = &pl->p;
+        const int64_t nb = cdiv(p->c, 16), rc = item % pl->nrch, blk = item / pl->nrch;
+        const int64_t n = blk / nb, c0 = (blk % nb) * 16, pix = pl->ho * pl->wo;
+        const int64_t plane = p->h * p->w, ch = n * p->c + c0;
+        float *tile = (float *)slot;
+        const cc_dwc d = {p->h, p->w, pl->ho, pl->wo, p->kh, p->kw, p->stride_h, p->stride_w, p->pad_top, p->pad_left,
+                          p->dil_h, p->dil_w, pl->dw_wp, pl->dw_rows, pl->dw_ring_n, tile,
+                          tile + 16 * pl->dw_ring_n * pl->dw_wp};
+        const cc_post post = {(int)p->act, p->act_min, p->act_max};
+        const int64_t oy0 = rc * pl->rows_per_item, oy1 = imin(pl->ho, oy0 + pl->rows_per_item);
+        pl->ops->dw_cv(&d, r->x + ch * plane, plane, (int)imin(16, p->c - c0), r->w + c0 * p->kh * p->kw,
+                       r->bias ? r->bias + c0 : NULL, r->res ? r->res + ch * pix : NULL, r->y + ch * pix, oy0, oy1,
+                       &post);
+        return;
+    }
     if (pl->dw_staged) {
         const s4d_cpuconv_params *p = &pl->p;
         const int64_t ci = item % p->c, pix = pl->ho * pl->wo;
@@ -948,6 +1109,8 @@ static void run_slots(void *arg, int64_t begin, int64_t end)
             case S4D_CPUCONV_ALGO_GEMM:
                 if (r->pack_pass)
                     gemm_pack_item(r, item, slot);
+                else if (pl->tr)
+                    gemm_t_item(r, item, slot);
                 else
                     gemm_item(r, item, slot);
                 break;

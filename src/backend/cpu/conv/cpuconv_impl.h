@@ -20,6 +20,19 @@
 #define CC_NR_MAX 48     /* widest pixel panel of any set */
 #define CC_VL_MAX 16     /* widest vector of any set */
 
+/*
+ * Small maps (pixels-as-rows GEMM, "transposed"): where an output plane has
+ * too few pixels to fill the pixel vectors (a 7x7 map is 49 pixels, 64 lanes
+ * in vectors of 16), the product runs the other way round: vectors over
+ * CC_TN output channels, one broadcast per pixel and reduction step, the
+ * weights packed [M / CC_TN panel][k][CC_TN] with M padded with zero rows.
+ * A tile of up to CC_TR_MAX pixels x CC_TN channels is accumulated in a
+ * pixel-major buffer T[pixel][CC_TN]; a last pass transposes T into the NCHW
+ * output with bias, residual and activation.
+ */
+#define CC_TN 48
+#define CC_TR_MAX 8
+
 /* What a micro-kernel does after its reduction, on the final K block only. */
 typedef struct cc_epi {
     const float *bias;   /* bias of the tile's first row, or NULL */
@@ -184,6 +197,22 @@ typedef struct cc_dwr {
     float *buf;
 } cc_dwr;
 
+/*
+ * Depthwise with 16 channels in a vector: output rows are computed in strips of `strip` rows;
+ * the input rows a strip reads are transposed (16 x 16 blocks in registers) into a ring of `ring`
+ * zero-bordered pixel-major rows of wp pixels x 16 channels (tile row ty, pixel tx is input pixel
+ * (ty - pt, tx - pl); ty sits in slot ty % ring), every output pixel is one chain of FMAs over the
+ * taps with weight vectors, into out[pixel][16], and the strip's outputs are transposed back into
+ * their planes with bias, residual and activation. No per-plane staging, no masked row tails (a
+ * 7x7 plane is 49 outputs), and the ring and the strip stay in L1 / L2 on any map.
+ */
+typedef struct cc_dwc {
+    int64_t h, w, ho, wo, kh, kw, sh, sw, pt, pl, dh, dw;
+    int64_t wp, strip, ring;
+    float *tile; /* ring * wp * 16 floats */
+    float *out;  /* strip * wo * 16 floats */
+} cc_dwc;
+
 typedef struct cc_ops {
     s4d_cpuconv_isa isa;
     int nr; /* pixel panel width of the micro-kernel */
@@ -226,6 +255,23 @@ typedef struct cc_ops {
      * the set has none. */
     void (*dw_ring)(const cc_dwr *d, const float *x, const float *wk, float bias, const float *res, float *y,
                     int64_t oy0, int64_t oy1, const cc_post *post);
+    /*
+     * Small maps: t[i][j] = (accumulate ? t[i][j] : 0) + sum_k x[off[i] + k * lda] * w[k][j] for the
+     * rows < CC_TR_MAX pixels i and all CC_TN columns j (t's rows are CC_TN floats; w is a weight panel
+     * [kc][CC_TN]); columns from ncol on may be skipped (their weights are zero). prefetch: the
+     * weights stream from memory (the first tile of a block), so ask for them ahead.
+     */
+    void (*ukr_t)(int64_t kc, const float *x, const int64_t *off, int rows, int64_t lda, const float *w, float *t,
+                  int ncol, int accumulate, int prefetch);
+    /* y[j * ldy + i] = act(t[i][j] + bias[j] + res[j * ldy + i]) for pixels i < pix, channels j < ncol
+     * (bias and res may be NULL). */
+    void (*tr_out)(const float *t, int64_t pix, int ncol, const float *bias, const float *res, float *y, int64_t ldy,
+                   const cc_post *post);
+    /* Depthwise, channels in vectors (cc_dwc): output rows [oy0, oy1) of channels [0, nch) (nch <= 16)
+     * from x (planes `plane` floats apart), weights wk [nch][kh * kw], bias and res at the block's
+     * first channel or NULL; NULL where the set has none. */
+    void (*dw_cv)(const cc_dwc *d, const float *x, int64_t plane, int nch, const float *wk, const float *bias,
+                  const float *res, float *y, int64_t oy0, int64_t oy1, const cc_post *post);
 } cc_ops;
 
 extern const cc_ops s4d_cc_ops_scalar;
@@ -294,6 +340,21 @@ static inline float cc_act1(float v, const cc_post *p)
     default:
         return v;
     }
+}
+
+/* The small-map output pass (cc_ops.tr_out) in plain C, for the sets without a vector one. */
+static inline void cc_tr_out_c(const float *t, int64_t pix, int ncol, const float *bias, const float *res, float *y,
+                               int64_t ldy, const cc_post *post)
+{
+    for (int j = 0; j < ncol; j++)
+        for (int64_t i = 0; i < pix; i++) {
+            float v = t[i * CC_TN + j];
+            if (bias)
+                v += bias[j];
+            if (res)
+                v += res[j * ldy + i];
+            y[j * ldy + i] = cc_act1(v, post);
+        }
 }
 
 #endif /* S4D_CPU_CONV_CPUCONV_IMPL_H */

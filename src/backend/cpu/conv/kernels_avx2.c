@@ -172,6 +172,77 @@ static TGT void ukr(int64_t kc, const float *a, const float *b, int64_t ldb, flo
         ukr1(kc, a, b, ldb, c, ldc, mr, nc, accumulate, epi);
 }
 
+/* Small maps (cc_ops.ukr_t): 4 pixels x 24 channels at a time, one half of the panel. */
+INL void ukr_t4(int64_t kc, const float *x, const int64_t *off, int rows, int64_t lda, const float *w, float *t,
+                int accumulate)
+{
+    const float *x0 = x + off[0], *x1 = x + off[rows > 1 ? 1 : 0], *x2 = x + off[rows > 2 ? 2 : 0],
+                *x3 = x + off[rows > 3 ? 3 : 0];
+#define CC_T_INIT(i)                                                                                             \
+    __m256 c##i##0 = _mm256_setzero_ps(), c##i##1 = _mm256_setzero_ps(), c##i##2 = _mm256_setzero_ps();         \
+    if (accumulate && rows > i) {                                                                                \
+        c##i##0 = _mm256_loadu_ps(t + i * CC_TN);                                                                \
+        c##i##1 = _mm256_loadu_ps(t + i * CC_TN + 8);                                                            \
+        c##i##2 = _mm256_loadu_ps(t + i * CC_TN + 16);                                                           \
+    }
+#define CC_T_FMA(i)                                                                                              \
+    {                                                                                                            \
+        const __m256 v = _mm256_broadcast_ss(x##i + k * lda);                                                    \
+        c##i##0 = _mm256_fmadd_ps(v, w0, c##i##0);                                                               \
+        c##i##1 = _mm256_fmadd_ps(v, w1, c##i##1);                                                               \
+        c##i##2 = _mm256_fmadd_ps(v, w2, c##i##2);                                                               \
+    }
+#define CC_T_STORE(i)                                                                                            \
+    if (rows > i) {                                                                                              \
+        _mm256_storeu_ps(t + i * CC_TN, c##i##0);                                                                \
+        _mm256_storeu_ps(t + i * CC_TN + 8, c##i##1);                                                            \
+        _mm256_storeu_ps(t + i * CC_TN + 16, c##i##2);                                                           \
+    }
+    CC_T_INIT(0) CC_T_INIT(1) CC_T_INIT(2) CC_T_INIT(3)
+    for (int64_t k = 0; k < kc; k++) {
+        const __m256 w0 = _mm256_loadu_ps(w + k * CC_TN), w1 = _mm256_loadu_ps(w + k * CC_TN + 8),
+                     w2 = _mm256_loadu_ps(w + k * CC_TN + 16);
+        CC_T_FMA(0)
+        if (rows > 1)
+            CC_T_FMA(1)
+        if (rows > 2)
+            CC_T_FMA(2)
+        if (rows > 3)
+            CC_T_FMA(3)
+    }
+    CC_T_STORE(0) CC_T_STORE(1) CC_T_STORE(2) CC_T_STORE(3)
+#undef CC_T_INIT
+#undef CC_T_FMA
+#undef CC_T_STORE
+}
+
+static TGT void ukr_t(int64_t kc, const float *x, const int64_t *off, int rows, int64_t lda, const float *w,
+                      float *t, int ncol, int accumulate, int prefetch)
+{
+    (void)prefetch;
+    for (int h = 0; h < CC_TN; h += 24) {
+        if (h >= ncol)
+            break;
+        for (int i = 0; i < rows; i += 4) {
+            const int r = rows - i < 4 ? rows - i : 4;
+            switch (r) {
+            case 4:
+                ukr_t4(kc, x, off + i, 4, lda, w + h, t + i * CC_TN + h, accumulate);
+                break;
+            case 3:
+                ukr_t4(kc, x, off + i, 3, lda, w + h, t + i * CC_TN + h, accumulate);
+                break;
+            case 2:
+                ukr_t4(kc, x, off + i, 2, lda, w + h, t + i * CC_TN + h, accumulate);
+                break;
+            default:
+                ukr_t4(kc, x, off + i, 1, lda, w + h, t + i * CC_TN + h, accumulate);
+                break;
+            }
+        }
+    }
+}
+
 /* 8 elements row[ix + l * sw] for the first n lanes, 0 outside [0, w). */
 INL __m256 load_strided(const float *row, int64_t w, int64_t ix, int64_t sw, int64_t n)
 {
@@ -504,4 +575,6 @@ static TGT void maxpool_rows(const cc_geom *g, const float *x, float *y, int64_t
 }
 
 const cc_ops s4d_cc_ops_avx2 = {S4D_CPUCONV_ISA_AVX2, NR,       VL,      ukr,         pack_b,
-                                wino_in,              wino_out, dw_rows, dw_staged, maxpool_rows};
+                                wino_in,              wino_out, dw_rows, dw_staged, maxpool_rows,
+                                NULL,                 ukr_t,    cc_tr_out_c,
+                                  NULL};

@@ -128,8 +128,8 @@ INL void ukr_nv(const int nv, int64_t kc, const float *a, const float *b, int64_
         }
         CC_FMA_ROW(0) CC_FMA_ROW(1) CC_FMA_ROW(2) CC_FMA_ROW(3)
         CC_FMA_ROW(4) CC_FMA_ROW(5) CC_FMA_ROW(6) CC_FMA_ROW(7)
-        if ((k & 1) == 0) /* weights stream from L3 or memory: 16 steps ahead */
-            _mm_prefetch((const char *)(a + 16 * CC_MR), _MM_HINT_T0);
+        if ((k & 1) == 0) /* weights stream from L3 or memory: 64 steps (2 KiB) ahead */
+            _mm_prefetch((const char *)(a + 64 * CC_MR), _MM_HINT_T0);
         a += CC_MR;
         b += ldb;
     }
@@ -189,6 +189,154 @@ static TGT void ukr(int64_t kc, const float *a, const float *b, int64_t ldb, flo
         ukr2(kc, a, b, ldb, c, ldc, mr, nc, accumulate, epi);
     else
         ukr1(kc, a, b, ldb, c, ldc, mr, nc, accumulate, epi);
+}
+
+/*
+ * Small maps (cc_ops.ukr_t): R pixels x NV vectors of 16 channels, R x NV accumulators; per reduction
+ * step NV loads of the weight panel and R broadcasts of input values feed R x NV FMAs. R and NV are
+ * constants at every call, so the unused accumulators and branches vanish.
+ */
+INL void ukr_t_rn(const int R, const int NV, int64_t kc, const float *x, const int64_t *off, int64_t lda,
+                  const float *w, float *t, int accumulate, int prefetch)
+{
+    const float *x0 = x + off[0], *x1 = x + off[R > 1 ? 1 : 0], *x2 = x + off[R > 2 ? 2 : 0],
+                *x3 = x + off[R > 3 ? 3 : 0], *x4 = x + off[R > 4 ? 4 : 0], *x5 = x + off[R > 5 ? 5 : 0],
+                *x6 = x + off[R > 6 ? 6 : 0], *x7 = x + off[R > 7 ? 7 : 0];
+#define CC_T_INIT(i)                                                                                             \
+    __m512 c##i##0 = _mm512_setzero_ps(), c##i##1 = _mm512_setzero_ps(), c##i##2 = _mm512_setzero_ps();         \
+    if (accumulate && R > i) {                                                                                   \
+        c##i##0 = _mm512_loadu_ps(t + i * CC_TN);                                                                \
+        if (NV > 1)                                                                                              \
+            c##i##1 = _mm512_loadu_ps(t + i * CC_TN + 16);                                                       \
+        if (NV > 2)                                                                                              \
+            c##i##2 = _mm512_loadu_ps(t + i * CC_TN + 32);                                                       \
+    }
+#define CC_T_FMA(i)                                                                                              \
+    if (R > i) {                                                                                                 \
+        const __m512 v = _mm512_set1_ps(x##i[k * lda]);                                                          \
+        c##i##0 = _mm512_fmadd_ps(v, w0, c##i##0);                                                               \
+        if (NV > 1)                                                                                              \
+            c##i##1 = _mm512_fmadd_ps(v, w1, c##i##1);                                                           \
+        if (NV > 2)                                                                                              \
+            c##i##2 = _mm512_fmadd_ps(v, w2, c##i##2);                                                           \
+    }
+#define CC_T_STORE(i)                                                                                            \
+    if (R > i) {                                                                                                 \
+        _mm512_storeu_ps(t + i * CC_TN, c##i##0);                                                                \
+        if (NV > 1)                                                                                              \
+            _mm512_storeu_ps(t + i * CC_TN + 16, c##i##1);                                                       \
+        if (NV > 2)                                                                                              \
+            _mm512_storeu_ps(t + i * CC_TN + 32, c##i##2);                                                       \
+    }
+    CC_T_INIT(0) CC_T_INIT(1) CC_T_INIT(2) CC_T_INIT(3)
+    CC_T_INIT(4) CC_T_INIT(5) CC_T_INIT(6) CC_T_INIT(7)
+    for (int64_t k = 0; k < kc; k++) {
+        const __m512 w0 = _mm512_loadu_ps(w), w1 = NV > 1 ? _mm512_loadu_ps(w + 16) : _mm512_setzero_ps(),
+                     w2 = NV > 2 ? _mm512_loadu_ps(w + 32) : _mm512_setzero_ps();
+        CC_T_FMA(0) CC_T_FMA(1) CC_T_FMA(2) CC_T_FMA(3)
+        CC_T_FMA(4) CC_T_FMA(5) CC_T_FMA(6) CC_T_FMA(7)
+        if (prefetch) { /* 32 steps (6 KiB) ahead of a stream from memory */
+            _mm_prefetch((const char *)(w + 32 * CC_TN), _MM_HINT_T0);
+            if (NV > 1)
+                _mm_prefetch((const char *)(w + 32 * CC_TN + 16), _MM_HINT_T0);
+            if (NV > 2)
+                _mm_prefetch((const char *)(w + 32 * CC_TN + 32), _MM_HINT_T0);
+        }
+        w += CC_TN;
+    }
+    CC_T_STORE(0) CC_T_STORE(1) CC_T_STORE(2) CC_T_STORE(3)
+    CC_T_STORE(4) CC_T_STORE(5) CC_T_STORE(6) CC_T_STORE(7)
+#undef CC_T_INIT
+#undef CC_T_FMA
+#undef CC_T_STORE
+}
+
+#define CC_T_ROWS(NV)                                                                                            \
+    static TGT void ukr_t_##NV(int64_t kc, const float *x, const int64_t *off, int rows, int64_t lda,            \
+                               const float *w, float *t, int accumulate, int pf)                                 \
+    {                                                                                                            \
+        switch (rows) {                                                                                          \
+        case 8: ukr_t_rn(8, NV, kc, x, off, lda, w, t, accumulate, pf); break;                                       \
+        case 7: ukr_t_rn(7, NV, kc, x, off, lda, w, t, accumulate, pf); break;                                       \
+        case 6: ukr_t_rn(6, NV, kc, x, off, lda, w, t, accumulate, pf); break;                                       \
+        case 5: ukr_t_rn(5, NV, kc, x, off, lda, w, t, accumulate, pf); break;                                       \
+        case 4: ukr_t_rn(4, NV, kc, x, off, lda, w, t, accumulate, pf); break;                                       \
+        case 3: ukr_t_rn(3, NV, kc, x, off, lda, w, t, accumulate, pf); break;                                       \
+        case 2: ukr_t_rn(2, NV, kc, x, off, lda, w, t, accumulate, pf); break;                                       \
+        default: ukr_t_rn(1, NV, kc, x, off, lda, w, t, accumulate, pf); break;                                      \
+        }                                                                                                        \
+    }
+CC_T_ROWS(1)
+CC_T_ROWS(2)
+CC_T_ROWS(3)
+#undef CC_T_ROWS
+
+static TGT void ukr_t(int64_t kc, const float *x, const int64_t *off, int rows, int64_t lda, const float *w,
+                      float *t, int ncol, int accumulate, int prefetch)
+{
+    if (ncol > 32)
+        ukr_t_3(kc, x, off, rows, lda, w, t, accumulate, prefetch);
+    else if (ncol > 16)
+        ukr_t_2(kc, x, off, rows, lda, w, t, accumulate, prefetch);
+    else
+        ukr_t_1(kc, x, off, rows, lda, w, t, accumulate, prefetch);
+}
+
+INL int64_t plane_out(const cc_dwc *d)
+{
+    return d->ho * d->wo;
+}
+
+/* r[i][j] <-> r[j][i] for a 16 x 16 block in 16 registers: pairs of rows within 128-bit lanes,
+ * then pairs of pairs, then the 128-bit lanes across registers. */
+INL void transpose16(__m512 *r)
+{
+    __m512 t[16], u[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int g = 0; g < 16; g += 4) {
+        u[g] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[g]), _mm512_castps_pd(t[g + 2])));
+        u[g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[g]), _mm512_castps_pd(t[g + 2])));
+        u[g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[g + 1]), _mm512_castps_pd(t[g + 3])));
+        u[g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[g + 1]), _mm512_castps_pd(t[g + 3])));
+    }
+    for (int q = 0; q < 4; q++) {
+        const __m512 v = _mm512_shuffle_f32x4(u[q], u[4 + q], 0x44), w = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0x44);
+        const __m512 v2 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0xEE), w2 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0xEE);
+        r[q] = _mm512_shuffle_f32x4(v, w, 0x88);
+        r[4 + q] = _mm512_shuffle_f32x4(v, w, 0xDD);
+        r[8 + q] = _mm512_shuffle_f32x4(v2, w2, 0x88);
+        r[12 + q] = _mm512_shuffle_f32x4(v2, w2, 0xDD);
+    }
+}
+
+/* Small maps' output pass (cc_ops.tr_out): blocks of 16 pixels x 16 channels of T, transposed in
+ * registers into 16 channel rows, then the epilogue and one store per channel. */
+static TGT void tr_out(const float *t, int64_t pix, int ncol, const float *bias, const float *res, float *y,
+                       int64_t ldy, const cc_post *post)
+{
+    const __m512 lo = _mm512_set1_ps(post->lo), hi = _mm512_set1_ps(post->hi), zero = _mm512_setzero_ps();
+    __m512 r[16];
+    for (int j0 = 0; j0 < ncol; j0 += 16) {
+        const int nj = ncol - j0 < 16 ? ncol - j0 : 16;
+        for (int64_t i = 0; i < pix; i += 16) {
+            const int n = (int)(pix - i < 16 ? pix - i : 16);
+            const __mmask16 mk = lane_mask(n);
+            for (int q = 0; q < 16; q++)
+                r[q] = q < n ? _mm512_loadu_ps(t + (i + q) * CC_TN + j0) : zero;
+            transpose16(r);
+            for (int c = 0; c < nj; c++) {
+                __m512 v = r[c];
+                if (bias)
+                    v = _mm512_add_ps(v, _mm512_set1_ps(bias[j0 + c]));
+                if (res)
+                    v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mk, res + (j0 + c) * ldy + i));
+                _mm512_mask_storeu_ps(y + (j0 + c) * ldy + i, mk, act_v(v, post->act, lo, hi));
+            }
+        }
+    }
 }
 
 /* 16 elements row[ix + l * sw] (0 outside [0, w)), for the lanes in `want`. */
@@ -801,6 +949,191 @@ INL void dwr_block(const int K, const int S, const int R, const int V, const cc_
         }
 }
 
+/* One output row of dw_cv for a K x K kernel of stride S and dilation 1: the taps unrolled with
+ * the weights in registers (K = 3) or as memory operands, 8 pixels (8 FMA chains) at a time. */
+INL void dwc_row_k(const int K, const int S, const float *const *rp, const __m512 *wv, float *o, int64_t wo)
+{
+    const __m512 zero = _mm512_setzero_ps();
+    int64_t ox = 0;
+    for (; ox + 8 <= wo; ox += 8) {
+        __m512 a0 = zero, a1 = zero, a2 = zero, a3 = zero, a4 = zero, a5 = zero, a6 = zero, a7 = zero;
+        for (int ky = 0; ky < K; ky++) {
+            const float *b = rp[ky] + ox * S * 16;
+            for (int kx = 0; kx < K; kx++) {
+                const __m512 w = wv[ky * K + kx];
+                const float *q = b + kx * 16;
+                a0 = _mm512_fmadd_ps(w, _mm512_loadu_ps(q), a0);
+                a1 = _mm512_fmadd_ps(w, _mm512_loadu_ps(q + S * 16), a1);
+                a2 = _mm512_fmadd_ps(w, _mm512_loadu_ps(q + 2 * S * 16), a2);
+                a3 = _mm512_fmadd_ps(w, _mm512_loadu_ps(q + 3 * S * 16), a3);
+                a4 = _mm512_fmadd_ps(w, _mm512_loadu_ps(q + 4 * S * 16), a4);
+                a5 = _mm512_fmadd_ps(w, _mm512_loadu_ps(q + 5 * S * 16), a5);
+                a6 = _mm512_fmadd_ps(w, _mm512_loadu_ps(q + 6 * S * 16), a6);
+                a7 = _mm512_fmadd_ps(w, _mm512_loadu_ps(q + 7 * S * 16), a7);
+            }
+        }
+        float *oo = o + ox * 16;
+        _mm512_storeu_ps(oo, a0);
+        _mm512_storeu_ps(oo + 16, a1);
+        _mm512_storeu_ps(oo + 32, a2);
+        _mm512_storeu_ps(oo + 48, a3);
+        _mm512_storeu_ps(oo + 64, a4);
+        _mm512_storeu_ps(oo + 80, a5);
+        _mm512_storeu_ps(oo + 96, a6);
+        _mm512_storeu_ps(oo + 112, a7);
+    }
+    for (; ox < wo; ox++) {
+        __m512 a0 = zero;
+        for (int ky = 0; ky < K; ky++)
+            for (int kx = 0; kx < K; kx++)
+                a0 = _mm512_fmadd_ps(wv[ky * K + kx], _mm512_loadu_ps(rp[ky] + (ox * S + kx) * 16), a0);
+        _mm512_storeu_ps(o + ox * 16, a0);
+    }
+}
+
+#define CC_DWC_ROW(K, S)                                                                                         \
+    static TGT void dwc_row_##K##_##S(const float *const *rp, const __m512 *wv, float *o, int64_t wo)            \
+    {                                                                                                            \
+        dwc_row_k(K, S, rp, wv, o, wo);                                                                          \
+    }
+CC_DWC_ROW(3, 1)
+CC_DWC_ROW(3, 2)
+CC_DWC_ROW(5, 1)
+CC_DWC_ROW(5, 2)
+CC_DWC_ROW(7, 1)
+CC_DWC_ROW(7, 2)
+#undef CC_DWC_ROW
+
+/* Depthwise, channels in vectors (cc_dwc). Taps in (ky, kx) order from zero, then bias, residual,
+ * activation: the order of the other depthwise kernels, so all give the same bits. */
+static TGT void dw_cv(const cc_dwc *d, const float *x, int64_t plane, int nch, const float *wk, const float *bias,
+                      const float *res, float *y, int64_t oy0, int64_t oy1, const cc_post *post)
+{
+    const __m512i lanes = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __mmask16 mc = lane_mask(nch);
+    const int ntaps = (int)(d->kh * d->kw);
+    const __m512 zero = _mm512_setzero_ps();
+    __m512 wv[CC_DW_MAX_TAPS], r[16];
+    const __m512i widx = _mm512_mullo_epi32(lanes, _mm512_set1_epi32(ntaps));
+    for (int t = 0; t < ntaps; t++)
+        wv[t] = _mm512_mask_i32gather_ps(zero, mc, widx, wk + t, 4);
+    const int64_t wp = d->wp, pt = d->pt, pl = d->pl, wo = d->wo, rowf = wp * 16, tstep = d->sw * 16;
+    const int64_t tx1 = pl + d->w < wp ? pl + d->w : wp;
+    const __m512 lo = _mm512_set1_ps(post->lo), hi = _mm512_set1_ps(post->hi);
+    float bb[16];
+    for (int c = 0; c < 16; c++)
+        bb[c] = bias && c < nch ? bias[c] : 0.0f;
+    /* the common kernels (square, stride 1 or 2, dilation 1) have a row function of their own */
+    void (*row_k)(const float *const *, const __m512 *, float *, int64_t) = NULL;
+    if (d->kh == d->kw && d->sh == d->sw && d->dh == 1 && d->dw == 1 && (d->sh == 1 || d->sh == 2)) {
+        const int one = d->sh == 1;
+        row_k = d->kh == 3 ? (one ? dwc_row_3_1 : dwc_row_3_2)
+                : d->kh == 5 ? (one ? dwc_row_5_1 : dwc_row_5_2)
+                : d->kh == 7 ? (one ? dwc_row_7_1 : dwc_row_7_2)
+                             : NULL;
+    }
+    int64_t filled = -1; /* tile rows up to here are in the ring */
+    for (int64_t s0 = oy0; s0 < oy1; s0 += d->strip) {
+        const int64_t s1 = s0 + d->strip < oy1 ? s0 + d->strip : oy1;
+        /* the strip's input rows, into the ring */
+        const int64_t ty0 = s0 * d->sh, tyl = (s1 - 1) * d->sh + (d->kh - 1) * d->dh;
+        /* rows outside the image are zeros; the others get zero borders, then their pixels run
+         * through the transposes as one flat range of the planes (narrow maps fill every lane) */
+        int64_t ia = -1, ib = -2;
+        for (int64_t ty = ty0 > filled + 1 ? ty0 : filled + 1; ty <= tyl; ty++) {
+            float *row = d->tile + (ty % d->ring) * rowf;
+            const int64_t iy = ty - pt;
+            if (iy < 0 || iy >= d->h) {
+                for (int64_t tx = 0; tx < wp; tx++)
+                    _mm512_storeu_ps(row + tx * 16, zero);
+                continue;
+            }
+            for (int64_t tx = 0; tx < pl && tx < wp; tx++)
+                _mm512_storeu_ps(row + tx * 16, zero);
+            for (int64_t tx = tx1; tx < wp; tx++)
+                _mm512_storeu_ps(row + tx * 16, zero);
+            if (ia < 0)
+                ia = iy;
+            ib = iy;
+        }
+        for (int64_t q0 = ia * d->w; ia >= 0 && q0 < (ib + 1) * d->w; q0 += 16) {
+            const int64_t qe = (ib + 1) * d->w;
+            const int n = (int)(qe - q0 < 16 ? qe - q0 : 16);
+            const __mmask16 mn = lane_mask(n);
+            for (int c = 0; c < 16; c++)
+                r[c] = c < nch ? _mm512_maskz_loadu_ps(mn, x + c * plane + q0) : zero;
+            transpose16(r);
+            int64_t iy = q0 / d->w, ix = q0 - iy * d->w;
+            float *trow = d->tile + ((iy + pt) % d->ring) * rowf + pl * 16;
+            for (int j = 0; j < n; j++) {
+                if (ix + pl < wp)
+                    _mm512_storeu_ps(trow + ix * 16, r[j]);
+                if (++ix == d->w) {
+                    ix = 0;
+                    iy++;
+                    trow = d->tile + ((iy + pt) % d->ring) * rowf + pl * 16;
+                }
+            }
+        }
+        filled = tyl > filled ? tyl : filled;
+        /* 4 output pixels at a time: 4 independent FMA chains */
+        for (int64_t oy = s0; oy < s1; oy++) {
+            if (row_k) {
+                const float *rp[CC_DWR_MAX_K];
+                for (int64_t ky = 0; ky < d->kh; ky++)
+                    rp[ky] = d->tile + ((oy * d->sh + ky) % d->ring) * rowf;
+                row_k(rp, wv, d->out + (oy - s0) * wo * 16, wo);
+                continue;
+            }
+            const float *tp[CC_DW_MAX_TAPS];
+            for (int64_t ky = 0; ky < d->kh; ky++) {
+                const float *rp = d->tile + ((oy * d->sh + ky * d->dh) % d->ring) * rowf;
+                for (int64_t kx = 0; kx < d->kw; kx++)
+                    tp[ky * d->kw + kx] = rp + kx * d->dw * 16;
+            }
+            float *o = d->out + (oy - s0) * wo * 16;
+            int64_t ox = 0;
+            for (; ox + 4 <= wo; ox += 4) {
+                const int64_t at = ox * tstep;
+                __m512 a0 = zero, a1 = zero, a2 = zero, a3 = zero;
+                for (int t = 0; t < ntaps; t++) {
+                    const float *sp = tp[t] + at;
+                    a0 = _mm512_fmadd_ps(wv[t], _mm512_loadu_ps(sp), a0);
+                    a1 = _mm512_fmadd_ps(wv[t], _mm512_loadu_ps(sp + tstep), a1);
+                    a2 = _mm512_fmadd_ps(wv[t], _mm512_loadu_ps(sp + 2 * tstep), a2);
+                    a3 = _mm512_fmadd_ps(wv[t], _mm512_loadu_ps(sp + 3 * tstep), a3);
+                }
+                _mm512_storeu_ps(o + ox * 16, a0);
+                _mm512_storeu_ps(o + ox * 16 + 16, a1);
+                _mm512_storeu_ps(o + ox * 16 + 32, a2);
+                _mm512_storeu_ps(o + ox * 16 + 48, a3);
+            }
+            for (; ox < wo; ox++) {
+                const int64_t at = ox * tstep;
+                __m512 a0 = zero;
+                for (int t = 0; t < ntaps; t++)
+                    a0 = _mm512_fmadd_ps(wv[t], _mm512_loadu_ps(tp[t] + at), a0);
+                _mm512_storeu_ps(o + ox * 16, a0);
+            }
+        }
+        /* back to planes, 16 pixels x 16 channels a transpose, with the epilogue */
+        const int64_t q0 = s0 * wo, q1 = s1 * wo;
+        for (int64_t i = q0; i < q1; i += 16) {
+            const int n = (int)(q1 - i < 16 ? q1 - i : 16);
+            const __mmask16 mk = lane_mask(n);
+            for (int j = 0; j < 16; j++)
+                r[j] = j < n ? _mm512_loadu_ps(d->out + (i - q0 + j) * 16) : zero;
+            transpose16(r);
+            for (int c = 0; c < nch; c++) {
+                __m512 z = _mm512_add_ps(r[c], _mm512_set1_ps(bb[c]));
+                if (res)
+                    z = _mm512_add_ps(z, _mm512_maskz_loadu_ps(mk, res + c * plane_out(d) + i));
+                _mm512_mask_storeu_ps(y + c * plane_out(d) + i, mk, act_v(z, post->act, lo, hi));
+            }
+        }
+    }
+}
+
 INL void dwr_rows_k(const int K, const int S, const cc_dwr *d, const float *x, const float *wk, float bias,
                     const float *res, float *y, int64_t oy0, int64_t oy1, const cc_post *post)
 {
@@ -949,4 +1282,5 @@ static TGT void maxpool_rows(const cc_geom *g, const float *x, float *y, int64_t
 
 const cc_ops s4d_cc_ops_avx512 = {S4D_CPUCONV_ISA_AVX512, NR,       VL,      ukr,         pack_b,
                                   wino_in,                wino_out, dw_rows, dw_staged, maxpool_rows,
-                                  dw_ring};
+                                  dw_ring,                ukr_t,    tr_out,
+                                  dw_cv};

@@ -45,6 +45,24 @@ static void ukr(int64_t kc, const float *a, const float *b, int64_t ldb, float *
         }
 }
 
+static void ukr_t(int64_t kc, const float *x, const int64_t *off, int rows, int64_t lda, const float *w, float *t,
+                  int ncol, int accumulate, int prefetch)
+{
+    (void)prefetch;
+    for (int i = 0; i < rows; i++) {
+        float acc[CC_TN];
+        for (int j = 0; j < CC_TN; j++)
+            acc[j] = accumulate ? t[i * CC_TN + j] : 0.0f;
+        const float *xi = x + off[i];
+        for (int64_t k = 0; k < kc; k++) {
+            const float v = xi[k * lda];
+            for (int j = 0; j < ncol; j++)
+                acc[j] += v * w[k * CC_TN + j];
+        }
+        memcpy(t + i * CC_TN, acc, sizeof acc);
+    }
+}
+
 static void pack_b(const cc_pack *pk)
 {
     const int64_t khw = pk->kh * pk->kw;
@@ -202,4 +220,6 @@ static void maxpool_rows(const cc_geom *g, const float *x, float *y, int64_t oy0
 }
 
 const cc_ops s4d_cc_ops_scalar = {S4D_CPUCONV_ISA_SCALAR, NR,       VL,      ukr,         pack_b,
-                                  wino_in,                wino_out, dw_rows, NULL, maxpool_rows};
+                                  wino_in,                wino_out, dw_rows, NULL, maxpool_rows,
+                                  NULL,                   ukr_t,    cc_tr_out_c,
+                                  NULL};
