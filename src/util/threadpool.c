@@ -7,13 +7,32 @@
  * before any thread starts, so results do not depend on scheduling. A call
  * made from inside a chunk (nested parallelism) or while another thread owns
  * the pool runs inline rather than deadlocking.
+ *
+ * Waking a sleeping thread costs tens of microseconds on a loaded or virtual
+ * machine, as much as a small layer's whole work. So a worker that finishes a
+ * job watches for the next one for a short while (S4D_POOL_SPIN_US, default
+ * 50 us; 0: never) before it sleeps on the condition variable, and the
+ * submitter watches its workers finish for as long before it sleeps: the
+ * layers of one network run back to back, so the next job usually comes
+ * within that time and nobody sleeps. The generation and the pending count
+ * are atomics for the watchers; every change of them that a sleeper waits for
+ * still happens under the lock, so no wake-up is lost.
  */
+#define _POSIX_C_SOURCE 200809L
 #include "util/threadpool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CPU_RELAX() _mm_pause()
+#else
+#define CPU_RELAX() ((void)0)
+#endif
 
 
 struct s4d_threadpool {
@@ -21,12 +40,13 @@ struct s4d_threadpool {
     pthread_t *workers;
     int num_workers;
     pthread_mutex_t submit; /* held by the thread that owns the current job */
-    pthread_mutex_t lock;   /* guards generation, stop, pending */
+    pthread_mutex_t lock;   /* every change a sleeper waits for is made under it */
     pthread_cond_t wake;
     pthread_cond_t done;
-    uint64_t generation;
-    int stop;
-    int pending; /* workers that have not yet finished the current generation */
+    atomic_ullong generation;
+    atomic_int stop;
+    atomic_int pending; /* workers that have not yet finished the current generation */
+    int64_t spin_ns;    /* how long a thread watches for its event before it sleeps */
     /* The current job. */
     s4d_parallel_fn fn;
     void *arg;
@@ -60,24 +80,65 @@ static void run_chunks(s4d_threadpool *p)
     in_parallel_region = 0;
 }
 
+static int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Watches until ready(p, v) holds or spin_ns pass; 1 when it held. */
+static int spin_until(const s4d_threadpool *p, int (*ready)(const s4d_threadpool *, uint64_t), uint64_t v)
+{
+    if (p->spin_ns <= 0)
+        return ready(p, v);
+    int64_t t0 = now_ns();
+    for (int i = 1;; i++) {
+        if (ready(p, v))
+            return 1;
+        CPU_RELAX();
+        if ((i & 15) == 0) {
+            /* A thread that shares this CPU (another job's, or the pool's own on an
+               oversubscribed machine) gets it now instead of at the end of the time slice. */
+            sched_yield();
+            if (now_ns() - t0 > p->spin_ns)
+                return ready(p, v);
+        }
+    }
+}
+
+static int job_or_stop(const s4d_threadpool *p, uint64_t seen)
+{
+    return atomic_load(&p->stop) || atomic_load(&p->generation) != seen;
+}
+
+static int all_done(const s4d_threadpool *p, uint64_t unused)
+{
+    (void)unused;
+    return atomic_load(&p->pending) == 0;
+}
+
 static void *worker_main(void *vp)
 {
     s4d_threadpool *p = vp;
     uint64_t seen = 0;
-    pthread_mutex_lock(&p->lock);
     for (;;) {
-        while (!p->stop && p->generation == seen)
-            pthread_cond_wait(&p->wake, &p->lock);
-        if (p->stop)
+        if (!spin_until(p, job_or_stop, seen)) {
+            pthread_mutex_lock(&p->lock);
+            while (!job_or_stop(p, seen))
+                pthread_cond_wait(&p->wake, &p->lock);
+            pthread_mutex_unlock(&p->lock);
+        }
+        if (atomic_load(&p->stop))
             break;
-        seen = p->generation;
-        pthread_mutex_unlock(&p->lock);
+        seen = atomic_load(&p->generation);
         run_chunks(p);
-        pthread_mutex_lock(&p->lock);
-        if (--p->pending == 0)
+        if (atomic_fetch_sub(&p->pending, 1) == 1) {
+            pthread_mutex_lock(&p->lock);
             pthread_cond_signal(&p->done);
+            pthread_mutex_unlock(&p->lock);
+        }
     }
-    pthread_mutex_unlock(&p->lock);
     return NULL;
 }
 
@@ -99,6 +160,11 @@ s4d_status s4d_threadpool_create(int num_threads, s4d_threadpool **out)
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done, NULL);
     atomic_init(&p->next_chunk, 0);
+    atomic_init(&p->generation, 0);
+    atomic_init(&p->stop, 0);
+    atomic_init(&p->pending, 0);
+    const char *spin = getenv("S4D_POOL_SPIN_US");
+    p->spin_ns = (int64_t)(spin && spin[0] ? atoi(spin) : 50) * 1000;
     if (num_threads > 1) {
         p->workers = calloc((size_t)num_threads - 1, sizeof(pthread_t));
         if (!p->workers) {
@@ -122,7 +188,7 @@ void s4d_threadpool_destroy(s4d_threadpool *p)
     if (!p)
         return;
     pthread_mutex_lock(&p->lock);
-    p->stop = 1;
+    atomic_store(&p->stop, 1);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->lock);
     for (int i = 0; i < p->num_workers; i++)
@@ -162,22 +228,26 @@ void s4d_parallel_for(s4d_threadpool *p, int64_t n, int64_t grain, s4d_parallel_
         }
         return;
     }
-    pthread_mutex_lock(&p->lock);
+    /* Every worker has finished the previous job (its pending count reached 0), so none
+       reads these fields while they change; the generation's store publishes them. */
     p->fn = fn;
     p->arg = arg;
     p->n = n;
     p->chunks = chunks;
     atomic_store(&p->next_chunk, 0);
-    p->pending = p->num_workers;
-    p->generation++;
+    atomic_store(&p->pending, p->num_workers);
+    pthread_mutex_lock(&p->lock);
+    atomic_fetch_add(&p->generation, 1);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->lock);
 
     run_chunks(p);
 
-    pthread_mutex_lock(&p->lock);
-    while (p->pending > 0)
-        pthread_cond_wait(&p->done, &p->lock);
-    pthread_mutex_unlock(&p->lock);
+    if (!spin_until(p, all_done, 0)) {
+        pthread_mutex_lock(&p->lock);
+        while (!all_done(p, 0))
+            pthread_cond_wait(&p->done, &p->lock);
+        pthread_mutex_unlock(&p->lock);
+    }
     pthread_mutex_unlock(&p->submit);
 }
