@@ -186,6 +186,10 @@ def test_unbound_input_and_bad_bind_arguments(mlp):
         c.unbind("nope")
     with pytest.raises(se.InvalidArgumentError, match="num_threads"):
         mlp.create_context(num_threads="many")
+    for gs in (-1, 9, 1.5):
+        with pytest.raises(se.InvalidArgumentError, match="graph_streams"):
+            mlp.create_context(use_graph=True, graph_streams=gs)
+    mlp.create_context(use_graph=True, graph_streams=8).close()  # ignored on the CPU
     for stream in ("default", True, -1, 2 ** 64, 1.5):
         with pytest.raises(se.InvalidArgumentError, match="stream"):
             mlp.create_context(stream=stream)
