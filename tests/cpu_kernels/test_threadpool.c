@@ -15,19 +15,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "../engine/check.h"
 #include "util/threadpool.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);                \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
 
 typedef struct job {
     int64_t n;
@@ -166,8 +155,8 @@ int main(void)
     two_submitters();
     s4d_threadpool_destroy(NULL);
     run_job(NULL, 77, 5); /* no pool: inline */
-    if (failures) {
-        fprintf(stderr, "%d failures\n", failures);
+    if (g_failures) {
+        fprintf(stderr, "%d failures\n", g_failures);
         return 1;
     }
     printf("ok\n");
