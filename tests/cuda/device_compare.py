@@ -23,6 +23,7 @@ does not run in float16 is skipped with the refusal printed.
 import argparse
 import importlib
 import os
+import shutil
 import subprocess
 import sys
 
@@ -88,6 +89,12 @@ def compare_npy(dir_a, dir_b, rtol, atol, rel_l2=None):
     return ok, lines
 
 
+def drop_case(d):
+    """Removes an agreeing case's folder: the families write gigabytes otherwise."""
+    if os.environ.get("S4D_KEEP_CASES") != "1":
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("family")
@@ -130,6 +137,8 @@ def main(argv=None):
                 ran += 1
                 if res:
                     failed.append(res)
+                else:
+                    drop_case(d)
             continue
         a = run(common + [f"--device={args.a}", f"--exportOutput={ref}"])
         if a.returncode != 0:
@@ -152,6 +161,7 @@ def main(argv=None):
                           f"{(b.stderr.strip() or b.stdout.strip()).splitlines()[-1:]} {stats[1:]}")
         else:
             print(f"ok   {case.name}")
+            drop_case(d)
     for f in failed:
         print("FAIL " + f)
     print(f"{args.family}: {ran - len([f for f in failed if ' vs ' in f])} of {ran} cases agree "
