@@ -110,6 +110,40 @@ typedef struct s4d_conv_act_params {
     float alpha, beta;
 } s4d_conv_act_params;
 
+/*
+ * The activation attributes "<prefix>activation", "<prefix>activation_alpha"
+ * and "<prefix>activation_beta" (prefix "" for FusedConvAct's): the names
+ * above, "" for none when allow_none, with ONNX's defaults (LeakyRelu alpha
+ * 0.01, HardSigmoid 0.2 and 0.5, Clip the whole line). fused_conv_act.c.
+ */
+s4d_status s4d_conv_act_parse(s4d_op_ctx *ctx, const char *prefix, int allow_none, int32_t *act,
+                              float *alpha, float *beta);
+/* The attribute value of an s4d_conv_act ("" for NONE), NULL when out of range. */
+const char *s4d_conv_act_name(int act);
+/* One activation in float32 as the host references apply it (NaN passes through). */
+float s4d_conv_act_apply(int act, float alpha, float beta, float v);
+
+/* ---- s4d::FusedMBConv: expand 1x1 -> depthwise kxk -> project 1x1 (fused_mbconv.c) ---- */
+
+/* Inputs of s4d::FusedMBConv; the optional ones absent as index -1. */
+enum {
+    S4D_MBCONV_X = 0, S4D_MBCONV_W1, S4D_MBCONV_B1, S4D_MBCONV_W2, S4D_MBCONV_B2, S4D_MBCONV_W3,
+    S4D_MBCONV_B3, S4D_MBCONV_Z, S4D_MBCONV_NUM_INPUTS
+};
+
+/* Everything resolved: shapes, padding, which optional inputs are there, the three activations
+   (s4d_conv_act; index 0 expand, 1 depthwise, 2 project; Clip: alpha = min, beta = max). */
+typedef struct s4d_fused_mbconv_params {
+    int64_t n, c, h, w;       /* X */
+    int64_t mid, m, k;        /* expanded channels, output channels, depthwise kernel k x k */
+    int64_t stride;           /* depthwise, both ways */
+    int64_t pad_top, pad_left, pad_bottom, pad_right;
+    int64_t ho, wo;           /* Y is [n][m][ho][wo] */
+    int32_t has_expand, has_b1, has_b2, has_b3, has_z;
+    int32_t act[3];
+    float alpha[3], beta[3];
+} s4d_fused_mbconv_params;
+
 /* ---- layout ---- */
 
 /* DepthToSpace (dcr: the DCR order, else CRD) and SpaceToDepth. */

@@ -13,6 +13,7 @@
  * the activation attributes left out, and its params lead this op's.
  */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "ops/broadcast.h"
@@ -57,28 +58,53 @@ static s4d_status fca_inner(s4d_op_ctx *ctx, fca_call *fc)
     return S4D_OK;
 }
 
-static s4d_status fca_act(s4d_op_ctx *ctx, s4d_conv_act_params *p)
+s4d_status s4d_conv_act_parse(s4d_op_ctx *ctx, const char *prefix, int allow_none, int32_t *act,
+                              float *alpha, float *beta)
 {
-    const char *a = s4d_op_attr_string(ctx, "activation", "");
+    char name[64], name_a[80], name_b[80];
+    snprintf(name, sizeof name, "%sactivation", prefix);
+    snprintf(name_a, sizeof name_a, "%s_alpha", name);
+    snprintf(name_b, sizeof name_b, "%s_beta", name);
+    const char *a = s4d_op_attr_string(ctx, name, "");
+    if (allow_none && a[0] == '\0') {
+        *act = S4D_CONV_ACT_NONE;
+        *alpha = *beta = 0.0f;
+        return S4D_OK;
+    }
     size_t i = 0, n = sizeof fca_names / sizeof fca_names[0];
     while (i < n && strcmp(fca_names[i].name, a) != 0)
         i++;
     if (i == n)
         return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED,
-                            "activation '%s' (Relu, Clip, LeakyRelu, Sigmoid, Silu, HardSigmoid, "
+                            "%s '%s' (%sRelu, Clip, LeakyRelu, Sigmoid, Silu, HardSigmoid, "
                             "HardSwish)",
-                            a);
-    p->act = fca_names[i].act;
-    float da = p->act == S4D_CONV_ACT_LEAKY_RELU ? 0.01f : p->act == S4D_CONV_ACT_HARD_SIGMOID ? 0.2f
-               : p->act == S4D_CONV_ACT_CLIP     ? -INFINITY
-                                                 : 0.0f;
-    float db = p->act == S4D_CONV_ACT_HARD_SIGMOID ? 0.5f : p->act == S4D_CONV_ACT_CLIP ? INFINITY : 0.0f;
-    p->alpha = s4d_op_attr_float(ctx, "activation_alpha", da);
-    p->beta = s4d_op_attr_float(ctx, "activation_beta", db);
-    if (p->act == S4D_CONV_ACT_CLIP && !(p->alpha <= p->beta))
-        return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "Clip range [%g, %g] is empty", (double)p->alpha,
-                            (double)p->beta);
+                            name, a, allow_none ? "\"\" for none, " : "");
+    *act = fca_names[i].act;
+    float da = *act == S4D_CONV_ACT_LEAKY_RELU ? 0.01f : *act == S4D_CONV_ACT_HARD_SIGMOID ? 0.2f
+               : *act == S4D_CONV_ACT_CLIP     ? -INFINITY
+                                               : 0.0f;
+    float db = *act == S4D_CONV_ACT_HARD_SIGMOID ? 0.5f : *act == S4D_CONV_ACT_CLIP ? INFINITY : 0.0f;
+    *alpha = s4d_op_attr_float(ctx, name_a, da);
+    *beta = s4d_op_attr_float(ctx, name_b, db);
+    if (*act == S4D_CONV_ACT_CLIP && !(*alpha <= *beta))
+        return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "%s: Clip range [%g, %g] is empty", name,
+                            (double)*alpha, (double)*beta);
     return S4D_OK;
+}
+
+const char *s4d_conv_act_name(int act)
+{
+    if (act == S4D_CONV_ACT_NONE)
+        return "";
+    for (size_t i = 0; i < sizeof fca_names / sizeof fca_names[0]; i++)
+        if ((int)fca_names[i].act == act)
+            return fca_names[i].name;
+    return NULL;
+}
+
+static s4d_status fca_act(s4d_op_ctx *ctx, s4d_conv_act_params *p)
+{
+    return s4d_conv_act_parse(ctx, "", 0, &p->act, &p->alpha, &p->beta);
 }
 
 static s4d_status fca_infer(s4d_op_ctx *ctx)
@@ -113,7 +139,7 @@ static size_t fca_ws(const s4d_op_ctx *ctx)
     return fc.c.schema->workspace_size(&fc.c);
 }
 
-static float fca_apply(int act, float alpha, float beta, float v)
+float s4d_conv_act_apply(int act, float alpha, float beta, float v)
 {
     double x = v, t;
     switch ((s4d_conv_act)act) {
@@ -154,7 +180,7 @@ static s4d_status fca_run(s4d_op_ctx *ctx)
     float *y = ctx->outputs[0].data;
     int64_t n = s4d_tensor_numel(&ctx->outputs[0]);
     for (int64_t i = 0; i < n; i++)
-        y[i] = fca_apply(p->act, p->alpha, p->beta, y[i]);
+        y[i] = s4d_conv_act_apply(p->act, p->alpha, p->beta, y[i]);
     return S4D_OK;
 }
 
