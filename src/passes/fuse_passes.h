@@ -17,6 +17,8 @@
  *   FusedMatMul (A, B, [bias])   attr activation "" | "Relu": MatMul + bias, act
  *   FusedConvAct (X, W, [B], [Z]) attr activation, activation_alpha/_beta:
  *               FusedConv + Clip, HardSwish, HardSigmoid, LeakyRelu, Sigmoid or SiLU
+ *   FusedMBConv (X, [W1], [B1], W2, [B2], W3, [B3], [Z]) attr the three activations,
+ *               dw_strides, dw_pads: expand 1x1 -> depthwise -> project 1x1 (+ Z)
  *   FusedAttention (Q, KT, V, [mask]) attr mask_fill, fill_where_true:
  *               MatMul -> [Where(mask, constant)] -> Softmax(last axis) -> MatMul
  *   FusedPointwise (X0..Xn-1) attr program, constants: a tree of element-wise ops
@@ -37,6 +39,9 @@ s4d_status s4d_pass_fuse_conv_act(s4d_ir_graph *g, char *err, size_t errsz);
 /* Conv or FusedConv [-> Clip | HardSwish | HardSigmoid | LeakyRelu | Sigmoid | Sigmoid+Mul]
    -> FusedConvAct (fuse_conv_act_more.c). */
 s4d_status s4d_pass_fuse_conv_act_more(s4d_ir_graph *g, char *err, size_t errsz);
+/* [Conv 1x1 ->] depthwise Conv -> Conv 1x1 (each possibly fused above) -> FusedMBConv when the
+   device has a kernel for it (fuse_mbconv.c); S4D_FUSE_MBCONV=0 turns it off. */
+s4d_status s4d_pass_fuse_mbconv(s4d_ir_graph *g, char *err, size_t errsz);
 /* MatMul(A, constant 2-D W) [-> Add(constant [N] bias)] [-> Relu] -> FusedMatMul. */
 s4d_status s4d_pass_fuse_matmul_add(s4d_ir_graph *g, char *err, size_t errsz);
 /*
