@@ -357,4 +357,34 @@ static inline void cc_tr_out_c(const float *t, int64_t pix, int ncol, const floa
         }
 }
 
+/*
+ * The inverted residual block in one pass (mbconv.h), AVX-512: geometry and packed weights as
+ * the item function sees them. Output rows go in groups of `grp` rows (about 64 pixels, so the
+ * 1x1 products have rows to share their weight panels); the ring holds the `ring` = (grp - 1) *
+ * s + k expanded input rows a group reads, each [cb][wp][16] floats (channel block, padded
+ * column, channel), row iy in slot iy % ring; rows outside the image read a zero slot.
+ * Packed: w1 [nmp1][c][CC_TN] (expand, panels of 48 of the mid channels), w2 [cb][k * k][16]
+ * (depthwise, channels past mid zero), w3 [nmp3][mid][CC_TN] (project).
+ */
+typedef struct cc_mbc {
+    int64_t c, h, w, mid, m, k, s, pt, pl, ho, wo;
+    int has_expand;
+    int64_t cb, cpad, wp, grp, ring, nmp1, nmp3;
+    const float *w1, *w2, *w3;
+    cc_post post1, post2, post3;
+} cc_mbc;
+
+/* Floats of one slot's workspace for the item function. */
+static inline int64_t cc_mbc_slot_floats(const cc_mbc *g)
+{
+    const int64_t rowf = g->cb * g->wp * 16, pix = g->grp * g->wo;
+    const int64_t tpix = pix > CC_TR_MAX ? pix : CC_TR_MAX;
+    return (g->ring + 1) * rowf + pix * g->cpad + tpix * CC_TN + g->cpad + 2 * g->ring * g->w * 2 + 64;
+}
+
+/* Output row groups [g0, g1) of one image: x its block input, y its output, z its residual or
+ * NULL; ws one slot (cc_mbc_slot_floats floats, 64-byte aligned). */
+void s4d_cc_mbc_groups_avx512(const cc_mbc *g, const float *x, const float *b1, const float *b2,
+                              const float *b3, const float *z, float *y, int64_t g0, int64_t g1, float *ws);
+
 #endif /* S4D_CPU_CONV_CPUCONV_IMPL_H */

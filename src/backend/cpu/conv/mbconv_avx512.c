@@ -1,0 +1,237 @@
+/*
+ * The inverted residual block in one pass, AVX-512F (see mbconv.h and cc_mbc
+ * in cpuconv_impl.h). Per group of output rows:
+ *   1. the expanded input rows the group reads and the ring lacks: the 1x1
+ *      expand as pixels-as-rows products (cc_ops.ukr_t: vectors over 48 mid
+ *      channels, one broadcast input value per pixel and channel), stored
+ *      channels-in-vectors into the ring with bias and activation; without an
+ *      expand, the input rows are transposed into the ring instead;
+ *   2. the depthwise rows from the ring (dwc_row_k), pixel-major into dout
+ *      [pixel][cpad], then bias and activation in place;
+ *   3. the 1x1 project, pixels as rows again, reading dout as its reduction
+ *      (contiguous per pixel), and the 48-channel panels transposed into the
+ *      NCHW output with bias, residual and activation (cc_ops.tr_out).
+ * The operations per output element are those of the unfused layers.
+ */
+#include <string.h>
+
+#include "backend/cpu/conv/avx512_inl.h"
+#include "backend/cpu/conv/cpuconv_impl.h"
+
+typedef struct mbc_ws {
+    float *ring, *zero, *dout, *t, *b2;
+    int64_t *xoff, *dpos;
+} mbc_ws;
+
+static mbc_ws carve(const cc_mbc *g, float *ws)
+{
+    const int64_t rowf = g->cb * g->wp * 16, pix = g->grp * g->wo;
+    const int64_t tpix = pix > CC_TR_MAX ? pix : CC_TR_MAX;
+    mbc_ws w;
+    w.ring = ws;
+    w.zero = w.ring + g->ring * rowf;
+    w.dout = w.zero + rowf;
+    w.t = w.dout + pix * g->cpad;
+    w.b2 = w.t + tpix * CC_TN;
+    /* int64 arrays after the floats, 8-byte aligned: every size above is a multiple of 16 floats
+     * except pix * cpad (cpad is) and tpix * CC_TN (CC_TN is), so the offset stays even */
+    w.xoff = (int64_t *)(void *)(w.b2 + g->cpad);
+    w.dpos = w.xoff + g->ring * g->w;
+    return w;
+}
+
+#define MBC_TILE(NV)                                                                                              \
+    static TGT void tile_##NV(int64_t kc, const float *x, const int64_t *off, int rows, int64_t lda,             \
+                              const float *w, const cc_tepi *e)                                                  \
+    {                                                                                                            \
+        switch (rows) {                                                                                          \
+        case 8: ukr_t_rn(8, NV, kc, x, off, lda, w, NULL, 0, 0, e); break;                                       \
+        case 7: ukr_t_rn(7, NV, kc, x, off, lda, w, NULL, 0, 0, e); break;                                       \
+        case 6: ukr_t_rn(6, NV, kc, x, off, lda, w, NULL, 0, 0, e); break;                                       \
+        case 5: ukr_t_rn(5, NV, kc, x, off, lda, w, NULL, 0, 0, e); break;                                       \
+        case 4: ukr_t_rn(4, NV, kc, x, off, lda, w, NULL, 0, 0, e); break;                                       \
+        case 3: ukr_t_rn(3, NV, kc, x, off, lda, w, NULL, 0, 0, e); break;                                       \
+        case 2: ukr_t_rn(2, NV, kc, x, off, lda, w, NULL, 0, 0, e); break;                                       \
+        default: ukr_t_rn(1, NV, kc, x, off, lda, w, NULL, 0, 0, e); break;                                      \
+        }                                                                                                        \
+    }
+MBC_TILE(1)
+MBC_TILE(2)
+MBC_TILE(3)
+#undef MBC_TILE
+
+/* Expand the pixels listed in xoff (input offsets in a plane) into the ring at dpos (float
+ * offsets of each pixel's column in block 0 of its slot): the products' tiles go straight to
+ * the ring with bias and activation. */
+static TGT void expand_pixels(const cc_mbc *g, const mbc_ws *w, const float *x, const float *b1, int64_t npix)
+{
+    const int64_t plane = g->h * g->w, slotb = g->wp * 16;
+    const int64_t ntiles = (npix + CC_TR_MAX - 1) / CC_TR_MAX;
+    cc_tepi e;
+    e.vstride = slotb;
+    e.act = g->post1.act;
+    e.lo = _mm512_set1_ps(g->post1.lo);
+    e.hi = _mm512_set1_ps(g->post1.hi);
+    for (int64_t mp = 0; mp < g->nmp1; mp++) {
+        const int64_t ch0 = mp * CC_TN;
+        const int ncol = (int)(g->mid - ch0 < CC_TN ? g->mid - ch0 : CC_TN);
+        const float *wp = g->w1 + mp * g->c * CC_TN;
+        __m512 bv[3];
+        for (int j = 0; j < 3; j++)
+            bv[j] = b1 && 16 * j < ncol ? _mm512_maskz_loadu_ps(lane_mask(ncol - 16 * j), b1 + ch0 + 16 * j)
+                                        : _mm512_setzero_ps();
+        e.bias = b1 ? bv : NULL;
+        e.dst = w->ring + (ch0 / 16) * slotb;
+        for (int64_t tl = 0; tl < ntiles; tl++) {
+            const int64_t p0 = tl * npix / ntiles, p1 = (tl + 1) * npix / ntiles;
+            const int rows = (int)(p1 - p0);
+            e.pos = w->dpos + p0;
+            if (ncol > 32)
+                tile_3(g->c, x, w->xoff + p0, rows, plane, wp, &e);
+            else if (ncol > 16)
+                tile_2(g->c, x, w->xoff + p0, rows, plane, wp, &e);
+            else
+                tile_1(g->c, x, w->xoff + p0, rows, plane, wp, &e);
+        }
+    }
+}
+
+/* No expand: input row iy of the c channels, transposed into its slot (16 pixels x 16 channels
+ * per register transpose). */
+static TGT void transpose_row(const cc_mbc *g, const float *x, int64_t iy, float *slot)
+{
+    const int64_t plane = g->h * g->w, slotb = g->wp * 16;
+    __m512 r[16];
+    for (int64_t cb = 0; cb < g->cb; cb++) {
+        const int nch = (int)(g->c - cb * 16 < 16 ? g->c - cb * 16 : 16);
+        for (int64_t ix = 0; ix < g->w; ix += 16) {
+            const int n = (int)(g->w - ix < 16 ? g->w - ix : 16);
+            const __mmask16 mn = lane_mask(n);
+            for (int c = 0; c < 16; c++)
+                r[c] = c < nch ? _mm512_maskz_loadu_ps(mn, x + (cb * 16 + c) * plane + iy * g->w + ix)
+                               : _mm512_setzero_ps();
+            transpose16(r);
+            float *dst = slot + cb * slotb + (g->pl + ix) * 16;
+            for (int j = 0; j < n; j++)
+                _mm512_storeu_ps(dst + j * 16, r[j]);
+        }
+    }
+}
+
+#define MBC_ROW(K, S)                                                                                             \
+    static TGT void dw_row_##K##_##S(const float *const *rp, const __m512 *wv, float *o, int64_t wo, int64_t ps, \
+                                     const cc_tepi *e)                                                           \
+    {                                                                                                            \
+        dwc_row_k(K, S, rp, wv, o, wo, ps, e);                                                                   \
+    }
+MBC_ROW(3, 1)
+MBC_ROW(3, 2)
+MBC_ROW(5, 1)
+MBC_ROW(5, 2)
+MBC_ROW(7, 1)
+MBC_ROW(7, 2)
+#undef MBC_ROW
+
+typedef void (*dw_row_fn)(const float *const *, const __m512 *, float *, int64_t, int64_t, const cc_tepi *);
+
+static dw_row_fn dw_row_for(int64_t k, int64_t s)
+{
+    if (k == 3)
+        return s == 1 ? dw_row_3_1 : dw_row_3_2;
+    if (k == 5)
+        return s == 1 ? dw_row_5_1 : dw_row_5_2;
+    return s == 1 ? dw_row_7_1 : dw_row_7_2;
+}
+
+/* Depthwise rows [oy0, oy1) into dout, with bias and activation. */
+static TGT void depthwise_rows(const cc_mbc *g, const mbc_ws *w, int64_t oy0, int64_t oy1)
+{
+    const int64_t slotb = g->wp * 16, rowf = g->cb * slotb, kk = g->k * g->k;
+    const dw_row_fn row = dw_row_for(g->k, g->s);
+    __m512 wv[CC_DWR_MAX_K * CC_DWR_MAX_K], bv;
+    cc_tepi e;
+    memset(&e, 0, sizeof e);
+    e.bias = &bv;
+    e.act = g->post2.act;
+    e.lo = _mm512_set1_ps(g->post2.lo);
+    e.hi = _mm512_set1_ps(g->post2.hi);
+    for (int64_t cb = 0; cb < g->cb; cb++) {
+        for (int64_t t = 0; t < kk; t++)
+            wv[t] = _mm512_loadu_ps(g->w2 + (cb * kk + t) * 16);
+        bv = _mm512_loadu_ps(w->b2 + cb * 16);
+        for (int64_t oy = oy0; oy < oy1; oy++) {
+            const float *rp[CC_DWR_MAX_K];
+            for (int64_t ky = 0; ky < g->k; ky++) {
+                const int64_t iy = oy * g->s - g->pt + ky;
+                const float *slot = iy < 0 || iy >= g->h ? w->zero : w->ring + (iy % g->ring) * rowf;
+                rp[ky] = slot + cb * slotb;
+            }
+            row(rp, wv, w->dout + (oy - oy0) * g->wo * g->cpad + cb * 16, g->wo, g->cpad, &e);
+        }
+    }
+}
+
+/* Project the pixels of rows [oy0, oy1) from dout into y (and z). */
+static TGT void project_rows(const cc_mbc *g, const mbc_ws *w, const float *b3, const float *z, float *y,
+                             int64_t oy0, int64_t oy1)
+{
+    const int64_t pix = (oy1 - oy0) * g->wo, plane = g->ho * g->wo, at = oy0 * g->wo;
+    const int64_t ntiles = (pix + CC_TR_MAX - 1) / CC_TR_MAX;
+    int64_t off[CC_TR_MAX];
+    for (int64_t mp = 0; mp < g->nmp3; mp++) {
+        const int64_t m0 = mp * CC_TN;
+        const int ncol = (int)(g->m - m0 < CC_TN ? g->m - m0 : CC_TN);
+        const float *wp = g->w3 + mp * g->mid * CC_TN;
+        for (int64_t tl = 0; tl < ntiles; tl++) {
+            const int64_t p0 = tl * pix / ntiles, p1 = (tl + 1) * pix / ntiles;
+            for (int64_t i = p0; i < p1; i++)
+                off[i - p0] = i * g->cpad;
+            s4d_cc_ops_avx512.ukr_t(g->mid, w->dout, off, (int)(p1 - p0), 1, wp, w->t + p0 * CC_TN, ncol, 0, 0);
+        }
+        s4d_cc_ops_avx512.tr_out(w->t, pix, ncol, b3 ? b3 + m0 : NULL, z ? z + m0 * plane + at : NULL,
+                                 y + m0 * plane + at, plane, &g->post3);
+    }
+}
+
+void s4d_cc_mbc_groups_avx512(const cc_mbc *g, const float *x, const float *b1, const float *b2,
+                              const float *b3, const float *z, float *y, int64_t g0, int64_t g1, float *ws)
+{
+    const mbc_ws w = carve(g, ws);
+    const int64_t slotb = g->wp * 16, rowf = g->cb * slotb;
+    /* zero slot, and the padding columns of every slot (the expand writes only the image's) */
+    memset(w.zero, 0, sizeof(float) * (size_t)rowf);
+    for (int64_t r = 0; r < g->ring; r++)
+        for (int64_t cb = 0; cb < g->cb; cb++) {
+            float *blk = w.ring + r * rowf + cb * slotb;
+            memset(blk, 0, sizeof(float) * 16 * (size_t)g->pl);
+            memset(blk + (g->pl + g->w) * 16, 0, sizeof(float) * 16 * (size_t)(g->wp - g->pl - g->w));
+        }
+    for (int64_t c = 0; c < g->cpad; c++)
+        w.b2[c] = b2 && c < g->mid ? b2[c] : 0.0f;
+    int64_t tag[64];
+    for (int64_t r = 0; r < g->ring; r++)
+        tag[r] = -1;
+    for (int64_t gi = g0; gi < g1; gi++) {
+        const int64_t oy0 = gi * g->grp, oy1 = oy0 + g->grp < g->ho ? oy0 + g->grp : g->ho;
+        const int64_t iy0 = oy0 * g->s - g->pt, iy1 = (oy1 - 1) * g->s - g->pt + g->k; /* [iy0, iy1) */
+        int64_t npix = 0;
+        for (int64_t iy = iy0 < 0 ? 0 : iy0; iy < iy1 && iy < g->h; iy++) {
+            const int64_t slot = iy % g->ring;
+            if (tag[slot] == iy)
+                continue;
+            tag[slot] = iy;
+            if (!g->has_expand) {
+                transpose_row(g, x, iy, w.ring + slot * rowf);
+                continue;
+            }
+            for (int64_t ix = 0; ix < g->w; ix++, npix++) {
+                w.xoff[npix] = iy * g->w + ix;
+                w.dpos[npix] = slot * rowf + (g->pl + ix) * 16;
+            }
+        }
+        if (npix)
+            expand_pixels(g, &w, x, b1, npix);
+        depthwise_rows(g, &w, oy0, oy1);
+        project_rows(g, &w, b3, z, y, oy0, oy1);
+    }
+}
