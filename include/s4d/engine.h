@@ -213,6 +213,8 @@ typedef struct s4d_layer_details {
     int is_copy;                /* a copy layer the placement pass inserted */
     int is_view;                /* its output shares its input's buffer (a Reshape, Squeeze,
                                    ...): it runs no kernel and takes no time */
+    const char *kernel_info;    /* what its kernel chose (algorithm, blocking) in one line, ""
+                                   when it says nothing; valid while the engine lives */
 } s4d_layer_details;
 
 /* One layer, for --dumpLayerInfo. */

@@ -60,6 +60,9 @@ typedef struct s4d_kernel {
     void (*destroy)(void *state);
     /* Run time: compute the outputs. Allocates nothing, synchronises nothing. */
     s4d_status (*run)(s4d_op_ctx *ctx);
+    /* What prepare() chose (algorithm, blocking), in one line for --dumpLayerInfo, with
+       snprintf's rules; NULL or 0: nothing to say. */
+    int (*describe)(const void *state, char *buf, size_t size);
 } s4d_kernel;
 
 /* Direction of a copy, from the host's point of view. */

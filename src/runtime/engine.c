@@ -79,9 +79,12 @@ static void engine_free(s4d_engine *e)
             l->kernel_state = NULL;
             if (e->plugin_labels)
                 free(e->plugin_labels[i]);
+            if (e->kernel_info)
+                free(e->kernel_info[i]);
         }
     }
     free(e->plugin_labels);
+    free(e->kernel_info);
     for (int d = 0; d < S4D_NUM_DEVICES; d++) {
         engine_dev *dv = &e->dev[d];
         if (!dv->be)
@@ -490,7 +493,8 @@ static s4d_status engine_finish(s4d_engine *e, int loading, char *err, size_t er
             return st;
     }
     e->plugin_labels = calloc((size_t)p->num_layers + 1, sizeof(char *));
-    if (!e->plugin_labels)
+    e->kernel_info = calloc((size_t)p->num_layers + 1, sizeof(char *));
+    if (!e->plugin_labels || !e->kernel_info)
         return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
     for (int d = 0; d < S4D_NUM_DEVICES; d++)
         p->workspace_size[d] = 0;
@@ -505,6 +509,13 @@ static s4d_status engine_finish(s4d_engine *e, int loading, char *err, size_t er
             return st;
         if (l->workspace > p->workspace_size[l->device])
             p->workspace_size[l->device] = l->workspace;
+        char said[256];
+        if (l->kernel && l->kernel->describe && l->kernel_state &&
+            l->kernel->describe(l->kernel_state, said, sizeof said) > 0) {
+            e->kernel_info[i] = s4d_strdup(said);
+            if (!e->kernel_info[i])
+                return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
+        }
         if (l->kind == S4D_LAYER_PLUGIN) {
             size_t n = strlen(l->plugin_namespace) + strlen(l->plugin_name) +
                        strlen(l->plugin_version) + 8;
@@ -810,6 +821,7 @@ s4d_status s4d_engine_layer_details(const s4d_engine *e, int index, s4d_layer_de
     v.payload_bytes = (size_t)l->backend_payload_size;
     v.is_copy = l->kind == S4D_LAYER_COPY;
     v.is_view = s4d_plan_layer_is_view(e->plan, l);
+    v.kernel_info = e->kernel_info && e->kernel_info[index] ? e->kernel_info[index] : "";
     memcpy(d, &v, v.struct_size);
     return S4D_OK;
 }

@@ -690,6 +690,9 @@ static void dump_layers(const s4d_engine *e)
         }
         if (li.workspace_bytes)
             printf(" workspace=%zu", li.workspace_bytes);
+        /* Last but for "view", which scripts look for at the end (views have no plan). */
+        if (ld.kernel_info && ld.kernel_info[0])
+            printf(" plan: %s", ld.kernel_info);
         if (ld.is_view)
             printf(" view");
         printf("\n");

@@ -261,6 +261,13 @@ static size_t conv_workspace(const s4d_op_ctx *ctx)
     return ctx->schema->workspace_size ? ctx->schema->workspace_size(ctx) : 0;
 }
 
+/* The widest plan's: the one a context with every core runs. */
+static int conv_describe(const void *state, char *buf, size_t size)
+{
+    const conv_state *s = state;
+    return s && s->nplans ? s4d_cpuconv_plan_describe(s->plan[s->nplans - 1], buf, size) : 0;
+}
+
 static void conv_parallel_for(void *pool, int64_t n, s4d_cpuconv_range_fn fn, void *arg)
 {
     /* One chunk per slot: the library hands out its own work items inside. */
@@ -306,17 +313,17 @@ static s4d_status conv_run(s4d_op_ctx *ctx)
 const s4d_kernel s4d_cpu_kernel_conv = {
     .domain = "", .op_type = "Conv", .since_version = 1,
     .workspace_size = conv_workspace, .prepare = conv_prepare, .save = conv_save,
-    .destroy = conv_destroy, .run = conv_run,
+    .destroy = conv_destroy, .run = conv_run, .describe = conv_describe,
 };
 
 const s4d_kernel s4d_cpu_kernel_fused_conv_act = {
     .domain = "s4d", .op_type = "FusedConvAct", .since_version = 1,
     .workspace_size = conv_workspace, .prepare = conv_prepare, .save = conv_save,
-    .destroy = conv_destroy, .run = conv_run,
+    .destroy = conv_destroy, .run = conv_run, .describe = conv_describe,
 };
 
 const s4d_kernel s4d_cpu_kernel_fused_conv = {
     .domain = "s4d", .op_type = "FusedConv", .since_version = 1,
     .workspace_size = conv_workspace, .prepare = conv_prepare, .save = conv_save,
-    .destroy = conv_destroy, .run = conv_run,
+    .destroy = conv_destroy, .run = conv_run, .describe = conv_describe,
 };
