@@ -124,7 +124,7 @@ static int propagate(const s4d_plan *p, const s4d_plan_layer *l, const int *ax, 
     static const char *const reshapes[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", NULL};
     static const char *const same[] = {"Slice", "Split", "Concat", "Tile", "Pad", NULL};
     static const char *const lost[] = {"Conv", "ConvTranspose", "FusedConv", "FusedConvAct",
-                                       "Einsum", "Resize", "MaxPool", "AveragePool",
+                                       "FusedMBConv", "Einsum", "Resize", "MaxPool", "AveragePool",
                                        "GlobalAveragePool", "Shape", "Size", NULL};
     const s4d_plan_tensor *out = &p->tensors[o];
     int in0 = l->num_inputs > 0 ? l->inputs[0] : -1;

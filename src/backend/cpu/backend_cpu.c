@@ -62,7 +62,7 @@ static int compute_bound(const char *op_type)
         "MatMul", "Gemm", "Einsum", "Conv", "ConvTranspose", "FusedConv", "FusedConvAct", "Attention",
         "LSTM", "GRU", "RNN", "GridSample", "Resize", "Upsample", "TopK", "NonMaxSuppression", "RoiAlign",
         "LRN", "MatMulInteger", "ConvInteger", "QLinearConv", "QLinearMatMul", "DeformConv", "MaxRoiPool",
-        "Col2Im", "STFT", "DFT",
+        "Col2Im", "STFT", "DFT", "FusedMBConv",
     };
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
         if (strcmp(op_type, ops[i]) == 0)

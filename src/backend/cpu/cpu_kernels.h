@@ -15,6 +15,8 @@
 extern const s4d_kernel s4d_cpu_kernel_conv;
 extern const s4d_kernel s4d_cpu_kernel_fused_conv;
 extern const s4d_kernel s4d_cpu_kernel_fused_conv_act;
+/* s4d::FusedMBConv over the library's inverted residual block (mbconv_kernel.c). */
+extern const s4d_kernel s4d_cpu_kernel_fused_mbconv;
 /* MaxPool over the convolution library's pooling (maxpool_kernel.c). */
 extern const s4d_kernel s4d_cpu_kernel_maxpool;
 

@@ -8,6 +8,7 @@ static const s4d_kernel *const own_kernels[] = {
     &s4d_cpu_kernel_conv,
     &s4d_cpu_kernel_fused_conv,
     &s4d_cpu_kernel_fused_conv_act,
+    &s4d_cpu_kernel_fused_mbconv,
     &s4d_cpu_kernel_maxpool,
     &s4d_cpu_kernel_relu,
     &s4d_cpu_kernel_leaky_relu,
