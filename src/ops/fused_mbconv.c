@@ -62,9 +62,14 @@ static s4d_status check_bias(s4d_op_ctx *ctx, int i, int64_t len, int32_t *has)
     if (!*has)
         return S4D_OK;
     const s4d_tensor *t = &ctx->inputs[i];
-    if (!is_f32(t) || t->rank != 1 || t->dims[0] != len)
+    if (!is_f32(t) || t->rank != 1 || t->dims[0] != len) {
+        if (t->rank == 1)
+            return s4d_op_error(ctx, S4D_ERR_SHAPE, "%s must be float32 [%lld], got %s [%lld]",
+                                mbc_input_names[i], (long long)len, s4d_dtype_name(t->dtype),
+                                (long long)t->dims[0]);
         return s4d_op_error(ctx, S4D_ERR_SHAPE, "%s must be float32 [%lld], got %s of rank %d",
                             mbc_input_names[i], (long long)len, s4d_dtype_name(t->dtype), t->rank);
+    }
     return S4D_OK;
 }
 
