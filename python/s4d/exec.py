@@ -286,6 +286,8 @@ def dump_layers(engine):
                 + " out:" + "".join(ts(x) for x in li["outputs"]))
         if li["workspace_bytes"]:
             line += f" workspace={li['workspace_bytes']}"
+        if li["kernel_info"]:
+            line += f" plan: {li['kernel_info']}"
         if li["is_view"]:
             line += " view"
         print(line)

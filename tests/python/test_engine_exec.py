@@ -165,6 +165,34 @@ def test_layer_dump_profile_and_compare_lines(models, tmp_path):
     assert errs[0] == errs[1] and "first at flat index 7" in errs[0]
 
 
+def test_layer_dump_shows_the_kernel_plans(tmp_path):
+    """A convolution and an inverted residual block: each CPU layer's plan, in both dumps."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(5)
+    w = {"w0": (16, 3, 3, 3), "w1": (48, 16, 1, 1), "w2": (48, 1, 3, 3), "w3": (16, 48, 1, 1)}
+    inits = [numpy_helper.from_array(rng.normal(0, 0.3, s).astype(np.float32), k) for k, s in w.items()]
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["a"], name="stem", pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["a", "w1"], ["e"], name="expand"),
+             helper.make_node("Relu", ["e"], ["er"], name="expand_relu"),
+             helper.make_node("Conv", ["er", "w2"], ["d"], name="dw", group=48, pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["d", "w3"], ["y"], name="project")]
+    g = helper.make_graph(nodes, "plans", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 9, 9])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    path = str(tmp_path / "plans.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    args = [f"--onnx={path}", "--iterations=1", "--warmUp=0", "--dumpLayerInfo"]
+    c, p = s4dexec(*args), pyexec(*args)
+    assert c.returncode == 0 and p.returncode == 0, c.stderr + p.stderr
+    layers = lambda out: [l for l in out.splitlines() if l.startswith("  ")]  # noqa: E731
+    assert layers(p.stdout) == layers(c.stdout)
+    ops = {l.split()[2]: l for l in layers(c.stdout)}
+    assert set(ops) == {"Conv", "FusedMBConv"}, layers(c.stdout)
+    assert " plan: " in ops["Conv"] and " plan: mbconv " in ops["FusedMBConv"]
+    info = {li["op"]: li["kernel_info"] for li in se.build(path).layer_info()}
+    assert info["FusedMBConv"].startswith("mbconv ") and info["Conv"]
+
+
 def test_bad_command_lines_fail_like_s4dexec(models, tmp_path, capsys):
     m = os.path.join(models, "mlp.onnx")
     engine_file = str(tmp_path / "mlp.s4de")

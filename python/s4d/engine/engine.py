@@ -647,7 +647,8 @@ class Engine(_Closing):
         name, op ("namespace::name:version" for a plugin), domain,
         is_plugin, device, precision, format, is_copy, is_view (its output
         shares its input's buffer: it runs nothing), payload_bytes,
-        workspace_bytes, and inputs/outputs as {"dtype", "shape"} (None for
+        workspace_bytes, kernel_info (what its kernel chose, "" when it
+        says nothing), and inputs/outputs as {"dtype", "shape"} (None for
         an absent optional input)."""
         with self._use() as ptr:
             return self._layer_info(ptr)
@@ -688,6 +689,7 @@ class Engine(_Closing):
                 "is_view": bool(ld.is_view) if have_details else False,
                 "payload_bytes": int(ld.payload_bytes) if have_details else 0,
                 "workspace_bytes": int(li.workspace_bytes),
+                "kernel_info": _lib.text(ld.kernel_info) if have_details else "",
                 "inputs": tensors(0, li.num_inputs), "outputs": tensors(1, li.num_outputs),
             })
         return layers
