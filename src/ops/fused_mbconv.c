@@ -127,7 +127,8 @@ static s4d_status mbc_parse(s4d_op_ctx *ctx, mbc_params *p)
     const s4d_tensor *w2 = &ctx->inputs[S4D_MBCONV_W2];
     {
         const int64_t d[4] = {p->mid, 1, -1, -1};
-        if ((st = check_4d(ctx, S4D_MBCONV_W2, d, "depthwise [MID][1][K][K] with MID of W1 (or C of X)")) != S4D_OK)
+        st = check_4d(ctx, S4D_MBCONV_W2, d, "depthwise [MID][1][K][K] with MID of W1 (or C of X)");
+        if (st != S4D_OK)
             return st;
     }
     p->k = w2->dims[2];
@@ -156,7 +157,8 @@ static s4d_status mbc_parse(s4d_op_ctx *ctx, mbc_params *p)
                             (long long)s[0], (long long)s[1]);
     p->stride = s[0];
     if (ints_attr(ctx, "dw_pads", 4, pads) < 0)
-        return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "dw_pads must hold 4 values (top, left, bottom, right)");
+        return s4d_op_error(ctx, S4D_ERR_INVALID_ARG,
+                            "dw_pads must hold 4 values (top, left, bottom, right)");
     for (int i = 0; i < 4; i++)
         if (pads[i] < 0 || pads[i] >= p->k)
             return s4d_op_error(ctx, S4D_ERR_INVALID_ARG,
@@ -170,7 +172,8 @@ static s4d_status mbc_parse(s4d_op_ctx *ctx, mbc_params *p)
     /* Pads are below K, sizes below 2^50: no overflow. */
     int64_t ph = p->h + p->pad_top + p->pad_bottom, pw = p->w + p->pad_left + p->pad_right;
     if (ph < p->k || pw < p->k)
-        return s4d_op_error(ctx, S4D_ERR_SHAPE, "the padded input %lld x %lld is smaller than the %lld x %lld kernel",
+        return s4d_op_error(ctx, S4D_ERR_SHAPE,
+                            "the padded input %lld x %lld is smaller than the %lld x %lld kernel",
                             (long long)ph, (long long)pw, (long long)p->k, (long long)p->k);
     p->ho = (ph - p->k) / p->stride + 1;
     p->wo = (pw - p->k) / p->stride + 1;

@@ -60,9 +60,13 @@ static int fold_bn(s4d_ir_graph *g, int i, int j)
             nw[o * per + q] = (float)((double)ow[o * per + q] * a);
         nb[o] = (float)(((ob ? (double)ob[o] : 0.0) - (double)mean[o]) * a + (double)beta[o]);
     }
+    /* Adding a value may move the value array that w points into. */
+    int64_t wdims[S4D_MAX_RANK];
+    const int wrank = w->rank;
+    memcpy(wdims, w->dims, sizeof wdims);
     char name[512];
     snprintf(name, sizeof name, "%s/folded_bn_W", conv->name);
-    int wv = s4d_fuse_add_const(g, name, nw, w->rank, w->dims);
+    int wv = s4d_fuse_add_const(g, name, nw, wrank, wdims);
     snprintf(name, sizeof name, "%s/folded_bn_B", g->nodes[i].name);
     int64_t bd[1] = {m};
     int bv = wv < 0 ? -1 : s4d_fuse_add_const(g, name, nb, 1, bd);
