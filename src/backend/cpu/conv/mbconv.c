@@ -185,6 +185,10 @@ static int plan_fused(s4d_mbconv_plan *pl)
     g->grp = cdiv(MBC_GROUP_PIX, pl->wo);
     if (g->grp > pl->ho)
         g->grp = pl->ho;
+    /* with several slots, at least two groups each (a 7x7 map is one group otherwise), at
+     * the price of the expanded rows neighbouring chunks both compute */
+    if (pl->nslots > 1 && g->grp > cdiv(pl->ho, 2 * (int64_t)pl->nslots))
+        g->grp = cdiv(pl->ho, 2 * (int64_t)pl->nslots);
     while (g->grp > 1 && (g->grp - 1) * p->stride + p->k > MBC_RING_MAX)
         g->grp--;
     g->ring = (g->grp - 1) * p->stride + p->k;
