@@ -1,5 +1,6 @@
 """What the engine's script tests share: running s4dexec, reading the layer list that
---dumpLayerInfo prints, saving inputs for --loadInputs, comparing outputs."""
+--dumpLayerInfo prints, saving inputs for --loadInputs, comparing outputs, and refusing
+hostile edits of one fused layer in an engine file."""
 import os
 import subprocess
 
@@ -54,3 +55,50 @@ def close(got, want, rtol, atol):
     err = np.abs(g - w)
     bad = err > atol + rtol * np.abs(w)
     return not bad.any(), f"max abs err {err.max() if err.size else 0:.3g}, {int(bad.sum())} of {err.size} beyond tolerance"
+
+
+def fused_layer_of(e, op_type):
+    """The one layer of op_type in engine file e (engine_file.EngineFile)."""
+    hits = [l for l in e.layers if l["op_type"] == op_type]
+    if len(hits) != 1:
+        raise RuntimeError(f"expected one {op_type} layer, found {len(hits)}")
+    return hits[0]
+
+
+def check_hostile_layers(exe, plugins, scratch, engine, op_type, cases, what):
+    """The engine file at `engine` (built with --exportOutput=SCRATCH/built, output "o") must
+    load and run as built, as written and after a round trip through engine_file.py; then every
+    (name, edit, want) of cases, edit applied to its op_type layer, must fail the load with exit 1
+    and a message holding `want` and the layer's name. Returns the number of failures."""
+    from engine_file import EngineFile  # tests/fuzz, on the caller's path
+
+    def s4dexec(args):
+        return subprocess.run([exe, f"--plugins={plugins}", "--iterations=1", "--warmUp=0"] + args,
+                              capture_output=True, text=True, errors="replace", timeout=120)
+
+    good = EngineFile.load(engine)
+    name = fused_layer_of(good, op_type)["name"]
+    failures = 0
+    rt = os.path.join(scratch, "roundtrip.s4de")
+    good.save(rt)
+    for path in (engine, rt):
+        p = s4dexec([f"--loadEngine={path}", f"--exportOutput={scratch}/loaded"])
+        same = p.returncode == 0 and np.array_equal(np.load(f"{scratch}/built/o.npy"),
+                                                    np.load(f"{scratch}/loaded/o.npy"))
+        if not same:
+            print(f"FAIL {os.path.basename(path)}: does not load and run as built: {p.stderr.strip()}")
+            failures += 1
+    for case, edit, want in cases:
+        e = EngineFile.load(engine)
+        edit(fused_layer_of(e, op_type))
+        path = os.path.join(scratch, f"{case}.s4de")
+        e.save(path)
+        p = s4dexec([f"--loadEngine={path}"])
+        msg = (p.stderr.strip().splitlines() or [""])[-1]
+        ok = p.returncode == 1 and want in p.stderr and name in p.stderr
+        print(f"{'ok' if ok else 'FAIL'} {case}: exit {p.returncode}: {msg}")
+        if not ok:
+            print(f"    expected exit 1 and a message with '{want}' naming '{name}'")
+            failures += 1
+    print(f"{len(cases)} hostile {what}, {failures} failures")
+    return failures

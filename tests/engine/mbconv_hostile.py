@@ -21,6 +21,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "fuzz"))
+from exec_util import check_hostile_layers, fused_layer_of  # noqa: E402
 from engine_file import ATTR_FLOAT, ATTR_INT, ATTR_INTS, ATTR_STRING, EngineFile  # noqa: E402
 
 F32 = TensorProto.FLOAT
@@ -58,10 +59,7 @@ def s4dexec(exe, plugins, args):
 
 
 def fused_layer(e):
-    hits = [l for l in e.layers if l["op_type"] == "FusedMBConv"]
-    if len(hits) != 1:
-        raise RuntimeError(f"expected one FusedMBConv layer, found {len(hits)}")
-    return hits[0]
+    return fused_layer_of(e, "FusedMBConv")
 
 
 def attr(layer, name):
@@ -144,33 +142,10 @@ def main():
     if p.returncode != 0:
         print(f"FAIL building the engine: {p.stderr.strip()}")
         return 1
-    good = EngineFile.load(engine)
-    layer = fused_layer(good)
+    layer = fused_layer(EngineFile.load(engine))
     print(f"fused layer '{layer['name']}': {len(layer['inputs'])} inputs, "
           f"payload {layer['backend_payload'].hex()}")
-    failures = 0
-    rt = os.path.join(scratch, "roundtrip.s4de")
-    good.save(rt)
-    for path in (engine, rt):
-        p = s4dexec(exe, plugins, [f"--loadEngine={path}", f"--exportOutput={scratch}/loaded"])
-        same = p.returncode == 0 and np.array_equal(np.load(f"{scratch}/built/o.npy"),
-                                                    np.load(f"{scratch}/loaded/o.npy"))
-        if not same:
-            print(f"FAIL {os.path.basename(path)}: does not load and run as built: {p.stderr.strip()}")
-            failures += 1
-    for name, edit, want in cases():
-        e = EngineFile.load(engine)
-        edit(fused_layer(e))
-        path = os.path.join(scratch, f"{name}.s4de")
-        e.save(path)
-        p = s4dexec(exe, plugins, [f"--loadEngine={path}"])
-        msg = (p.stderr.strip().splitlines() or [""])[-1]
-        ok = p.returncode == 1 and want in p.stderr and layer["name"] in p.stderr
-        print(f"{'ok' if ok else 'FAIL'} {name}: exit {p.returncode}: {msg}")
-        if not ok:
-            print(f"    expected exit 1 and a message with '{want}' naming '{layer['name']}'")
-            failures += 1
-    print(f"{len(cases())} hostile layers, {failures} failures")
+    failures = check_hostile_layers(exe, plugins, scratch, engine, "FusedMBConv", cases(), "layers")
     return 1 if failures else 0
 
 
