@@ -731,13 +731,7 @@ s4d_status s4d_cpuconv_pack_weights(const s4d_cpuconv_plan *plan, const float *w
     switch (plan->algo) {
     case S4D_CPUCONV_ALGO_GEMM:
         if (plan->tr) {
-            /* [panel][k][CC_TN], rows past m zero */
-            for (int64_t mp = 0; mp < plan->nmch; mp++)
-                for (int64_t k = 0; k < kdim; k++)
-                    for (int j = 0; j < CC_TN; j++) {
-                        int64_t row = mp * CC_TN + j;
-                        *dst++ = row < p->m ? w[row * kdim + k] : 0.0f;
-                    }
+            cc_pack_tn(w, p->m, kdim, dst);
             break;
         }
         /* [group][panel][k][CC_MR], rows past mg zero */

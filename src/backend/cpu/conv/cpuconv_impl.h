@@ -33,6 +33,19 @@
 #define CC_TN 48
 #define CC_TR_MAX 8
 
+/* Weights w[m][kdim] packed as panels of CC_TN rows, [panel][k][CC_TN], rows past m zero (the
+ * small-map GEMM's and the inverted residual block's layout); returns the end of dst. */
+static inline float *cc_pack_tn(const float *w, int64_t m, int64_t kdim, float *dst)
+{
+    for (int64_t mp = 0; mp * CC_TN < m; mp++)
+        for (int64_t k = 0; k < kdim; k++)
+            for (int j = 0; j < CC_TN; j++) {
+                const int64_t row = mp * CC_TN + j;
+                *dst++ = row < m ? w[row * kdim + k] : 0.0f;
+            }
+    return dst;
+}
+
 /* What a micro-kernel does after its reduction, on the final K block only. */
 typedef struct cc_epi {
     const float *bias;   /* bias of the tile's first row, or NULL */

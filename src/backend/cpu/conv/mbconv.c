@@ -327,13 +327,8 @@ s4d_status s4d_mbconv_pack_weights(const s4d_mbconv_plan *plan, const float *w1,
     }
     const cc_mbc *g = &plan->g;
     float *f = (float *)dst;
-    if (p->has_expand) /* [panel][c][CC_TN], mid channels past the last zero */
-        for (int64_t mp = 0; mp < g->nmp1; mp++)
-            for (int64_t c = 0; c < p->c; c++)
-                for (int j = 0; j < CC_TN; j++) {
-                    const int64_t row = mp * CC_TN + j;
-                    *f++ = row < p->mid ? w1[row * p->c + c] : 0.0f;
-                }
+    if (p->has_expand)
+        f = cc_pack_tn(w1, p->mid, p->c, f);
     const int64_t kk = p->k * p->k;
     for (int64_t cb = 0; cb < g->cb; cb++) /* [block][tap][16] */
         for (int64_t t = 0; t < kk; t++)
@@ -341,12 +336,7 @@ s4d_status s4d_mbconv_pack_weights(const s4d_mbconv_plan *plan, const float *w1,
                 const int64_t ch = cb * 16 + j;
                 *f++ = ch < p->mid ? w2[ch * kk + t] : 0.0f;
             }
-    for (int64_t mp = 0; mp < g->nmp3; mp++) /* [panel][mid][CC_TN] */
-        for (int64_t c = 0; c < p->mid; c++)
-            for (int j = 0; j < CC_TN; j++) {
-                const int64_t row = mp * CC_TN + j;
-                *f++ = row < p->m ? w3[row * p->mid + c] : 0.0f;
-            }
+    cc_pack_tn(w3, p->m, p->mid, f);
     return S4D_OK;
 }
 
