@@ -106,6 +106,7 @@ static s4d_status infer_slice(s4d_op_ctx *ctx)
 typedef struct slice_job {
     slice_plan p;
     int64_t ist[S4D_MAX_RANK];
+    int k;          /* dims k.. form each row: dims past k taken whole, so a row of step 1 is one run */
     size_t es;
     const char *in;
     char *out;
@@ -114,12 +115,15 @@ typedef struct slice_job {
 static void slice_rows(void *vp, int64_t r0, int64_t r1)
 {
     const slice_job *j = vp;
-    int R = j->p.rank;
-    int64_t inner = R ? j->p.count[R - 1] : 1, istep = R ? j->p.step[R - 1] * j->ist[R - 1] : 1;
+    const int R = j->p.rank, k = j->k;
+    /* a merged row (k < R - 1) has step 1 and whole dims after it: one contiguous run */
+    int64_t inner = 1, istep = R && k == R - 1 ? j->p.step[k] * j->ist[k] : 1;
+    for (int d = k; d < R; d++)
+        inner *= j->p.count[d];
     size_t es = j->es;
     for (int64_t r = r0; r < r1; r++) {
-        int64_t rem = r, off = R ? j->p.start[R - 1] * j->ist[R - 1] : 0;
-        for (int d = R - 2; d >= 0; d--) {
+        int64_t rem = r, off = R ? j->p.start[k] * j->ist[k] : 0;
+        for (int d = k - 1; d >= 0; d--) {
             off += (j->p.start[d] + (rem % j->p.count[d]) * j->p.step[d]) * j->ist[d];
             rem /= j->p.count[d];
         }
@@ -156,7 +160,16 @@ static s4d_status run_slice(s4d_op_ctx *ctx)
     int64_t total = s4d_tensor_numel(&ctx->outputs[0]);
     if (total == 0)
         return S4D_OK;
-    int64_t inner = in->rank ? j->p.count[in->rank - 1] : 1;
+    /* Trailing dims taken whole join the row before them (a channel slice of NCHW is one run per
+     * image, not one per pixel row). */
+    int k = in->rank ? in->rank - 1 : 0;
+    while (k > 0 && j->p.step[k] == 1 && j->p.start[k] == 0 && j->p.count[k] == in->dims[k] &&
+           j->p.step[k - 1] == 1)
+        k--;
+    j->k = k;
+    int64_t inner = 1;
+    for (int d = k; d < in->rank; d++)
+        inner *= j->p.count[d];
     s4d_parallel_for(ctx->pool, total / inner, 1 + 16384 / inner, slice_rows, j);
     return S4D_OK;
 }

@@ -471,6 +471,10 @@ void group_slice(void)
         {{4, 1}, {0, 7}, {0, -1}, {-1, 3}, 2, 1, 1},
         {{10}, {20}, {1}, {1}, 1, 1, 0},
         {{2, -3}, {3, -1}, {-3, 2}, {1}, 2, 1, 0},
+        /* trailing axes taken whole: one run per row of the sliced axis, or per slice */
+        {{1}, {4}, {0}, {1}, 1, 1, 1},
+        {{2}, {5}, {1}, {1}, 1, 1, 1},
+        {{0}, {7}, {1}, {2}, 1, 1, 1},
     };
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
         int n = cases[c].n;
