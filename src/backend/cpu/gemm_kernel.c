@@ -3,10 +3,46 @@
  * a matrix-vector product (OpenBLAS sgemv) instead of sgemm, which copies the
  * whole weight matrix into its packed panels on every call. Other shapes and
  * dtypes run the host reference.
+ *
+ * The product reads every weight once and is bound by memory, so on a pool
+ * the outputs of a product OpenBLAS runs on one thread (below 8 million
+ * multiply-adds) are split into one part per thread (a single-threaded
+ * sgemv each, on its rows of the weights): two cores read about twice the
+ * bytes.
+ * Parts start at multiples of 64 outputs, so each output goes through the
+ * same path of the sgemv kernels as in one call, whatever the split. Only
+ * with B transposed ([N][K], torch's Linear): each output is then a dot
+ * product of one row; with B as [K][N] OpenBLAS blocks the reduction by the
+ * part's width, and a split changed the last bits (tests/engine/gemv_split.py).
  */
 #include "backend/cpu/cpu_kernels.h"
 #include "ops/dense.h"
 #include "ops/dense_util.h"
+#include "util/threadpool.h"
+
+#define GEMV_ALIGN 64 /* outputs: where parts may start */
+
+typedef struct gemv_job {
+    const s4d_gemm_params *p;
+    const float *a, *b;
+    float *y;
+    int64_t part;
+} gemv_job;
+
+static void gemv_parts(void *arg, int64_t c0, int64_t c1)
+{
+    const gemv_job *j = arg;
+    const s4d_gemm_params *p = j->p;
+    for (int64_t c = c0; c < c1; c++) {
+        const int64_t n0 = c * j->part, n1 = n0 + j->part < p->n ? n0 + j->part : p->n;
+        if (n1 <= n0)
+            continue;
+        if (p->tb) /* B is [N][K]: rows n0..n1 */
+            s4d_host_sgemv(0, n1 - n0, p->k, p->alpha, j->b + n0 * p->k, p->k, j->a, 0.0f, j->y + n0);
+        else       /* B is [K][N]: one part, all columns */
+            s4d_host_sgemv(1, p->k, p->n, p->alpha, j->b, p->n, j->a, 0.0f, j->y);
+    }
+}
 
 static s4d_status gemm_run(s4d_op_ctx *ctx)
 {
@@ -14,13 +50,20 @@ static s4d_status gemm_run(s4d_op_ctx *ctx)
     if (!p || p->dtype != S4D_DTYPE_FLOAT32 || p->m != 1 || p->n > S4D_HOST_BLAS_MAX_DIM ||
         p->k > S4D_HOST_BLAS_MAX_DIM)
         return ctx->schema->run(ctx);
-    const float *a = ctx->inputs[0].data, *b = ctx->inputs[1].data;
-    float *y = ctx->outputs[0].data;
-    /* One row of A is contiguous whether or not it is transposed. */
-    if (p->tb)
-        s4d_host_sgemv(0, p->n, p->k, p->alpha, b, p->k, a, 0.0f, y);
+    /* One row of A is contiguous whether or not it is transposed. The weights stream from
+     * memory at about 30 bytes per ns on one thread. */
+    s4d_cpu_split_decide(ctx, 4.0 * (double)p->n * (double)p->k / 30000.0);
+    /* Products OpenBLAS threads itself (s4d_host_gemm_is_small) stay one call. */
+    const int threads = p->tb && s4d_host_gemm_is_small(1, p->n, p->k) ? s4d_threadpool_size(ctx->pool) : 1;
+    gemv_job j = {p, ctx->inputs[0].data, ctx->inputs[1].data, ctx->outputs[0].data, 0};
+    const int64_t per = (p->n + threads - 1) / threads;
+    j.part = (per + GEMV_ALIGN - 1) / GEMV_ALIGN * GEMV_ALIGN;
+    const int64_t parts = (p->n + j.part - 1) / j.part;
+    if (parts > 1)
+        s4d_parallel_for(ctx->pool, parts, 1, gemv_parts, &j);
     else
-        s4d_host_sgemv(1, p->k, p->n, p->alpha, b, p->n, a, 0.0f, y);
+        gemv_parts(&j, 0, 1);
+    float *y = ctx->outputs[0].data;
     if (p->has_c && p->beta != 0.0f) {
         const float *c = ctx->inputs[2].data;
         for (int64_t j = 0; j < p->n; j++)
