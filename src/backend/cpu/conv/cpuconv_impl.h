@@ -400,4 +400,29 @@ static inline int64_t cc_mbc_slot_floats(const cc_mbc *g)
 void s4d_cc_mbc_groups_avx512(const cc_mbc *g, const float *x, const float *b1, const float *b2,
                               const float *b3, const float *z, float *y, int64_t g0, int64_t g1, float *ws);
 
+/*
+ * Small maps on several threads (whole-map mode): the image's expanded map is kept whole,
+ * [cb][hp][wp][16] with hp = (ho - 1) * s + k padded rows (zero outside the image), and the run
+ * has two phases. Phase 1, one item per panel of 48 expanded channels: its part of the map, then
+ * its channels of the depthwise output into dout [ho * wo][cpad]. Phase 2, items of (output panel,
+ * pixel range): the projection from dout into y. Each output gets the same operations as in the
+ * row-group pass; only the order of the work differs.
+ */
+static inline int64_t cc_mbc_map_floats(const cc_mbc *g)
+{
+    return g->cb * ((g->ho - 1) * g->s + g->k) * g->wp * 16;
+}
+
+/* Slot floats of the whole-map mode (per thread): the products' tile, the pixel lists. */
+static inline int64_t cc_mbc_whole_slot_floats(const cc_mbc *g)
+{
+    const int64_t pix = g->ho * g->wo;
+    return (pix > CC_TR_MAX ? pix : CC_TR_MAX) * CC_TN + 4 * g->h * g->w + g->cpad + 64;
+}
+
+void s4d_cc_mbc_panel_avx512(const cc_mbc *g, const float *x, const float *b1, const float *b2, int64_t panel,
+                             float *map, float *dout, float *ws);
+void s4d_cc_mbc_project_avx512(const cc_mbc *g, const float *dout, const float *b3, const float *z, float *y,
+                               int64_t mp, int64_t p0, int64_t p1, float *ws);
+
 #endif /* S4D_CPU_CONV_CPUCONV_IMPL_H */

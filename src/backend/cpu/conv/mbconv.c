@@ -18,6 +18,8 @@
 #define MBC_ALIGN 64
 #define MBC_GROUP_PIX 64 /* output pixels a row group aims at */
 #define MBC_RING_MAX 64
+#define MBC_WHOLE_PIX 256              /* output maps up to 16x16 run whole on several slots */
+#define MBC_WHOLE_MAP_FLOATS (1 << 19) /* and expanded maps up to 2 MiB */
 
 typedef struct mbc_header {
     uint32_t magic, version, fused, reserved;
@@ -36,6 +38,9 @@ struct s4d_mbconv_plan {
     int64_t chunks, items;
     size_t slot_bytes;
     int nslots;
+    int whole;                   /* whole-map mode (several slots, small maps) */
+    size_t map_bytes, dout_bytes;
+    int64_t panels, pchunks;     /* phase 1 items; pixel ranges per output panel in phase 2 */
     /* three convolutions */
     s4d_cpuconv_plan *pe, *pd, *pp;
     size_t pk_e, pk_d, pk_p;     /* packed sizes, in this order after the header */
@@ -202,6 +207,20 @@ static int plan_fused(s4d_mbconv_plan *pl)
     pl->items = p->n * pl->chunks;
     pl->slot_bytes = align_up(sizeof(float) * (size_t)cc_mbc_slot_floats(g));
     pl->ws_bytes = (size_t)pl->nslots * pl->slot_bytes + MBC_ALIGN;
+    /* Several slots on a small map: row groups would be one or two per slot, each computing the
+     * expanded rows it shares with its neighbours; the whole map in two phases splits the
+     * expanded channels instead. */
+    if (pl->nslots > 1 && pl->ho * pl->wo <= MBC_WHOLE_PIX && cc_mbc_map_floats(g) <= MBC_WHOLE_MAP_FLOATS) {
+        pl->whole = 1;
+        pl->panels = cdiv(g->cb, 3);
+        pl->pchunks = cdiv(2 * (int64_t)pl->nslots, g->nmp3);
+        if (pl->pchunks > cdiv(pl->ho * pl->wo, CC_TR_MAX))
+            pl->pchunks = cdiv(pl->ho * pl->wo, CC_TR_MAX);
+        pl->map_bytes = align_up(sizeof(float) * (size_t)cc_mbc_map_floats(g));
+        pl->dout_bytes = align_up(sizeof(float) * (size_t)(pl->ho * pl->wo * g->cpad));
+        pl->slot_bytes = align_up(sizeof(float) * (size_t)cc_mbc_whole_slot_floats(g));
+        pl->ws_bytes = pl->map_bytes + pl->dout_bytes + (size_t)pl->nslots * pl->slot_bytes + MBC_ALIGN;
+    }
     pl->packed_bytes = MBC_HEADER + sizeof(float) * (size_t)((p->has_expand ? g->nmp1 * p->c * CC_TN : 0) +
                                                              g->cb * p->k * p->k * 16 + g->nmp3 * p->mid * CC_TN);
     return 1;
@@ -281,6 +300,11 @@ void s4d_mbconv_plan_info(const s4d_mbconv_plan *plan, s4d_mbconv_info *info)
 int s4d_mbconv_plan_describe(const s4d_mbconv_plan *plan, char *buf, size_t size)
 {
     const s4d_mbconv_params *p = &plan->p;
+    if (plan->fused && plan->whole)
+        return snprintf(buf, size,
+                        "mbconv fused %s: %lld->%lld->%lld, dw %lldx%lld/%lld, whole map in two phases on %d slots",
+                        s4d_cpuconv_isa_name(plan->isa), (long long)p->c, (long long)p->mid, (long long)p->m,
+                        (long long)p->k, (long long)p->k, (long long)p->stride, plan->nslots);
     if (plan->fused)
         return snprintf(buf, size,
                         "mbconv fused %s: %lld->%lld->%lld, dw %lldx%lld/%lld, rows in groups of %lld, ring %lld",
@@ -347,7 +371,36 @@ typedef struct mbc_run {
     float *y;
     char *ws;
     atomic_llong next;
+    int phase;      /* whole-map mode: 1 or 2 */
+    int64_t image;  /* whole-map mode: the image of this phase */
 } mbc_run;
+
+/* Whole-map mode: the items of one phase of one image. */
+static void whole_slots(void *arg, int64_t begin, int64_t end)
+{
+    mbc_run *r = arg;
+    const s4d_mbconv_plan *pl = r->pl;
+    const s4d_mbconv_params *p = &pl->p;
+    const int64_t pix = pl->ho * pl->wo, n = r->image;
+    float *map = (float *)(void *)r->ws, *dout = (float *)(void *)(r->ws + pl->map_bytes);
+    const int64_t items = r->phase == 1 ? pl->panels : r->g.nmp3 * pl->pchunks;
+    for (int64_t s = begin; s < end; s++) {
+        float *slot = (float *)(void *)(r->ws + pl->map_bytes + pl->dout_bytes + (size_t)s * pl->slot_bytes);
+        for (;;) {
+            const int64_t item = atomic_fetch_add(&r->next, 1);
+            if (item >= items)
+                break;
+            if (r->phase == 1) {
+                s4d_cc_mbc_panel_avx512(&r->g, r->x + n * p->c * p->h * p->w, r->b1, r->b2, item, map, dout, slot);
+                continue;
+            }
+            const int64_t mp = item / pl->pchunks, ch = item % pl->pchunks;
+            s4d_cc_mbc_project_avx512(&r->g, dout, r->b3, r->z ? r->z + n * p->m * pix : NULL,
+                                      r->y + n * p->m * pix, mp, ch * pix / pl->pchunks,
+                                      (ch + 1) * pix / pl->pchunks, slot);
+        }
+    }
+}
 
 static void run_slots(void *arg, int64_t begin, int64_t end)
 {
@@ -426,6 +479,21 @@ s4d_status s4d_mbconv_run(const s4d_mbconv_plan *plan, const void *packed, const
     r.z = z;
     r.y = y;
     r.ws = ws;
+    if (plan->whole) {
+        for (int64_t n = 0; n < p->n; n++)
+            for (int phase = 1; phase <= 2; phase++) {
+                r.phase = phase;
+                r.image = n;
+                atomic_init(&r.next, 0);
+                const int64_t items = phase == 1 ? plan->panels : r.g.nmp3 * plan->pchunks;
+                const int64_t slots = plan->nslots < items ? plan->nslots : items;
+                if (parallel_for && slots > 1)
+                    parallel_for(pool, slots, whole_slots, &r);
+                else
+                    whole_slots(&r, 0, 1);
+            }
+        return S4D_OK;
+    }
     atomic_init(&r.next, 0);
     const int64_t slots = plan->nslots < plan->items ? plan->nslots : plan->items;
     if (parallel_for && slots > 1)

@@ -63,7 +63,8 @@ MBC_TILE(3)
 /* Expand the pixels listed in xoff (input offsets in a plane) into the ring at dpos (float
  * offsets of each pixel's column in block 0 of its slot): the products' tiles go straight to
  * the ring with bias and activation. */
-static TGT void expand_pixels(const cc_mbc *g, const mbc_ws *w, const float *x, const float *b1, int64_t npix)
+static TGT void expand_panel(const cc_mbc *g, const mbc_ws *w, const float *x, const float *b1, int64_t npix,
+                             int64_t mp0)
 {
     const int64_t plane = g->h * g->w, slotb = g->wp * 16;
     const int64_t ntiles = (npix + CC_TR_MAX - 1) / CC_TR_MAX;
@@ -72,7 +73,7 @@ static TGT void expand_pixels(const cc_mbc *g, const mbc_ws *w, const float *x, 
     e.act = g->post1.act;
     e.lo = _mm512_set1_ps(g->post1.lo);
     e.hi = _mm512_set1_ps(g->post1.hi);
-    for (int64_t mp = 0; mp < g->nmp1; mp++) {
+    for (int64_t mp = mp0; mp < g->nmp1; mp++) {
         const int64_t ch0 = mp * CC_TN;
         const int ncol = (int)(g->mid - ch0 < CC_TN ? g->mid - ch0 : CC_TN);
         const float *wp = g->w1 + mp * g->c * CC_TN;
@@ -96,13 +97,19 @@ static TGT void expand_pixels(const cc_mbc *g, const mbc_ws *w, const float *x, 
     }
 }
 
-/* No expand: input row iy of the c channels, transposed into its slot (16 pixels x 16 channels
- * per register transpose). */
-static TGT void transpose_row(const cc_mbc *g, const float *x, int64_t iy, float *slot)
+static void expand_pixels(const cc_mbc *g, const mbc_ws *w, const float *x, const float *b1, int64_t npix)
 {
-    const int64_t plane = g->h * g->w, slotb = g->wp * 16;
+    expand_panel(g, w, x, b1, npix, 0);
+}
+
+/* No expand: input row iy of the channel blocks [cb0, cb1), transposed into its slot (blocks bstride
+ * floats apart; 16 pixels x 16 channels per register transpose). */
+static TGT void transpose_row_blocks(const cc_mbc *g, const float *x, int64_t iy, float *slot, int64_t bstride,
+                                     int64_t cb0, int64_t cb1)
+{
+    const int64_t plane = g->h * g->w;
     __m512 r[16];
-    for (int64_t cb = 0; cb < g->cb; cb++) {
+    for (int64_t cb = cb0; cb < cb1; cb++) {
         const int nch = (int)(g->c - cb * 16 < 16 ? g->c - cb * 16 : 16);
         for (int64_t ix = 0; ix < g->w; ix += 16) {
             const int n = (int)(g->w - ix < 16 ? g->w - ix : 16);
@@ -111,7 +118,7 @@ static TGT void transpose_row(const cc_mbc *g, const float *x, int64_t iy, float
                 r[c] = c < nch ? _mm512_maskz_loadu_ps(mn, x + (cb * 16 + c) * plane + iy * g->w + ix)
                                : _mm512_setzero_ps();
             transpose16(r);
-            float *dst = slot + cb * slotb + (g->pl + ix) * 16;
+            float *dst = slot + cb * bstride + (g->pl + ix) * 16;
             for (int j = 0; j < n; j++)
                 _mm512_storeu_ps(dst + j * 16, r[j]);
         }
@@ -221,7 +228,7 @@ void s4d_cc_mbc_groups_avx512(const cc_mbc *g, const float *x, const float *b1, 
                 continue;
             tag[slot] = iy;
             if (!g->has_expand) {
-                transpose_row(g, x, iy, w.ring + slot * rowf);
+                transpose_row_blocks(g, x, iy, w.ring + slot * rowf, slotb, 0, g->cb);
                 continue;
             }
             for (int64_t ix = 0; ix < g->w; ix++, npix++) {
@@ -234,4 +241,85 @@ void s4d_cc_mbc_groups_avx512(const cc_mbc *g, const float *x, const float *b1, 
         depthwise_rows(g, &w, oy0, oy1);
         project_rows(g, &w, b3, z, y, oy0, oy1);
     }
+}
+
+/* ---- whole-map mode (cc_mbc_map_floats) ---- */
+
+TGT void s4d_cc_mbc_panel_avx512(const cc_mbc *g, const float *x, const float *b1, const float *b2, int64_t panel,
+                             float *map, float *dout, float *ws)
+{
+    const int64_t hp = (g->ho - 1) * g->s + g->k, slotb = g->wp * 16, bplane = hp * slotb, kk = g->k * g->k;
+    const int64_t cb0 = panel * 3, cb1 = cb0 + 3 < g->cb ? cb0 + 3 : g->cb;
+    /* zero the padding of the panel's blocks: rows outside the image, columns beside it */
+    for (int64_t cb = cb0; cb < cb1; cb++)
+        for (int64_t r = 0; r < hp; r++) {
+            float *row = map + cb * bplane + r * slotb;
+            const int64_t iy = r - g->pt;
+            if (iy < 0 || iy >= g->h) {
+                memset(row, 0, sizeof(float) * (size_t)slotb);
+                continue;
+            }
+            memset(row, 0, sizeof(float) * 16 * (size_t)g->pl);
+            memset(row + (g->pl + g->w) * 16, 0, sizeof(float) * 16 * (size_t)(g->wp - g->pl - g->w));
+        }
+    const int64_t rows_in = hp - g->pt < g->h ? hp - g->pt : g->h; /* image rows the taps read */
+    if (g->has_expand) {
+        mbc_ws w;
+        memset(&w, 0, sizeof w);
+        w.t = ws;
+        w.xoff = (int64_t *)(void *)(ws + CC_TR_MAX * CC_TN);
+        w.dpos = w.xoff + g->h * g->w;
+        w.ring = map;
+        int64_t npix = 0;
+        for (int64_t iy = 0; iy < rows_in; iy++)
+            for (int64_t ix = 0; ix < g->w; ix++, npix++) {
+                w.xoff[npix] = iy * g->w + ix;
+                w.dpos[npix] = (iy + g->pt) * slotb + (g->pl + ix) * 16;
+            }
+        cc_mbc one = *g; /* this panel only, blocks bplane floats apart */
+        one.nmp1 = panel + 1;
+        one.wp = hp * g->wp; /* expand_pixels steps blocks by wp * 16 floats */
+        expand_panel(&one, &w, x, b1, npix, panel);
+    } else {
+        for (int64_t iy = 0; iy < rows_in; iy++)
+            transpose_row_blocks(g, x, iy, map + (iy + g->pt) * slotb, bplane, cb0, cb1);
+    }
+    const dw_row_fn row = dw_row_for(g->k, g->s);
+    __m512 wv[CC_DWR_MAX_K * CC_DWR_MAX_K], bv;
+    cc_tepi e;
+    memset(&e, 0, sizeof e);
+    e.bias = &bv;
+    e.act = g->post2.act;
+    e.lo = _mm512_set1_ps(g->post2.lo);
+    e.hi = _mm512_set1_ps(g->post2.hi);
+    for (int64_t cb = cb0; cb < cb1; cb++) {
+        for (int64_t t = 0; t < kk; t++)
+            wv[t] = _mm512_loadu_ps(g->w2 + (cb * kk + t) * 16);
+        const __mmask16 mk = lane_mask((int)(g->mid - cb * 16));
+        bv = b2 ? _mm512_maskz_loadu_ps(mk, b2 + cb * 16) : _mm512_setzero_ps();
+        for (int64_t oy = 0; oy < g->ho; oy++) {
+            const float *rp[CC_DWR_MAX_K];
+            for (int64_t ky = 0; ky < g->k; ky++)
+                rp[ky] = map + cb * bplane + (oy * g->s + ky) * slotb;
+            row(rp, wv, dout + oy * g->wo * g->cpad + cb * 16, g->wo, g->cpad, &e);
+        }
+    }
+}
+
+TGT void s4d_cc_mbc_project_avx512(const cc_mbc *g, const float *dout, const float *b3, const float *z, float *y,
+                               int64_t mp, int64_t p0, int64_t p1, float *ws)
+{
+    const int64_t pix = p1 - p0, plane = g->ho * g->wo, m0 = mp * CC_TN;
+    const int ncol = (int)(g->m - m0 < CC_TN ? g->m - m0 : CC_TN);
+    const float *wp = g->w3 + mp * g->mid * CC_TN;
+    const int64_t ntiles = (pix + CC_TR_MAX - 1) / CC_TR_MAX;
+    int64_t off[CC_TR_MAX];
+    for (int64_t tl = 0; tl < ntiles; tl++) {
+        const int64_t q0 = tl * pix / ntiles, q1 = (tl + 1) * pix / ntiles;
+        for (int64_t i = q0; i < q1; i++)
+            off[i - q0] = (p0 + i) * g->cpad;
+        s4d_cc_ops_avx512.ukr_t(g->mid, dout, off, (int)(q1 - q0), 1, wp, ws + q0 * CC_TN, ncol, 0, 0);
+    }
+    s4d_cc_ops_avx512.tr_out(ws, pix, ncol, b3 ? b3 + m0 : NULL, z ? z + m0 * plane + p0 : NULL, y + m0 * plane + p0,
+                             plane, &g->post3);
 }
