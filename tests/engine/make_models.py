@@ -241,6 +241,32 @@ def views(out):
     np.save(os.path.join(out, "views_w.npy"), w)
 
 
+def mbconv(out):
+    """A MobileNetV2 block (expand 1x1 + ReLU6, depthwise 3x3 + ReLU6, project 1x1, residual)
+    that the CPU engine fuses into one s4d::FusedMBConv layer: the fuzz corpus's seed for it."""
+    rng = np.random.default_rng(5)
+    f = TensorProto.FLOAT
+
+    def const(name, a):
+        return numpy_helper.from_array(np.asarray(a, np.float32), name)
+
+    inits = [const("w1", rng.uniform(-1, 1, (8, 4, 1, 1))), const("b1", rng.uniform(-1, 1, 8)),
+             const("w2", rng.uniform(-1, 1, (8, 1, 3, 3))), const("b2", rng.uniform(-1, 1, 8)),
+             const("w3", rng.uniform(-1, 1, (4, 8, 1, 1))), const("b3", rng.uniform(-1, 1, 4)),
+             const("lo", 0.0), const("hi", 6.0)]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["e"], name="expand"),
+        helper.make_node("Clip", ["e", "lo", "hi"], ["e6"], name="expand_relu6"),
+        helper.make_node("Conv", ["e6", "w2", "b2"], ["d"], name="depthwise", group=8, pads=[1, 1, 1, 1]),
+        helper.make_node("Clip", ["d", "lo", "hi"], ["d6"], name="depthwise_relu6"),
+        helper.make_node("Conv", ["d6", "w3", "b3"], ["p"], name="project"),
+        helper.make_node("Add", ["p", "x"], ["y"], name="residual"),
+    ]
+    g = helper.make_graph(nodes, "mbconv", [helper.make_tensor_value_info("x", f, [1, 4, 5, 5])],
+                          [helper.make_tensor_value_info("y", f, [1, 4, 5, 5])], inits)
+    save(helper.make_model(g, opset_imports=OPSET), out, "mbconv.onnx")
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -251,6 +277,7 @@ def main():
     plugin_lifecycle(out)
     scale(out)
     views(out)
+    mbconv(out)
     da_model(out, "da", "DeformableAggregation", "s4d", {"plugin_version": "1"})
     da_model(out, "da_alias", "DeformableAttentionAggrPlugin", "custom", {}, False)
     da_model(out, "da_wrong_version", "DeformableAggregation", "s4d",

@@ -62,7 +62,7 @@ def onnx_seeds(build, nodes):
     for _, name, path in nodes:
         shutil.copy(path, os.path.join(out, f"seed-{name}.onnx"))
     models = os.path.join(build, "tests/engine/models")
-    for name in ("mlp.onnx", "da.onnx", "da_alias.onnx", "unsupported.onnx", "views.onnx"):
+    for name in ("mlp.onnx", "da.onnx", "da_alias.onnx", "unsupported.onnx", "views.onnx", "mbconv.onnx"):
         shutil.copy(os.path.join(models, name), os.path.join(out, "seed-engine_" + name))
     return out
 
@@ -74,7 +74,7 @@ def engine_seeds(build, nodes):
     plugins = os.path.join(build, "lib/libs4d_plugins.so")
     models = os.path.join(build, "tests/engine/models")
     todo = [(os.path.join(models, n), "engine_" + n[:-5])
-            for n in ("mlp.onnx", "da.onnx", "views.onnx")]
+            for n in ("mlp.onnx", "da.onnx", "views.onnx", "mbconv.onnx")]
     todo += [(path, name) for _, name, path in nodes]
     made = 0
     for path, name in todo:
