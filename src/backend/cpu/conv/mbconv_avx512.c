@@ -150,21 +150,34 @@ static dw_row_fn dw_row_for(int64_t k, int64_t s)
     return s == 1 ? dw_row_7_1 : dw_row_7_2;
 }
 
+/* The depthwise rows' epilogue: bias *bv (set per channel block), then the activation. */
+static TGT void dw_epilogue(const cc_mbc *g, cc_tepi *e, __m512 *bv)
+{
+    memset(e, 0, sizeof *e);
+    e->bias = bv;
+    e->act = g->post2.act;
+    e->lo = _mm512_set1_ps(g->post2.lo);
+    e->hi = _mm512_set1_ps(g->post2.hi);
+}
+
+/* The k * k tap weights of channel block cb, one vector each. */
+static TGT void dw_taps(const cc_mbc *g, int64_t cb, __m512 *wv)
+{
+    const int64_t kk = g->k * g->k;
+    for (int64_t t = 0; t < kk; t++)
+        wv[t] = _mm512_loadu_ps(g->w2 + (cb * kk + t) * 16);
+}
+
 /* Depthwise rows [oy0, oy1) into dout, with bias and activation. */
 static TGT void depthwise_rows(const cc_mbc *g, const mbc_ws *w, int64_t oy0, int64_t oy1)
 {
-    const int64_t slotb = g->wp * 16, rowf = g->cb * slotb, kk = g->k * g->k;
+    const int64_t slotb = g->wp * 16, rowf = g->cb * slotb;
     const dw_row_fn row = dw_row_for(g->k, g->s);
     __m512 wv[CC_DWR_MAX_K * CC_DWR_MAX_K], bv;
     cc_tepi e;
-    memset(&e, 0, sizeof e);
-    e.bias = &bv;
-    e.act = g->post2.act;
-    e.lo = _mm512_set1_ps(g->post2.lo);
-    e.hi = _mm512_set1_ps(g->post2.hi);
+    dw_epilogue(g, &e, &bv);
     for (int64_t cb = 0; cb < g->cb; cb++) {
-        for (int64_t t = 0; t < kk; t++)
-            wv[t] = _mm512_loadu_ps(g->w2 + (cb * kk + t) * 16);
+        dw_taps(g, cb, wv);
         bv = _mm512_loadu_ps(w->b2 + cb * 16);
         for (int64_t oy = oy0; oy < oy1; oy++) {
             const float *rp[CC_DWR_MAX_K];
@@ -248,7 +261,7 @@ void s4d_cc_mbc_groups_avx512(const cc_mbc *g, const float *x, const float *b1, 
 TGT void s4d_cc_mbc_panel_avx512(const cc_mbc *g, const float *x, const float *b1, const float *b2, int64_t panel,
                              float *map, float *dout, float *ws)
 {
-    const int64_t hp = (g->ho - 1) * g->s + g->k, slotb = g->wp * 16, bplane = hp * slotb, kk = g->k * g->k;
+    const int64_t hp = (g->ho - 1) * g->s + g->k, slotb = g->wp * 16, bplane = hp * slotb;
     const int64_t cb0 = panel * 3, cb1 = cb0 + 3 < g->cb ? cb0 + 3 : g->cb;
     /* zero the padding of the panel's blocks: rows outside the image, columns beside it */
     for (int64_t cb = cb0; cb < cb1; cb++)
@@ -287,14 +300,9 @@ TGT void s4d_cc_mbc_panel_avx512(const cc_mbc *g, const float *x, const float *b
     const dw_row_fn row = dw_row_for(g->k, g->s);
     __m512 wv[CC_DWR_MAX_K * CC_DWR_MAX_K], bv;
     cc_tepi e;
-    memset(&e, 0, sizeof e);
-    e.bias = &bv;
-    e.act = g->post2.act;
-    e.lo = _mm512_set1_ps(g->post2.lo);
-    e.hi = _mm512_set1_ps(g->post2.hi);
+    dw_epilogue(g, &e, &bv);
     for (int64_t cb = cb0; cb < cb1; cb++) {
-        for (int64_t t = 0; t < kk; t++)
-            wv[t] = _mm512_loadu_ps(g->w2 + (cb * kk + t) * 16);
+        dw_taps(g, cb, wv);
         const __mmask16 mk = lane_mask((int)(g->mid - cb * 16));
         bv = b2 ? _mm512_maskz_loadu_ps(mk, b2 + cb * 16) : _mm512_setzero_ps();
         for (int64_t oy = 0; oy < g->ho; oy++) {
