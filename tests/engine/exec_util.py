@@ -65,6 +65,20 @@ def fused_layer_of(e, op_type):
     return hits[0]
 
 
+def s4dexec_plugins(exe, plugins, args):
+    """s4dexec with the plugins, one iteration, no warm-up; the completed process."""
+    return subprocess.run([exe, f"--plugins={plugins}", "--iterations=1", "--warmUp=0"] + args,
+                          capture_output=True, text=True, errors="replace", timeout=120)
+
+
+def layer_attr(layer, name):
+    """The attribute `name` of an engine file's layer, or None."""
+    for a in layer["attrs"]:
+        if a["name"] == name:
+            return a
+    return None
+
+
 def check_hostile_layers(exe, plugins, scratch, engine, op_type, cases, what):
     """The engine file at `engine` (built with --exportOutput=SCRATCH/built, output "o") must
     load and run as built, as written and after a round trip through engine_file.py; then every
@@ -73,8 +87,7 @@ def check_hostile_layers(exe, plugins, scratch, engine, op_type, cases, what):
     from engine_file import EngineFile  # tests/fuzz, on the caller's path
 
     def s4dexec(args):
-        return subprocess.run([exe, f"--plugins={plugins}", "--iterations=1", "--warmUp=0"] + args,
-                              capture_output=True, text=True, errors="replace", timeout=120)
+        return s4dexec_plugins(exe, plugins, args)
 
     good = EngineFile.load(engine)
     name = fused_layer_of(good, op_type)["name"]

@@ -12,7 +12,6 @@ weight, bias and residual slots, a missing W3, an expand activation without W1, 
 dw_strides, dw_pads and activation attributes (values, counts, types).
 """
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -21,7 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "fuzz"))
-from exec_util import check_hostile_layers, fused_layer_of  # noqa: E402
+from exec_util import check_hostile_layers, fused_layer_of, layer_attr, s4dexec_plugins  # noqa: E402
 from engine_file import ATTR_FLOAT, ATTR_INT, ATTR_INTS, ATTR_STRING, EngineFile  # noqa: E402
 
 F32 = TensorProto.FLOAT
@@ -53,20 +52,15 @@ def model():
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def s4dexec(exe, plugins, args):
-    return subprocess.run([exe, f"--plugins={plugins}", "--iterations=1", "--warmUp=0"] + args,
-                          capture_output=True, text=True, errors="replace", timeout=120)
-
-
 def fused_layer(e):
     return fused_layer_of(e, "FusedMBConv")
 
 
 def attr(layer, name):
-    for a in layer["attrs"]:
-        if a["name"] == name:
-            return a
-    raise RuntimeError(f"the fused layer has no attribute '{name}'")
+    a = layer_attr(layer, name)
+    if a is None:
+        raise RuntimeError(f"the fused layer has no attribute '{name}'")
+    return a
 
 
 def cases():
@@ -137,7 +131,7 @@ def main():
     onnx_path = os.path.join(scratch, "model.onnx")
     onnx.save(model(), onnx_path)
     engine = os.path.join(scratch, "good.s4de")
-    p = s4dexec(exe, plugins, [f"--onnx={onnx_path}", f"--saveEngine={engine}",
+    p = s4dexec_plugins(exe, plugins, [f"--onnx={onnx_path}", f"--saveEngine={engine}",
                                f"--exportOutput={scratch}/built"])
     if p.returncode != 0:
         print(f"FAIL building the engine: {p.stderr.strip()}")

@@ -11,7 +11,6 @@ lengths, operand dtypes, Clip constant indices, Cast targets, fields beyond 32 b
 too many inputs, missing or mistyped attributes.
 """
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -20,7 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "fuzz"))
-from exec_util import check_hostile_layers, fused_layer_of  # noqa: E402
+from exec_util import check_hostile_layers, fused_layer_of, layer_attr, s4dexec_plugins  # noqa: E402
 from engine_file import ATTR_FLOATS, ATTR_INTS, EngineFile  # noqa: E402
 
 F32, BOOL = TensorProto.FLOAT, TensorProto.BOOL
@@ -44,25 +43,13 @@ def model():
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def s4dexec(exe, plugins, args):
-    return subprocess.run([exe, f"--plugins={plugins}", "--iterations=1", "--warmUp=0"] + args,
-                          capture_output=True, text=True, errors="replace", timeout=120)
-
-
 def fused_layer(e):
     return fused_layer_of(e, "FusedPointwise")
 
 
-def attr(layer, name):
-    for a in layer["attrs"]:
-        if a["name"] == name:
-            return a
-    return None
-
-
 def set_prog(f):
     def edit(layer):
-        a = attr(layer, "program")
+        a = layer_attr(layer, "program")
         a["value"] = f(list(a["value"]))
     return edit
 
@@ -76,14 +63,14 @@ def cases():
     c.append(("slot_negative", set_prog(lambda p: p[:1] + [-7] + p[2:]), "slot -7"))
 
     def forward(layer):
-        a = attr(layer, "program")
+        a = layer_attr(layer, "program")
         p = list(a["value"])
         p[1] = len(layer["inputs"]) + 1  # instruction 0 reads the result of instruction 1
         a["value"] = p
     c.append(("slot_forward", forward, "earlier results"))
 
     def own_result(layer):
-        a = attr(layer, "program")
+        a = layer_attr(layer, "program")
         p = list(a["value"])
         nin = len(layer["inputs"])
         k = len(p) // 4 - 1
@@ -104,7 +91,7 @@ def cases():
     c.append(("not_of_float", first_instr(26, 0, -1, -1), "bool expected"))
 
     def clip_const(layer):
-        a = attr(layer, "program")
+        a = layer_attr(layer, "program")
         p = list(a["value"])
         for k in range(len(p) // 4):
             if p[4 * k] == 16:
@@ -117,12 +104,12 @@ def cases():
     c.append(("program_missing", drop_program, "'program'"))
 
     def constants_ints(layer):
-        a = attr(layer, "constants")
+        a = layer_attr(layer, "constants")
         a["type"], a["value"] = ATTR_INTS, [1, 2]
     c.append(("constants_wrong_type", constants_ints, "constants"))
 
     def program_floats(layer):
-        a = attr(layer, "program")
+        a = layer_attr(layer, "program")
         a["type"], a["value"] = ATTR_FLOATS, [float(v) for v in a["value"]]
     c.append(("program_wrong_type", program_floats, "program"))
 
@@ -130,7 +117,7 @@ def cases():
         # one more input, the results' slots moved up by one: the program never reads it
         nin = len(layer["inputs"])
         layer["inputs"] = layer["inputs"] + [layer["inputs"][0]]
-        a = attr(layer, "program")
+        a = layer_attr(layer, "program")
         p = list(a["value"])
         for k in range(len(p) // 4):
             op = p[4 * k]
@@ -153,7 +140,7 @@ def main():
     onnx_path = os.path.join(scratch, "model.onnx")
     onnx.save(model(), onnx_path)
     engine = os.path.join(scratch, "good.s4de")
-    p = s4dexec(exe, plugins, [f"--onnx={onnx_path}", f"--saveEngine={engine}", "--dumpLayerInfo",
+    p = s4dexec_plugins(exe, plugins, [f"--onnx={onnx_path}", f"--saveEngine={engine}", "--dumpLayerInfo",
                                f"--exportOutput={scratch}/built"])
     if p.returncode != 0:
         print(f"FAIL building the engine: {p.stderr.strip()}")
