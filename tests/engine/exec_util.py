@@ -65,6 +65,26 @@ def fused_layer_of(e, op_type):
     return hits[0]
 
 
+def report_case(name, msgs, layers_before, layers_after, fused, op_type, failures):
+    """Prints a fusion case's line (ok or FAIL, the layer counts) and its messages; a failing
+    case's name goes to failures."""
+    print(f"{'ok' if not msgs else 'FAIL'} {name}: {layers_before} layers -> {layers_after} "
+          f"({fused} {op_type})")
+    for m in msgs:
+        print("   ", m)
+    if msgs:
+        failures.append(name)
+
+
+def summary(ran, failures):
+    """The last line of a fusion test; its exit code (1 when a case failed or none ran)."""
+    if not ran:
+        print("no case matched")
+        return 1
+    print(f"{ran - len(failures)} of {ran} cases pass")
+    return 1 if failures else 0
+
+
 def s4dexec_plugins(exe, plugins, args):
     """s4dexec with the plugins, one iteration, no warm-up; the completed process."""
     return subprocess.run([exe, f"--plugins={plugins}", "--iterations=1", "--warmUp=0"] + args,

@@ -30,7 +30,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from exec_util import close, layer_types, load_inputs_flag, run  # noqa: E402
+from exec_util import close, layer_types, load_inputs_flag, report_case, run, summary  # noqa: E402
 
 F32, BOOL, I64 = TensorProto.FLOAT, TensorProto.BOOL, TensorProto.INT64
 NO_GPU = 77
@@ -275,17 +275,8 @@ def main():
                 ok, what = close(got, want[k], *tol)
                 if not ok:
                     msgs.append(f"output {k} ({tag}) vs float64: {what}")
-        status = "ok" if not msgs else "FAIL"
-        print(f"{status} {case.name}: {len(types_u)} layers -> {len(types_f)} ({nf} FusedPointwise)")
-        for m in msgs:
-            print("   ", m)
-        if msgs:
-            failures.append(case.name)
-    if not ran:
-        print("no case matched")
-        return 1
-    print(f"{ran - len(failures)} of {ran} cases pass")
-    return 1 if failures else 0
+        report_case(case.name, msgs, len(types_u), len(types_f), nf, "FusedPointwise", failures)
+    return summary(ran, failures)
 
 
 if __name__ == "__main__":
