@@ -19,7 +19,6 @@ built twice: as it is (the engine fuses it) and with the probabilities P also a 
 Plus chains the pass must not fuse: Softmax over another axis, and opset 11's Softmax whose
 default axis flattens more than the last one.
 """
-import argparse
 import os
 import sys
 
@@ -28,7 +27,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from exec_util import close, layer_types, load_inputs_flag, run  # noqa: E402
+from exec_util import close, fusion_arg_parser, run_dump  # noqa: E402
 
 F32 = TensorProto.FLOAT
 
@@ -122,19 +121,11 @@ def engine_run(args, d, tag, model, inputs, device):
     path = os.path.join(d, f"{tag}.onnx")
     onnx.save(model, path)
     outd = os.path.join(d, f"out_{tag}")
-    p = run(args.s4dexec, [f"--onnx={path}", f"--plugins={args.plugins}", f"--device={device}",
-                           "--iterations=1", "--warmUp=0", "--dumpLayerInfo",
-                           load_inputs_flag(d, inputs), f"--exportOutput={outd}"])
-    return layer_types(p.stdout), np.load(os.path.join(outd, "o.npy"))
+    return run_dump(args, d, path, inputs, outd, device=device), np.load(os.path.join(outd, "o.npy"))
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("s4dexec")
-    ap.add_argument("plugins")
-    ap.add_argument("scratch")
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("-k", default="")
+    ap = fusion_arg_parser()
     args = ap.parse_args()
     rng = np.random.default_rng(1414)
     failures = []

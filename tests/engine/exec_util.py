@@ -1,6 +1,7 @@
 """What the engine's script tests share: running s4dexec, reading the layer list that
 --dumpLayerInfo prints, saving inputs for --loadInputs, comparing outputs, and refusing
 hostile edits of one fused layer in an engine file."""
+import argparse
 import os
 import subprocess
 
@@ -63,6 +64,26 @@ def fused_layer_of(e, op_type):
     if len(hits) != 1:
         raise RuntimeError(f"expected one {op_type} layer, found {len(hits)}")
     return hits[0]
+
+
+def fusion_arg_parser():
+    """The arguments every fusion script takes: S4DEXEC PLUGINS SCRATCH [--device] [-k NAME]."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("s4dexec")
+    ap.add_argument("plugins")
+    ap.add_argument("scratch")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("-k", default="")
+    return ap
+
+
+def run_dump(args, d, path, inputs, outd, device=None, env=None, flags=()):
+    """One run of the model at path on the device (args.device by default) with the inputs saved
+    under d, its layer list dumped and its outputs exported to outd; the layer types."""
+    p = run(args.s4dexec, [f"--onnx={path}", f"--plugins={args.plugins}", f"--device={device or args.device}",
+                           "--iterations=1", "--warmUp=0", "--dumpLayerInfo",
+                           load_inputs_flag(d, inputs), f"--exportOutput={outd}"] + list(flags), env)
+    return layer_types(p.stdout)
 
 
 def report_case(name, msgs, layers_before, layers_after, fused, op_type, failures):

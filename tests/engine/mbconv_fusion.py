@@ -26,7 +26,6 @@ SAME_UPPER on a stride-2 depthwise layer (padding only at the bottom and right).
 Near misses the pass must leave alone: an expanded tensor with two readers, a graph output
 between depthwise and project, a depthwise layer with dilation 2 or stride 3, a 3x3 project.
 """
-import argparse
 import os
 import sys
 
@@ -35,7 +34,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from exec_util import close, layer_types, load_inputs_flag, report_case, run, summary  # noqa: E402
+from exec_util import close, fusion_arg_parser, report_case, run_dump, summary  # noqa: E402
 
 F32 = TensorProto.FLOAT
 NO_GPU = 77
@@ -301,20 +300,13 @@ def engine_run(args, d, tag, path, case, fuse, threads=None):
     env = dict(os.environ)
     if not fuse:
         env["S4D_FUSE_MBCONV"] = "0"
-    flags = [f"--threads={threads}"] if threads else []
-    p = run(args.s4dexec, [f"--onnx={path}", f"--plugins={args.plugins}", f"--device={args.device}",
-                           "--iterations=1", "--warmUp=0", "--dumpLayerInfo",
-                           load_inputs_flag(d, case.gr.inputs), f"--exportOutput={outd}"] + flags, env)
-    return layer_types(p.stdout), {k: np.load(os.path.join(outd, f"{k}.npy")) for k in case.gr.outputs}
+    types = run_dump(args, d, path, case.gr.inputs, outd, env=env,
+                     flags=[f"--threads={threads}"] if threads else [])
+    return types, {k: np.load(os.path.join(outd, f"{k}.npy")) for k in case.gr.outputs}
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("s4dexec")
-    ap.add_argument("plugins")
-    ap.add_argument("scratch")
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("-k", default="")
+    ap = fusion_arg_parser()
     args = ap.parse_args()
     host_only = os.environ.get("S4D_CPU_HOST_ONLY", "0") not in ("", "0") or \
         os.environ.get("S4D_TEST_BACKEND") == "guarded"

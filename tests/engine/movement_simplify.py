@@ -15,7 +15,6 @@ On --device cuda (the guarded test device, S4D_TEST_BACKEND=guarded) the same ca
 with S4D_GUARDED_DECLINE=Neg and --allowFallback, so that rewritten layers feed layers placed on
 another device.
 """
-import argparse
 import collections
 import os
 import subprocess
@@ -26,7 +25,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from exec_util import layer_types, load_inputs_flag  # noqa: E402
+from exec_util import fusion_arg_parser, layer_types, load_inputs_flag  # noqa: E402
 
 F32 = TensorProto.FLOAT
 I64_MAX = np.iinfo(np.int64).max
@@ -637,12 +636,7 @@ def run_case(args, name, build, want, flags, rng, device, env, tag):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("s4dexec")
-    ap.add_argument("plugins")
-    ap.add_argument("scratch")
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("-k", default="")
+    ap = fusion_arg_parser()
     args = ap.parse_args()
     runs = [("plain", args.device, dict(os.environ), [])]
     if args.device == "cuda":

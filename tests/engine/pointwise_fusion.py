@@ -21,7 +21,6 @@ chain, an intermediate broadcast more than 32 times, a Clip bound that is not a 
 arithmetic. Chains longer than one program (32 instructions) or with more than 8 distinct inputs
 split into several fused layers.
 """
-import argparse
 import os
 import sys
 
@@ -30,7 +29,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from exec_util import close, layer_types, load_inputs_flag, report_case, run, summary  # noqa: E402
+from exec_util import close, fusion_arg_parser, report_case, run_dump, summary  # noqa: E402
 
 F32, BOOL, I64 = TensorProto.FLOAT, TensorProto.BOOL, TensorProto.INT64
 NO_GPU = 77
@@ -98,10 +97,8 @@ def engine_run(args, d, tag, path, case, fuse):
     env = dict(os.environ)
     if not fuse:
         env["S4D_FUSE_POINTWISE"] = "0"
-    p = run(args.s4dexec, [f"--onnx={path}", f"--plugins={args.plugins}", f"--device={args.device}",
-                           "--iterations=1", "--warmUp=0", "--dumpLayerInfo",
-                           load_inputs_flag(d, case.inputs), f"--exportOutput={outd}"], env)
-    return layer_types(p.stdout), {k: np.load(os.path.join(outd, f"{k}.npy")) for k in case.outputs}
+    types = run_dump(args, d, path, case.inputs, outd, env=env)
+    return types, {k: np.load(os.path.join(outd, f"{k}.npy")) for k in case.outputs}
 
 
 def make_cases(rng):
@@ -226,12 +223,7 @@ def make_cases(rng):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("s4dexec")
-    ap.add_argument("plugins")
-    ap.add_argument("scratch")
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("-k", default="")
+    ap = fusion_arg_parser()
     args = ap.parse_args()
     rng = np.random.default_rng(1414)
     failures, ran = [], 0
