@@ -6,6 +6,7 @@ import os
 import subprocess
 
 import numpy as np
+import onnx
 
 
 def run(exe, args, env=None, check=True):
@@ -118,6 +119,21 @@ def layer_attr(layer, name):
         if a["name"] == name:
             return a
     return None
+
+
+def build_good_engine(exe, plugins, scratch, model):
+    """Saves the ONNX model under scratch and builds SCRATCH/good.s4de from it, exporting its
+    outputs to SCRATCH/built; the engine's path, or None (with a FAIL line) when the build fails."""
+    os.makedirs(scratch, exist_ok=True)
+    onnx_path = os.path.join(scratch, "model.onnx")
+    onnx.save(model, onnx_path)
+    engine = os.path.join(scratch, "good.s4de")
+    p = s4dexec_plugins(exe, plugins, [f"--onnx={onnx_path}", f"--saveEngine={engine}",
+                                       f"--exportOutput={scratch}/built"])
+    if p.returncode != 0:
+        print(f"FAIL building the engine: {p.stderr.strip()}")
+        return None
+    return engine
 
 
 def check_hostile_layers(exe, plugins, scratch, engine, op_type, cases, what):

@@ -15,12 +15,11 @@ import os
 import sys
 
 import numpy as np
-import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "fuzz"))
-from exec_util import check_hostile_layers, fused_layer_of, layer_attr, s4dexec_plugins  # noqa: E402
+from exec_util import build_good_engine, check_hostile_layers, fused_layer_of, layer_attr  # noqa: E402
 from engine_file import ATTR_FLOAT, ATTR_INT, ATTR_INTS, ATTR_STRING, EngineFile  # noqa: E402
 
 F32 = TensorProto.FLOAT
@@ -127,14 +126,8 @@ def cases():
 
 def main():
     exe, plugins, scratch = sys.argv[1:4]
-    os.makedirs(scratch, exist_ok=True)
-    onnx_path = os.path.join(scratch, "model.onnx")
-    onnx.save(model(), onnx_path)
-    engine = os.path.join(scratch, "good.s4de")
-    p = s4dexec_plugins(exe, plugins, [f"--onnx={onnx_path}", f"--saveEngine={engine}",
-                               f"--exportOutput={scratch}/built"])
-    if p.returncode != 0:
-        print(f"FAIL building the engine: {p.stderr.strip()}")
+    engine = build_good_engine(exe, plugins, scratch, model())
+    if engine is None:
         return 1
     layer = fused_layer(EngineFile.load(engine))
     print(f"fused layer '{layer['name']}': {len(layer['inputs'])} inputs, "
