@@ -60,6 +60,63 @@ int s4d_cpu_plan_threads(void)
     return k > 0 ? (int)(k > 1024 ? 1024 : k) : 1;
 }
 
+int s4d_cpu_plan_widths(int *widths, int max)
+{
+    const int cores = s4d_cpu_plan_threads();
+    int n = 0;
+    for (int w = 1; n < max; w *= 2) {
+        widths[n++] = w < cores ? w : cores;
+        if (w >= cores)
+            break;
+    }
+    return n;
+}
+
+int s4d_cpu_pick_width(const int *widths, int n, const s4d_threadpool *pool)
+{
+    const int threads = s4d_threadpool_size(pool);
+    int k = 0;
+    while (k + 1 < n && widths[k + 1] <= threads)
+        k++;
+    return k;
+}
+
+void s4d_cpu_lib_parallel_for(void *pool, int64_t n, void (*fn)(void *, int64_t, int64_t), void *arg)
+{
+    s4d_parallel_for(pool, n, 1, fn, arg);
+}
+
+int s4d_cpu_overlaps(const void *a, size_t an, const void *b, size_t bn)
+{
+    const char *p = a, *q = b;
+    return a && b && p < q + bn && q < p + an;
+}
+
+int s4d_cpu_lib_act(int act, float a, float b, int *lib_act, float *lo, float *hi, float *alpha, float *beta)
+{
+    static const s4d_cpuconv_act map[] = {
+        [S4D_CONV_ACT_NONE] = S4D_CPUCONV_ACT_NONE,
+        [S4D_CONV_ACT_RELU] = S4D_CPUCONV_ACT_RELU,
+        [S4D_CONV_ACT_CLIP] = S4D_CPUCONV_ACT_CLIP,
+        [S4D_CONV_ACT_LEAKY_RELU] = S4D_CPUCONV_ACT_LEAKY_RELU,
+        [S4D_CONV_ACT_SIGMOID] = S4D_CPUCONV_ACT_SIGMOID,
+        [S4D_CONV_ACT_SILU] = S4D_CPUCONV_ACT_SILU,
+        [S4D_CONV_ACT_HARD_SIGMOID] = S4D_CPUCONV_ACT_HARD_SIGMOID,
+        [S4D_CONV_ACT_HARD_SWISH] = S4D_CPUCONV_ACT_HARD_SWISH,
+    };
+    if (act < 0 || act > S4D_CONV_ACT_HARD_SWISH)
+        return 0;
+    *lib_act = (int)map[act];
+    if (act == S4D_CONV_ACT_CLIP) {
+        *lo = a;
+        *hi = b;
+    } else {
+        *alpha = a;
+        *beta = b;
+    }
+    return 1;
+}
+
 static void conv_state_free(conv_state *s)
 {
     if (!s)
@@ -107,26 +164,11 @@ static int conv_lib_params(const s4d_op_ctx *ctx, s4d_cpuconv_params *cp)
     if (strcmp(ctx->schema->op_type, "FusedConvAct") == 0) {
         /* Its params continue FusedConv's with the activation. */
         const s4d_conv_act_params *a = ctx->params;
-        static const s4d_cpuconv_act map[] = {
-            [S4D_CONV_ACT_NONE] = S4D_CPUCONV_ACT_NONE,
-            [S4D_CONV_ACT_RELU] = S4D_CPUCONV_ACT_RELU,
-            [S4D_CONV_ACT_CLIP] = S4D_CPUCONV_ACT_CLIP,
-            [S4D_CONV_ACT_LEAKY_RELU] = S4D_CPUCONV_ACT_LEAKY_RELU,
-            [S4D_CONV_ACT_SIGMOID] = S4D_CPUCONV_ACT_SIGMOID,
-            [S4D_CONV_ACT_SILU] = S4D_CPUCONV_ACT_SILU,
-            [S4D_CONV_ACT_HARD_SIGMOID] = S4D_CPUCONV_ACT_HARD_SIGMOID,
-            [S4D_CONV_ACT_HARD_SWISH] = S4D_CPUCONV_ACT_HARD_SWISH,
-        };
-        if (a->act < 0 || a->act > S4D_CONV_ACT_HARD_SWISH)
+        int act;
+        if (!s4d_cpu_lib_act(a->act, a->alpha, a->beta, &act, &cp->act_min, &cp->act_max, &cp->act_alpha,
+                             &cp->act_beta))
             return 0;
-        cp->act = map[a->act];
-        if (a->act == S4D_CONV_ACT_CLIP) {
-            cp->act_min = a->alpha;
-            cp->act_max = a->beta;
-        } else {
-            cp->act_alpha = a->alpha;
-            cp->act_beta = a->beta;
-        }
+        cp->act = (s4d_cpuconv_act)act;
     }
     return 1;
 }
@@ -135,9 +177,10 @@ static int conv_lib_params(const s4d_op_ctx *ctx, s4d_cpuconv_params *cp)
 static s4d_status conv_make_plans(conv_state *s, s4d_cpuconv_params cp, s4d_cpuconv_algo algo,
                                   s4d_errbuf *err)
 {
-    int cores = s4d_cpu_plan_threads();
-    for (int w = 1; s->nplans < CONV_MAX_PLANS; w *= 2) {
-        int width = w < cores ? w : cores;
+    int widths[CONV_MAX_PLANS];
+    const int n = s4d_cpu_plan_widths(widths, CONV_MAX_PLANS);
+    for (int i = 0; i < n; i++) {
+        const int width = widths[i];
         cp.num_threads = width;
         cp.algo = algo;
         s4d_status st = s4d_cpuconv_plan_create(&cp, &s->plan[s->nplans], err);
@@ -154,8 +197,6 @@ static s4d_status conv_make_plans(conv_state *s, s4d_cpuconv_params cp, s4d_cpuc
             s->algo = info.algo;
             s->packed_bytes = info.packed_bytes;
         }
-        if (width == cores)
-            break;
     }
     return S4D_OK;
 }
@@ -268,18 +309,6 @@ static int conv_describe(const void *state, char *buf, size_t size)
     return s && s->nplans ? s4d_cpuconv_plan_describe(s->plan[s->nplans - 1], buf, size) : 0;
 }
 
-static void conv_parallel_for(void *pool, int64_t n, s4d_cpuconv_range_fn fn, void *arg)
-{
-    /* One chunk per slot: the library hands out its own work items inside. */
-    s4d_parallel_for(pool, n, 1, fn, arg);
-}
-
-static int overlaps(const void *a, size_t an, const void *b, size_t bn)
-{
-    const char *p = a, *q = b;
-    return a && b && p < q + bn && q < p + an;
-}
-
 static s4d_status conv_run(s4d_op_ctx *ctx)
 {
     const conv_state *s = ctx->state;
@@ -287,24 +316,21 @@ static s4d_status conv_run(s4d_op_ctx *ctx)
         return ctx->schema->run(ctx);
     const s4d_conv_params *p = ctx->params;
     s4d_cpu_split_decide(ctx, s->arith_us + s4d_cpu_io_us(ctx));
-    int threads = s4d_threadpool_size(ctx->pool);
-    int k = 0;
-    while (k + 1 < s->nplans && s->width[k + 1] <= threads)
-        k++;
+    const int k = s4d_cpu_pick_width(s->width, s->nplans, ctx->pool);
     const float *x = ctx->inputs[0].data;
     const float *bias = p->has_bias ? ctx->inputs[2].data : NULL;
     const float *res = p->has_z ? ctx->inputs[3].data : NULL;
     float *y = ctx->outputs[0].data;
     size_t ybytes = sizeof(float) * (size_t)s4d_tensor_numel(&ctx->outputs[0]);
-    if (overlaps(y, ybytes, x, sizeof(float) * (size_t)s4d_tensor_numel(&ctx->inputs[0])) ||
-        (res && overlaps(y, ybytes, res, ybytes)))
+    if (s4d_cpu_overlaps(y, ybytes, x, sizeof(float) * (size_t)s4d_tensor_numel(&ctx->inputs[0])) ||
+        (res && s4d_cpu_overlaps(y, ybytes, res, ybytes)))
         return s4d_op_error(ctx, S4D_ERR_INTERNAL,
                             "the output shares memory with an input; the convolution needs them "
                             "apart");
     s4d_errbuf err;
     err.msg[0] = 0;
     s4d_status st = s4d_cpuconv_run(s->plan[k], s->packed, x, bias, res, y, ctx->workspace,
-                                    ctx->workspace_size, conv_parallel_for, ctx->pool, &err);
+                                    ctx->workspace_size, s4d_cpu_lib_parallel_for, ctx->pool, &err);
     if (st != S4D_OK)
         return s4d_op_error(ctx, st, "convolution library: %s", err.msg);
     return S4D_OK;

@@ -10,6 +10,7 @@
 #define S4D_BACKEND_CPU_CPU_KERNELS_H
 
 #include "backend/backend.h"
+#include "util/threadpool.h"
 
 /* Conv, s4d::FusedConv and s4d::FusedConvAct over the convolution library (conv_kernel.c). */
 extern const s4d_kernel s4d_cpu_kernel_conv;
@@ -60,5 +61,22 @@ void s4d_cpu_split_decide(s4d_op_ctx *ctx, double est_us);
 /* The largest thread count the convolution kernels plan for: the machine's
    online cores, or S4D_CPU_PLAN_THREADS when set (tests). */
 int s4d_cpu_plan_threads(void);
+
+/* What the kernels over the convolution library share (conv_kernel.c). The library's blocking
+   follows its slot count, so such a kernel plans once per pool width it may meet:
+   s4d_cpu_plan_widths writes 1, 2, 4, ... and s4d_cpu_plan_threads() itself into widths
+   (ascending, at most max) and returns the count; s4d_cpu_pick_width is the index of the widest
+   that fits the pool. */
+int s4d_cpu_plan_widths(int *widths, int max);
+int s4d_cpu_pick_width(const int *widths, int n, const s4d_threadpool *pool);
+/* The library's parallel-for on the engine's pool: one chunk per slot (the library hands out
+   its work items inside). */
+void s4d_cpu_lib_parallel_for(void *pool, int64_t n, void (*fn)(void *, int64_t, int64_t), void *arg);
+/* Whether the byte ranges [a, a + an) and [b, b + bn) share memory (NULL shares nothing). */
+int s4d_cpu_overlaps(const void *a, size_t an, const void *b, size_t bn);
+/* An s4d_conv_act (ops/extra.h) with its alpha and beta as the library's epilogue takes it:
+   act, then CLIP's bounds in *lo and *hi, or LEAKY_RELU's and HARD_SIGMOID's alpha and beta in
+   *alpha and *beta; 0 for a value outside s4d_conv_act. */
+int s4d_cpu_lib_act(int act, float a, float b, int *lib_act, float *lo, float *hi, float *alpha, float *beta);
 
 #endif /* S4D_BACKEND_CPU_CPU_KERNELS_H */

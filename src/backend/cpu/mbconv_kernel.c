@@ -57,23 +57,10 @@ static void mbc_destroy(void *state)
 static int lib_act(int act, float alpha, float beta, s4d_mbconv_act *out)
 {
     memset(out, 0, sizeof *out);
-    switch ((s4d_conv_act)act) {
-    case S4D_CONV_ACT_NONE: out->act = S4D_CPUCONV_ACT_NONE; return 1;
-    case S4D_CONV_ACT_RELU: out->act = S4D_CPUCONV_ACT_RELU; return 1;
-    case S4D_CONV_ACT_CLIP:
-        out->act = S4D_CPUCONV_ACT_CLIP;
-        out->act_min = alpha;
-        out->act_max = beta;
-        return 1;
-    case S4D_CONV_ACT_LEAKY_RELU: out->act = S4D_CPUCONV_ACT_LEAKY_RELU; break;
-    case S4D_CONV_ACT_SIGMOID: out->act = S4D_CPUCONV_ACT_SIGMOID; return 1;
-    case S4D_CONV_ACT_SILU: out->act = S4D_CPUCONV_ACT_SILU; return 1;
-    case S4D_CONV_ACT_HARD_SIGMOID: out->act = S4D_CPUCONV_ACT_HARD_SIGMOID; break;
-    case S4D_CONV_ACT_HARD_SWISH: out->act = S4D_CPUCONV_ACT_HARD_SWISH; return 1;
-    default: return 0;
-    }
-    out->act_alpha = alpha;
-    out->act_beta = beta;
+    int a;
+    if (!s4d_cpu_lib_act(act, alpha, beta, &a, &out->act_min, &out->act_max, &out->act_alpha, &out->act_beta))
+        return 0;
+    out->act = (s4d_cpuconv_act)a;
     return 1;
 }
 
@@ -111,9 +98,10 @@ static int mbc_lib_params(const s4d_op_ctx *ctx, s4d_mbconv_params *mp)
 /* Plans for widths 1, 2, 4, ... and the core count. */
 static s4d_status mbc_make_plans(mbc_state *s, s4d_mbconv_params mp, s4d_errbuf *err)
 {
-    int cores = s4d_cpu_plan_threads();
-    for (int w = 1; s->nplans < MBC_MAX_PLANS; w *= 2) {
-        int width = w < cores ? w : cores;
+    int widths[MBC_MAX_PLANS];
+    const int n = s4d_cpu_plan_widths(widths, MBC_MAX_PLANS);
+    for (int i = 0; i < n; i++) {
+        const int width = widths[i];
         mp.num_threads = width;
         s4d_status st = s4d_mbconv_plan_create(&mp, &s->plan[s->nplans], err);
         if (st != S4D_OK)
@@ -133,8 +121,6 @@ static s4d_status mbc_make_plans(mbc_state *s, s4d_mbconv_params mp, s4d_errbuf 
                      width, info.packed_bytes, s->packed_bytes);
             return S4D_ERR_INTERNAL;
         }
-        if (width == cores)
-            break;
     }
     return S4D_OK;
 }
@@ -234,18 +220,6 @@ static int mbc_describe(const void *state, char *buf, size_t size)
     return s && s->nplans ? s4d_mbconv_plan_describe(s->plan[s->nplans - 1], buf, size) : 0;
 }
 
-static void mbc_parallel_for(void *pool, int64_t n, s4d_cpuconv_range_fn fn, void *arg)
-{
-    /* One chunk per slot: the library hands out its own work items inside. */
-    s4d_parallel_for(pool, n, 1, fn, arg);
-}
-
-static int overlaps(const void *a, size_t an, const void *b, size_t bn)
-{
-    const char *p = a, *q = b;
-    return a && b && p < q + bn && q < p + an;
-}
-
 static s4d_status mbc_run(s4d_op_ctx *ctx)
 {
     const mbc_state *s = ctx->state;
@@ -254,16 +228,13 @@ static s4d_status mbc_run(s4d_op_ctx *ctx)
     const s4d_fused_mbconv_params *p = ctx->params;
     const s4d_tensor *in = ctx->inputs;
     s4d_cpu_split_decide(ctx, s->arith_us + s4d_cpu_io_us(ctx));
-    int threads = s4d_threadpool_size(ctx->pool);
-    int k = 0;
-    while (k + 1 < s->nplans && s->width[k + 1] <= threads)
-        k++;
+    const int k = s4d_cpu_pick_width(s->width, s->nplans, ctx->pool);
     const float *x = in[S4D_MBCONV_X].data;
     const float *z = p->has_z ? in[S4D_MBCONV_Z].data : NULL;
     float *y = ctx->outputs[0].data;
     size_t ybytes = sizeof(float) * (size_t)s4d_tensor_numel(&ctx->outputs[0]);
-    if (overlaps(y, ybytes, x, sizeof(float) * (size_t)s4d_tensor_numel(&in[S4D_MBCONV_X])) ||
-        (z && overlaps(y, ybytes, z, ybytes)))
+    if (s4d_cpu_overlaps(y, ybytes, x, sizeof(float) * (size_t)s4d_tensor_numel(&in[S4D_MBCONV_X])) ||
+        (z && s4d_cpu_overlaps(y, ybytes, z, ybytes)))
         return s4d_op_error(ctx, S4D_ERR_INTERNAL,
                             "the output shares memory with an input; the block needs them apart");
     s4d_errbuf err;
@@ -271,7 +242,7 @@ static s4d_status mbc_run(s4d_op_ctx *ctx)
     s4d_status st = s4d_mbconv_run(s->plan[k], s->packed, x, p->has_b1 ? in[S4D_MBCONV_B1].data : NULL,
                                    p->has_b2 ? in[S4D_MBCONV_B2].data : NULL,
                                    p->has_b3 ? in[S4D_MBCONV_B3].data : NULL, z, y, ctx->workspace,
-                                   ctx->workspace_size, mbc_parallel_for, ctx->pool, &err);
+                                   ctx->workspace_size, s4d_cpu_lib_parallel_for, ctx->pool, &err);
     if (st != S4D_OK)
         return s4d_op_error(ctx, st, "inverted residual block: %s", err.msg);
     return S4D_OK;
