@@ -387,16 +387,29 @@ typedef struct cc_mbc {
     cc_post post1, post2, post3;
 } cc_mbc;
 
-/* Floats of one slot's workspace for the item function. */
-static inline int64_t cc_mbc_slot_floats(const cc_mbc *g)
+#define CC_MBC_RING_MAX 64 /* ring rows at most */
+
+/* One slot's workspace in the row-group mode, offsets in floats from its start: the ring, the
+ * zero slot for rows outside the image, dout, the projection's tile, then two int64 pixel lists
+ * of ring * w entries (every size before them is a multiple of 16 floats, so they are aligned). */
+typedef struct cc_mbc_slot {
+    int64_t zero, dout, t, lists, total;
+} cc_mbc_slot;
+
+static inline cc_mbc_slot cc_mbc_slot_layout(const cc_mbc *g)
 {
     const int64_t rowf = g->cb * g->wp * 16, pix = g->grp * g->wo;
-    const int64_t tpix = pix > CC_TR_MAX ? pix : CC_TR_MAX;
-    return (g->ring + 1) * rowf + pix * g->cpad + tpix * CC_TN + g->cpad + 2 * g->ring * g->w * 2 + 64;
+    cc_mbc_slot s;
+    s.zero = g->ring * rowf;
+    s.dout = s.zero + rowf;
+    s.t = s.dout + pix * g->cpad;
+    s.lists = s.t + (pix > CC_TR_MAX ? pix : CC_TR_MAX) * CC_TN;
+    s.total = s.lists + 4 * g->ring * g->w;
+    return s;
 }
 
 /* Output row groups [g0, g1) of one image: x its block input, y its output, z its residual or
- * NULL; ws one slot (cc_mbc_slot_floats floats, 64-byte aligned). */
+ * NULL; ws one slot (cc_mbc_slot_layout(g).total floats, 64-byte aligned). */
 void s4d_cc_mbc_groups_avx512(const cc_mbc *g, const float *x, const float *b1, const float *b2,
                               const float *b3, const float *z, float *y, int64_t g0, int64_t g1, float *ws);
 
@@ -413,16 +426,19 @@ static inline int64_t cc_mbc_map_floats(const cc_mbc *g)
     return g->cb * ((g->ho - 1) * g->s + g->k) * g->wp * 16;
 }
 
-/* Slot floats of the whole-map mode (per thread): the products' tile, the pixel lists. */
+/* Slot floats of the whole-map mode (per thread): phase 1 keeps its two int64 pixel lists of
+ * h * w entries there, phase 2 the projection's tile. */
 static inline int64_t cc_mbc_whole_slot_floats(const cc_mbc *g)
 {
-    const int64_t pix = g->ho * g->wo;
-    return (pix > CC_TR_MAX ? pix : CC_TR_MAX) * CC_TN + 4 * g->h * g->w + g->cpad + 64;
+    const int64_t pix = g->ho * g->wo, tile = (pix > CC_TR_MAX ? pix : CC_TR_MAX) * CC_TN;
+    return tile > 4 * g->h * g->w ? tile : 4 * g->h * g->w;
 }
 
 void s4d_cc_mbc_panel_avx512(const cc_mbc *g, const float *x, const float *b1, const float *b2, int64_t panel,
                              float *map, float *dout, float *ws);
+/* Output panel mp of pixels [p0, p0 + pix) of one image's output y (and residual z), from dout
+ * holding those pixels' depthwise outputs from its start; t: the tile, pix * CC_TN floats. */
 void s4d_cc_mbc_project_avx512(const cc_mbc *g, const float *dout, const float *b3, const float *z, float *y,
-                               int64_t mp, int64_t p0, int64_t p1, float *ws);
+                               int64_t mp, int64_t p0, int64_t pix, float *t);
 
 #endif /* S4D_CPU_CONV_CPUCONV_IMPL_H */

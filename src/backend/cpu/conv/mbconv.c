@@ -17,7 +17,6 @@
 #define MBC_HEADER 64 /* bytes before the packed floats */
 #define MBC_ALIGN 64
 #define MBC_GROUP_PIX 64 /* output pixels a row group aims at */
-#define MBC_RING_MAX 64
 #define MBC_WHOLE_PIX 256              /* output maps up to 16x16 run whole on several slots */
 #define MBC_WHOLE_MAP_FLOATS (1 << 19) /* and expanded maps up to 2 MiB */
 
@@ -161,9 +160,7 @@ static s4d_status plan_layers(s4d_mbconv_plan *pl, s4d_errbuf *err)
 static int plan_fused(s4d_mbconv_plan *pl)
 {
     const s4d_mbconv_params *p = &pl->p;
-    const s4d_cpuconv_isa best = s4d_cpuconv_isa_best();
-    const s4d_cpuconv_isa isa = p->isa == S4D_CPUCONV_ISA_AUTO ? best : p->isa;
-    if (isa != S4D_CPUCONV_ISA_AVX512 || best != S4D_CPUCONV_ISA_AVX512)
+    if (pl->isa != S4D_CPUCONV_ISA_AVX512)
         return 0;
     if (!(p->k == 3 || p->k == 5 || p->k == 7) || !(p->stride == 1 || p->stride == 2))
         return 0;
@@ -194,7 +191,7 @@ static int plan_fused(s4d_mbconv_plan *pl)
      * the price of the expanded rows neighbouring chunks both compute */
     if (pl->nslots > 1 && g->grp > cdiv(pl->ho, 2 * (int64_t)pl->nslots))
         g->grp = cdiv(pl->ho, 2 * (int64_t)pl->nslots);
-    while (g->grp > 1 && (g->grp - 1) * p->stride + p->k > MBC_RING_MAX)
+    while (g->grp > 1 && (g->grp - 1) * p->stride + p->k > CC_MBC_RING_MAX)
         g->grp--;
     g->ring = (g->grp - 1) * p->stride + p->k;
     g->nmp1 = cdiv(p->mid, CC_TN);
@@ -205,7 +202,7 @@ static int plan_fused(s4d_mbconv_plan *pl)
     const int64_t groups = cdiv(pl->ho, g->grp);
     pl->chunks = pl->nslots > 1 ? (groups < pl->nslots ? groups : pl->nslots) : 1;
     pl->items = p->n * pl->chunks;
-    pl->slot_bytes = align_up(sizeof(float) * (size_t)cc_mbc_slot_floats(g));
+    pl->slot_bytes = align_up(sizeof(float) * (size_t)cc_mbc_slot_layout(g).total);
     pl->ws_bytes = (size_t)pl->nslots * pl->slot_bytes + MBC_ALIGN;
     /* Several slots on a small map: row groups would be one or two per slot, each computing the
      * expanded rows it shares with its neighbours; the whole map in two phases splits the
@@ -395,9 +392,9 @@ static void whole_slots(void *arg, int64_t begin, int64_t end)
                 continue;
             }
             const int64_t mp = item / pl->pchunks, ch = item % pl->pchunks;
-            s4d_cc_mbc_project_avx512(&r->g, dout, r->b3, r->z ? r->z + n * p->m * pix : NULL,
-                                      r->y + n * p->m * pix, mp, ch * pix / pl->pchunks,
-                                      (ch + 1) * pix / pl->pchunks, slot);
+            const int64_t p0 = ch * pix / pl->pchunks, p1 = (ch + 1) * pix / pl->pchunks;
+            s4d_cc_mbc_project_avx512(&r->g, dout + p0 * r->g.cpad, r->b3, r->z ? r->z + n * p->m * pix : NULL,
+                                      r->y + n * p->m * pix, mp, p0, p1 - p0, slot);
         }
     }
 }
