@@ -139,46 +139,11 @@ static void make_attrs(const chain *c, s4d_attr a[2], char *n0, char *n1)
  */
 static s4d_status fused_supported(const s4d_ir_graph *g, const chain *c, int *ok)
 {
-    const s4d_ir_node *m2 = &g->nodes[c->mm2];
-    const s4d_backend *be = s4d_backend_get(m2->device);
-    const s4d_op_schema *schema = s4d_op_find_schema("s4d", "FusedAttention", 1);
-    *ok = 0;
-    if (!be || !schema)
-        return S4D_OK;
-    int ins[4] = {c->q, c->kt, c->v, c->mask};
-    int nin = c->mask >= 0 ? 4 : 3;
-    s4d_tensor in[4], out[1];
-    for (int k = 0; k < nin; k++) {
-        in[k] = g->values[ins[k]].t;
-        if (g->values[ins[k]].kind != S4D_VALUE_CONST && !g->values[ins[k]].frozen)
-            in[k].data = NULL;
-    }
-    memset(out, 0, sizeof out);
-    out[0].rank = -1;
+    const int ins[4] = {c->q, c->kt, c->v, c->mask};
     s4d_attr attrs[2];
     make_attrs(c, attrs, "mask_fill", "fill_where_true");
-    s4d_ir_node n = *m2;
-    n.domain = "s4d";
-    n.op_type = "FusedAttention";
-    n.opset = 1;
-    n.schema = schema;
-    n.num_attrs = c->mask >= 0 ? 2 : 0;
-    n.attrs = attrs;
-    n.num_inputs = nin;
-    n.inputs = ins;
-    n.params = calloc(1, schema->params_size);
-    if (!n.params)
-        return S4D_ERR_NO_MEMORY;
-    char msg[600], why[600];
-    s4d_op_ctx ctx;
-    s4d_ir_node_ctx(&n, in, out, msg, sizeof msg, &ctx);
-    if (s4d_op_infer(&ctx) == S4D_OK && s4d_tensor_same_dims(&out[0], &g->values[m2->outputs[0]].t) &&
-        out[0].dtype == g->values[m2->outputs[0]].t.dtype) {
-        out[0].data = NULL;
-        *ok = s4d_node_supported_as(&n, be, in, out, n.params, why, sizeof why) == S4D_OK;
-    }
-    free(n.params);
-    return S4D_OK;
+    return s4d_fuse_supported(g, c->mm2, "FusedAttention", ins, c->mask >= 0 ? 4 : 3, attrs,
+                              c->mask >= 0 ? 2 : 0, ok);
 }
 
 /* Turns the chain's last node into the fused node; the others die. */

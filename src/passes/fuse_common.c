@@ -214,3 +214,46 @@ s4d_status s4d_pass_fuse(s4d_ir_graph *g, char *err, size_t errsz)
         st = s4d_pass_fuse_pointwise(g, err, errsz);
     return st;
 }
+
+#define FUSE_SUPPORTED_MAX_INPUTS 16
+
+s4d_status s4d_fuse_supported(const s4d_ir_graph *g, int at, const char *op_type, const int *ins, int nin,
+                              s4d_attr *attrs, int na, int *ok)
+{
+    const s4d_ir_node *r = &g->nodes[at];
+    const s4d_backend *be = s4d_backend_get(r->device);
+    const s4d_op_schema *schema = s4d_op_find_schema("s4d", op_type, 1);
+    *ok = 0;
+    if (!be || !schema || nin > FUSE_SUPPORTED_MAX_INPUTS)
+        return S4D_OK;
+    s4d_tensor in[FUSE_SUPPORTED_MAX_INPUTS], out[1];
+    for (int k = 0; k < nin; k++) {
+        in[k] = g->values[ins[k]].t;
+        if (g->values[ins[k]].kind != S4D_VALUE_CONST && !g->values[ins[k]].frozen)
+            in[k].data = NULL;
+    }
+    memset(out, 0, sizeof out);
+    out[0].rank = -1;
+    s4d_ir_node n = *r;
+    n.domain = "s4d";
+    n.op_type = (char *)op_type; /* the stand-in is never freed */
+    n.opset = 1;
+    n.schema = schema;
+    n.num_attrs = na;
+    n.attrs = attrs;
+    n.num_inputs = nin;
+    n.inputs = (int *)ins;
+    n.params = calloc(1, schema->params_size);
+    if (!n.params)
+        return S4D_ERR_NO_MEMORY;
+    char msg[600], why[600];
+    s4d_op_ctx ctx;
+    s4d_ir_node_ctx(&n, in, out, msg, sizeof msg, &ctx);
+    const s4d_tensor *y = &g->values[r->outputs[0]].t;
+    if (s4d_op_infer(&ctx) == S4D_OK && s4d_tensor_same_dims(&out[0], y) && out[0].dtype == y->dtype) {
+        out[0].data = NULL;
+        *ok = s4d_node_supported_as(&n, be, in, out, n.params, why, sizeof why) == S4D_OK;
+    }
+    free(n.params);
+    return S4D_OK;
+}

@@ -98,5 +98,13 @@ int s4d_fuse_set_op(s4d_ir_node *n, const char *domain, const char *op_type, int
 s4d_status s4d_fuse_infer_node(s4d_ir_graph *g, int ni, char *err, size_t errsz);
 /* s4d_fuse_infer_node, then checks that node ni's device has a kernel that takes it. */
 s4d_status s4d_fuse_reinfer(s4d_ir_graph *g, int ni, char *err, size_t errsz);
+/*
+ * Whether node at's device would run s4d::op_type (opset 1) on values ins[0..nin) with attrs,
+ * giving node at's output shape and dtype: a stand-in node is inferred and offered to the
+ * kernel's supports() before anything in the graph changes, so a refusal leaves it as it is.
+ * *ok is 0 when it would not; S4D_ERR_NO_MEMORY is the only error.
+ */
+s4d_status s4d_fuse_supported(const s4d_ir_graph *g, int at, const char *op_type, const int *ins, int nin,
+                              s4d_attr *attrs, int na, int *ok);
 
 #endif

@@ -282,44 +282,7 @@ static int make_attrs(const tree *t, s4d_attr a[2], int *na)
 /* Whether the root's device runs the fused node as it would be, asked before anything changes. */
 static s4d_status fused_supported(const s4d_ir_graph *g, const tree *t, s4d_attr *attrs, int na, int *ok)
 {
-    const s4d_ir_node *r = &g->nodes[t->root];
-    const s4d_backend *be = s4d_backend_get(r->device);
-    const s4d_op_schema *schema = s4d_op_find_schema("s4d", "FusedPointwise", 1);
-    *ok = 0;
-    if (!be || !schema)
-        return S4D_OK;
-    s4d_tensor in[S4D_PW_MAX_INPUTS], out[1];
-    int ins[S4D_PW_MAX_INPUTS];
-    for (int k = 0; k < t->nin; k++) {
-        ins[k] = t->in[k];
-        in[k] = g->values[t->in[k]].t;
-        if (g->values[t->in[k]].kind != S4D_VALUE_CONST && !g->values[t->in[k]].frozen)
-            in[k].data = NULL;
-    }
-    memset(out, 0, sizeof out);
-    out[0].rank = -1;
-    s4d_ir_node n = *r;
-    n.domain = "s4d";
-    n.op_type = "FusedPointwise";
-    n.opset = 1;
-    n.schema = schema;
-    n.num_attrs = na;
-    n.attrs = attrs;
-    n.num_inputs = t->nin;
-    n.inputs = ins;
-    n.params = calloc(1, schema->params_size);
-    if (!n.params)
-        return S4D_ERR_NO_MEMORY;
-    char msg[600], why[600];
-    s4d_op_ctx ctx;
-    s4d_ir_node_ctx(&n, in, out, msg, sizeof msg, &ctx);
-    const s4d_tensor *y = &g->values[r->outputs[0]].t;
-    if (s4d_op_infer(&ctx) == S4D_OK && s4d_tensor_same_dims(&out[0], y) && out[0].dtype == y->dtype) {
-        out[0].data = NULL;
-        *ok = s4d_node_supported_as(&n, be, in, out, n.params, why, sizeof why) == S4D_OK;
-    }
-    free(n.params);
-    return S4D_OK;
+    return s4d_fuse_supported(g, t->root, "FusedPointwise", t->in, t->nin, attrs, na, ok);
 }
 
 /* Turns the root into the fused node (taking attrs); the other members die. */
