@@ -84,25 +84,62 @@ int s4d_fuse_add_const(s4d_ir_graph *g, const char *name, float *data, int rank,
     return v;
 }
 
-int s4d_fuse_add_attr_string(s4d_ir_node *n, const char *name, const char *value)
+int s4d_fuse_attr_string(s4d_attr *a, const char *name, const char *v)
 {
-    s4d_attr *na = realloc(n->attrs, sizeof(s4d_attr) * (size_t)(n->num_attrs + 1));
-    if (!na)
-        return -1;
-    n->attrs = na;
-    s4d_attr *a = &na[n->num_attrs];
     memset(a, 0, sizeof *a);
+    a->type = S4D_ATTR_STRING;
     a->name = s4d_strdup(name);
-    a->s = s4d_strdup(value);
-    if (!a->name || !a->s) {
-        free(a->name);
-        free(a->s);
+    a->s = s4d_strdup(v);
+    a->s_len = strlen(v);
+    return a->name && a->s ? 0 : -1;
+}
+
+int s4d_fuse_attr_float(s4d_attr *a, const char *name, float v)
+{
+    memset(a, 0, sizeof *a);
+    a->type = S4D_ATTR_FLOAT;
+    a->f = v;
+    a->name = s4d_strdup(name);
+    return a->name ? 0 : -1;
+}
+
+int s4d_fuse_attr_ints(s4d_attr *a, const char *name, const int64_t *v, size_t n)
+{
+    memset(a, 0, sizeof *a);
+    a->type = S4D_ATTR_INTS;
+    a->count = n;
+    a->name = s4d_strdup(name);
+    a->ints = malloc(sizeof(int64_t) * (n ? n : 1));
+    if (!a->name || !a->ints)
+        return -1;
+    memcpy(a->ints, v, sizeof(int64_t) * n);
+    return 0;
+}
+
+/* Appends *a, filled with status fill_st, to n's attributes (taking what it owns); when the fill
+ * or the append fails, clears it. */
+static int append_attr(s4d_ir_node *n, s4d_attr *a, int fill_st)
+{
+    s4d_attr *na = fill_st == 0 ? realloc(n->attrs, sizeof(s4d_attr) * (size_t)(n->num_attrs + 1)) : NULL;
+    if (!na) {
+        s4d_attr_clear(a);
         return -1;
     }
-    a->type = S4D_ATTR_STRING;
-    a->s_len = strlen(value);
-    n->num_attrs++;
+    n->attrs = na;
+    na[n->num_attrs++] = *a;
     return 0;
+}
+
+int s4d_fuse_add_attr_string(s4d_ir_node *n, const char *name, const char *value)
+{
+    s4d_attr a;
+    return append_attr(n, &a, s4d_fuse_attr_string(&a, name, value));
+}
+
+int s4d_fuse_add_attr_float(s4d_ir_node *n, const char *name, float value)
+{
+    s4d_attr a;
+    return append_attr(n, &a, s4d_fuse_attr_float(&a, name, value));
 }
 
 int s4d_fuse_set_op(s4d_ir_node *n, const char *domain, const char *op_type, int opset)

@@ -63,23 +63,6 @@ static int const_scalar(const s4d_ir_graph *g, const s4d_ir_node *n, int k, floa
     return 1;
 }
 
-static int add_attr_f(s4d_ir_node *n, const char *name, float v)
-{
-    s4d_attr *na = realloc(n->attrs, sizeof(s4d_attr) * (size_t)(n->num_attrs + 1));
-    if (!na)
-        return -1;
-    n->attrs = na;
-    s4d_attr *a = &na[n->num_attrs];
-    memset(a, 0, sizeof *a);
-    a->name = s4d_strdup(name);
-    if (!a->name)
-        return -1;
-    a->type = S4D_ATTR_FLOAT;
-    a->f = v;
-    n->num_attrs++;
-    return 0;
-}
-
 /* Sets the activation attribute (FusedConv has one already, empty). */
 static int set_activation(s4d_ir_node *n, const char *act)
 {
@@ -212,7 +195,8 @@ s4d_status s4d_pass_fuse_conv_act_more(s4d_ir_graph *g, char *err, size_t errsz)
         }
         f->outputs[0] = out;
         if (s4d_fuse_set_op(f, "s4d", "FusedConvAct", 1) != 0 || set_activation(f, act) != 0 ||
-            add_attr_f(f, "activation_alpha", alpha) != 0 || add_attr_f(f, "activation_beta", beta) != 0) {
+            s4d_fuse_add_attr_float(f, "activation_alpha", alpha) != 0 ||
+            s4d_fuse_add_attr_float(f, "activation_beta", beta) != 0) {
             st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory in the Conv+activation fusion");
             break;
         }

@@ -105,38 +105,6 @@ static int single_use(const s4d_ir_graph *g, const int *uses, int v, int reader)
            !g->values[v].is_output && s4d_fuse_consumer(g, v) == reader;
 }
 
-static int attr_string(s4d_attr *a, const char *name, const char *v)
-{
-    memset(a, 0, sizeof *a);
-    a->type = S4D_ATTR_STRING;
-    a->name = s4d_strdup(name);
-    a->s = s4d_strdup(v);
-    a->s_len = strlen(v);
-    return a->name && a->s ? 0 : -1;
-}
-
-static int attr_float(s4d_attr *a, const char *name, float v)
-{
-    memset(a, 0, sizeof *a);
-    a->type = S4D_ATTR_FLOAT;
-    a->f = v;
-    a->name = s4d_strdup(name);
-    return a->name ? 0 : -1;
-}
-
-static int attr_ints(s4d_attr *a, const char *name, const int64_t *v, size_t n)
-{
-    memset(a, 0, sizeof *a);
-    a->type = S4D_ATTR_INTS;
-    a->count = n;
-    a->name = s4d_strdup(name);
-    a->ints = malloc(sizeof(int64_t) * n);
-    if (!a->name || !a->ints)
-        return -1;
-    memcpy(a->ints, v, sizeof(int64_t) * n);
-    return 0;
-}
-
 #define MB_NUM_ATTRS 11
 
 /* The fused node's attributes: the three activations, the depthwise strides and pads. */
@@ -150,15 +118,15 @@ static int make_attrs(const mb_conv *layers[3], s4d_attr *a)
     int k = 0, bad = 0;
     for (int i = 0; i < 3; i++) {
         const mb_conv *l = layers[i];
-        bad |= attr_string(&a[k++], names[i][0], l ? s4d_conv_act_name(l->act) : "");
-        bad |= attr_float(&a[k++], names[i][1], l ? l->alpha : 0.0f);
-        bad |= attr_float(&a[k++], names[i][2], l ? l->beta : 0.0f);
+        bad |= s4d_fuse_attr_string(&a[k++], names[i][0], l ? s4d_conv_act_name(l->act) : "");
+        bad |= s4d_fuse_attr_float(&a[k++], names[i][1], l ? l->alpha : 0.0f);
+        bad |= s4d_fuse_attr_float(&a[k++], names[i][2], l ? l->beta : 0.0f);
     }
     const s4d_conv_geom *dg = &layers[1]->p->g;
     const int64_t strides[2] = {dg->stride[1], dg->stride[2]};
     const int64_t pads[4] = {dg->pad_b[1], dg->pad_b[2], dg->pad_e[1], dg->pad_e[2]};
-    bad |= attr_ints(&a[k++], "dw_strides", strides, 2);
-    bad |= attr_ints(&a[k++], "dw_pads", pads, 4);
+    bad |= s4d_fuse_attr_ints(&a[k++], "dw_strides", strides, 2);
+    bad |= s4d_fuse_attr_ints(&a[k++], "dw_pads", pads, 4);
     return bad ? -1 : 0;
 }
 

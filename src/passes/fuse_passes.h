@@ -90,8 +90,14 @@ int s4d_fuse_can(const s4d_ir_graph *g, int ni, const char *domain, const char *
 const s4d_tensor *s4d_fuse_const(const s4d_ir_graph *g, int v);
 /* Appends a constant float32 value holding data (ownership passes); -1 on OOM. */
 int s4d_fuse_add_const(s4d_ir_graph *g, const char *name, float *data, int rank, const int64_t *dims);
-/* Appends a STRING attribute to node n; 0 on success. */
+/* Appends a STRING (FLOAT) attribute to node n; 0 on success. */
 int s4d_fuse_add_attr_string(s4d_ir_node *n, const char *name, const char *value);
+int s4d_fuse_add_attr_float(s4d_ir_node *n, const char *name, float value);
+/* Fill *a (zeroed first) with a named STRING, FLOAT or INTS attribute; 0 on success, -1 when out
+   of memory (what was allocated stays in *a for s4d_attr_clear). */
+int s4d_fuse_attr_string(s4d_attr *a, const char *name, const char *v);
+int s4d_fuse_attr_float(s4d_attr *a, const char *name, float v);
+int s4d_fuse_attr_ints(s4d_attr *a, const char *name, const int64_t *v, size_t n);
 /* Sets a node's op (domain, op_type, opset) and its schema; 0 on success. */
 int s4d_fuse_set_op(s4d_ir_node *n, const char *domain, const char *op_type, int opset);
 /* Re-runs infer (and workspace_size) of node ni, updating its output values. */
