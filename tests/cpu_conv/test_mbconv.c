@@ -390,6 +390,21 @@ static int expect(s4d_status got, s4d_status want, const char *what, const s4d_e
     return 1;
 }
 
+/* A plan for p must be refused with status want, a message, and no plan. */
+static int refuse(const s4d_mbconv_params *p, s4d_status want, const char *what)
+{
+    s4d_mbconv_plan *pl = NULL;
+    s4d_errbuf err;
+    err.msg[0] = 0;
+    int bad = expect(s4d_mbconv_plan_create(p, &pl, &err), want, what, &err);
+    if (pl) {
+        printf("FAIL %s: a refused plan was returned\n", what);
+        s4d_mbconv_plan_destroy(pl);
+        bad = 1;
+    }
+    return bad;
+}
+
 static int errors(void)
 {
     int bad = 0;
@@ -405,42 +420,30 @@ static int errors(void)
     p0.k = 3;
     p0.stride = 1;
     p0.pad_top = p0.pad_left = p0.pad_bottom = p0.pad_right = 1;
-    s4d_mbconv_plan *pl = NULL;
-    s4d_errbuf err;
     s4d_mbconv_params p = p0;
     p.struct_size = 4;
-    err.msg[0] = 0;
-    bad |= expect(s4d_mbconv_plan_create(&p, &pl, &err), S4D_ERR_INVALID_ARG, "struct_size", &err);
+    bad |= refuse(&p, S4D_ERR_INVALID_ARG, "struct_size");
     p = p0;
     p.k = 9;
-    err.msg[0] = 0;
-    bad |= expect(s4d_mbconv_plan_create(&p, &pl, &err), S4D_ERR_UNSUPPORTED, "kernel 9", &err);
+    bad |= refuse(&p, S4D_ERR_UNSUPPORTED, "kernel 9");
     p = p0;
     p.stride = 3;
-    err.msg[0] = 0;
-    bad |= expect(s4d_mbconv_plan_create(&p, &pl, &err), S4D_ERR_UNSUPPORTED, "stride 3", &err);
+    bad |= refuse(&p, S4D_ERR_UNSUPPORTED, "stride 3");
     p = p0;
     p.pad_left = 3;
-    err.msg[0] = 0;
-    bad |= expect(s4d_mbconv_plan_create(&p, &pl, &err), S4D_ERR_UNSUPPORTED, "padding 3", &err);
+    bad |= refuse(&p, S4D_ERR_UNSUPPORTED, "padding 3");
     p = p0;
     p.has_expand = 0;
-    err.msg[0] = 0;
-    bad |= expect(s4d_mbconv_plan_create(&p, &pl, &err), S4D_ERR_SHAPE, "mid != c without expand", &err);
+    bad |= refuse(&p, S4D_ERR_SHAPE, "mid != c without expand");
     p = p0;
     p.m = 0;
-    err.msg[0] = 0;
-    bad |= expect(s4d_mbconv_plan_create(&p, &pl, &err), S4D_ERR_INVALID_ARG, "m = 0", &err);
+    bad |= refuse(&p, S4D_ERR_INVALID_ARG, "m = 0");
     p = p0;
     p.act2.act = S4D_CPUCONV_ACT_CLIP;
     p.act2.act_min = 1.0f;
     p.act2.act_max = 0.0f;
-    err.msg[0] = 0;
-    bad |= expect(s4d_mbconv_plan_create(&p, &pl, &err), S4D_ERR_INVALID_ARG, "empty clip range", &err);
-    if (pl) {
-        printf("FAIL a refused plan was returned\n");
-        bad = 1;
-    }
+    bad |= refuse(&p, S4D_ERR_INVALID_ARG, "empty clip range");
+    s4d_errbuf err;
     /* packed bytes of another plan, a short workspace, a missing bias */
     p = p0;
     p.has_b1 = 1;
