@@ -29,18 +29,14 @@ typedef struct gemv_job {
     int64_t part;
 } gemv_job;
 
+/* B is [N][K]: parts of `part` rows (outputs) each. */
 static void gemv_parts(void *arg, int64_t c0, int64_t c1)
 {
     const gemv_job *j = arg;
     const s4d_gemm_params *p = j->p;
     for (int64_t c = c0; c < c1; c++) {
         const int64_t n0 = c * j->part, n1 = n0 + j->part < p->n ? n0 + j->part : p->n;
-        if (n1 <= n0)
-            continue;
-        if (p->tb) /* B is [N][K]: rows n0..n1 */
-            s4d_host_sgemv(0, n1 - n0, p->k, p->alpha, j->b + n0 * p->k, p->k, j->a, 0.0f, j->y + n0);
-        else       /* B is [K][N]: one part, all columns */
-            s4d_host_sgemv(1, p->k, p->n, p->alpha, j->b, p->n, j->a, 0.0f, j->y);
+        s4d_host_sgemv(0, n1 - n0, p->k, p->alpha, j->b + n0 * p->k, p->k, j->a, 0.0f, j->y + n0);
     }
 }
 
@@ -53,21 +49,23 @@ static s4d_status gemm_run(s4d_op_ctx *ctx)
     /* One row of A is contiguous whether or not it is transposed. The weights stream from
      * memory at about 30 bytes per ns on one thread. */
     s4d_cpu_split_decide(ctx, 4.0 * (double)p->n * (double)p->k / 30000.0);
-    /* Products OpenBLAS threads itself (s4d_host_gemm_is_small) stay one call. */
-    const int threads = p->tb && s4d_host_gemm_is_small(1, p->n, p->k) ? s4d_threadpool_size(ctx->pool) : 1;
-    gemv_job j = {p, ctx->inputs[0].data, ctx->inputs[1].data, ctx->outputs[0].data, 0};
-    const int64_t per = (p->n + threads - 1) / threads;
-    j.part = (per + GEMV_ALIGN - 1) / GEMV_ALIGN * GEMV_ALIGN;
-    const int64_t parts = (p->n + j.part - 1) / j.part;
-    if (parts > 1)
-        s4d_parallel_for(ctx->pool, parts, 1, gemv_parts, &j);
-    else
-        gemv_parts(&j, 0, 1);
+    const float *a = ctx->inputs[0].data, *b = ctx->inputs[1].data;
     float *y = ctx->outputs[0].data;
+    const int threads = s4d_threadpool_size(ctx->pool);
+    /* Products OpenBLAS threads itself (s4d_host_gemm_is_small) stay one call. */
+    if (p->tb && threads > 1 && p->n > GEMV_ALIGN && s4d_host_gemm_is_small(1, p->n, p->k)) {
+        const int64_t per = (p->n + threads - 1) / threads;
+        gemv_job j = {p, a, b, y, (per + GEMV_ALIGN - 1) / GEMV_ALIGN * GEMV_ALIGN};
+        s4d_parallel_for(ctx->pool, (p->n + j.part - 1) / j.part, 1, gemv_parts, &j);
+    } else if (p->tb) {
+        s4d_host_sgemv(0, p->n, p->k, p->alpha, b, p->k, a, 0.0f, y);
+    } else {
+        s4d_host_sgemv(1, p->k, p->n, p->alpha, b, p->n, a, 0.0f, y);
+    }
     if (p->has_c && p->beta != 0.0f) {
         const float *c = ctx->inputs[2].data;
-        for (int64_t j = 0; j < p->n; j++)
-            y[j] += p->beta * c[j * p->c_cs];
+        for (int64_t i = 0; i < p->n; i++)
+            y[i] += p->beta * c[i * p->c_cs];
     }
     return S4D_OK;
 }
