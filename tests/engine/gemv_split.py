@@ -6,7 +6,8 @@ The CPU kernel splits the outputs of a large enough product over the pool, one s
 thread. Each case (transB 0 and 1, alpha, beta with a bias C, output counts around the
 64-output part boundary, products large enough to split and too small to) must give the same
 bits on 1, 2 and 3 threads and agree with a float64 NumPy product within rtol 1e-5 (float32
-dot products of up to 8000 terms of mixed signs), atol 1e-5 of the largest output.
+dot products of up to 8000 terms of mixed signs), atol 1e-5 of the largest output. An empty
+product (N = 0) must give an empty output.
 """
 import os
 import sys
@@ -25,6 +26,7 @@ CASES = [  # name, N, K, transB, alpha, beta (None: no C)
     ("b_not_transposed", 1000, 1280, 0, 1.0, 1.0),
     ("not_transposed_odd", 130, 4000, 0, 1.5, None),
     ("small", 63, 7, 1, 1.0, 1.0),
+    ("empty", 0, 16, 1, 1.0, None),
 ]
 
 
@@ -70,11 +72,11 @@ def main():
                 env=dict(os.environ, OPENBLAS_NUM_THREADS=str(t)))
             outs[t] = np.load(os.path.join(out, "y.npy")).reshape(-1)
         err = np.abs(outs[1].astype(np.float64) - want)
-        tol = 1e-5 * np.abs(want) + 1e-5 * np.abs(want).max()
-        ok = bool(np.all(err <= tol))
+        tol = 1e-5 * np.abs(want) + 1e-5 * (np.abs(want).max() if want.size else 0.0)
+        ok = outs[1].shape == want.shape and bool(np.all(err <= tol))
         same = all(np.array_equal(outs[1].view(np.uint32), outs[t].view(np.uint32)) for t in (2, 3))
         print(f"{'ok  ' if ok and same else 'FAIL'} {name}: N {n} K {k} transB {tb}: max abs err "
-              f"{err.max():.3g} against float64; 2 and 3 threads {'equal' if same else 'DIFFER'} "
+              f"{err.max() if err.size else 0.0:.3g} against float64; 2 and 3 threads {'equal' if same else 'DIFFER'} "
               f"bit for bit")
         failures += not (ok and same)
     print(f"{len(CASES)} cases, {failures} failures")
