@@ -3,8 +3,7 @@
  *
  *   s4d_da_bench [--anchors N[,N...]] [--iters K] [--warmup K] [--threads T]
  *                [--device auto|cpu|cuda] [--seed S] [--out DIR] [--summary]
- *
- *                [--variants default|all] [--no-cpu-timing]
+ *                [--variants default|all]
  *
  * Times the CPU kernels (median wall time) and, when this build has CUDA and a
  * GPU is present, the CUDA kernels (median of per-iteration CUDA events after
