@@ -290,3 +290,49 @@ def test_graph_on_several_streams_matches_eager_bit_for_bit(tmp_path, models):
                 assert same, f"{k}: graph on {n} streams differs from eager"
     with pytest.raises(se.InvalidArgumentError, match="graph_streams"):
         engine.create_context(use_graph=True, graph_streams=9)
+
+
+def _conv_matmul_model(path):
+    # Conv (bias) + Relu, then a MatMul of the flattened map: a cuDNN and a product layer.
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(23)
+    w = rng.uniform(-0.5, 0.5, (16, 8, 3, 3)).astype(np.float32)
+    b = rng.uniform(-0.5, 0.5, (16,)).astype(np.float32)
+    m = rng.uniform(-0.5, 0.5, (64, 96)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("Reshape", ["r", "shape"], ["f"], name="flat"),
+             helper.make_node("MatMul", ["f", "m"], ["y"], name="product")]
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b"),
+             numpy_helper.from_array(m, "m"),
+             numpy_helper.from_array(np.array([128, 64], np.int64), "shape")]
+    g = helper.make_graph(nodes, "conv_matmul",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 8, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [128, 96])], inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def test_layer_info_names_the_algorithms_chosen_at_build(tmp_path, models):
+    # --dumpLayerInfo's plan: the convolution's cuDNN algorithm, math and the
+    # time it took in the build's graph-captured timing; the product's kernel.
+    # A loaded engine says where its choice came from. Outputs match the CPU.
+    path = str(tmp_path / "conv_matmul.onnx")
+    _conv_matmul_model(path)
+    x = np.random.default_rng(5).uniform(-1.0, 1.0, (8, 8, 8, 8)).astype(np.float32)
+    with se.build(path, device="cuda") as engine, se.build(path, device="cpu") as ref:
+        info = {l["name"]: l for l in engine.layer_info()}
+        conv = next(l for l in info.values() if l["op"] in ("Conv", "FusedConv"))
+        assert "algo " in conv["kernel_info"] and "fma" in conv["kernel_info"], conv["kernel_info"]
+        t = conv["kernel_info"].split("timed ")[1].split(" ms")[0]
+        assert 0.0 < float(t) < 100.0, conv["kernel_info"]
+        prod = next(l for l in info.values() if l["op"] in ("MatMul", "FusedMatMul"))
+        assert "m 128 n 96 k 64" in prod["kernel_info"], prod["kernel_info"]
+        assert ("cuBLASLt" in prod["kernel_info"]
+                or "own float32 kernel" in prod["kernel_info"]), prod["kernel_info"]
+        blob = engine.serialize()
+        with engine.create_context() as ctx, ref.create_context() as rctx:
+            _close(ctx.run({"x": x})["y"], rctx.run({"x": x})["y"], rtol=1e-4, atol=1e-4)
+    with se.Engine.load(blob) as loaded:
+        conv = next(l for l in loaded.layer_info() if l["op"] in ("Conv", "FusedConv"))
+        assert "from the engine file" in conv["kernel_info"], conv["kernel_info"]

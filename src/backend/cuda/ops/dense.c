@@ -122,10 +122,41 @@ cudaError_t s4d_dense_sticky_error(cudaStream_t stream)
     return e;
 }
 
+/* Records `reps` calls of fn into *exec; 0: the stream cannot capture, -1: fn or the capture failed. */
+static int dense_capture(cudaStream_t stream, s4d_dense_run_fn fn, void *arg, int reps, cudaGraphExec_t *exec,
+                         s4d_status *st)
+{
+    *exec = NULL;
+    if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    for (int i = 0; i < reps && *st == S4D_OK; i++)
+        *st = fn(arg);
+    cudaGraph_t g = NULL;
+    cudaError_t e = cudaStreamEndCapture(stream, &g);
+    if (e == cudaSuccess && *st == S4D_OK && g)
+        e = cudaGraphInstantiate(exec, g, 0);
+    if (g)
+        cudaGraphDestroy(g);
+    cudaGetLastError();
+    if (*st != S4D_OK)
+        return -1;
+    if (e != cudaSuccess || !*exec) {
+        *exec = NULL;
+        *st = S4D_ERR_UNSUPPORTED;
+        return -1;
+    }
+    return 1;
+}
+
 s4d_status s4d_dense_time(cudaStream_t stream, s4d_dense_run_fn fn, void *arg, int reps, double *ms)
 {
     *ms = 0.0;
+    if (reps < 1)
+        reps = 1;
     cudaEvent_t a = NULL, b = NULL;
+    cudaGraphExec_t exec = NULL;
     s4d_status st = fn(arg);
     if (st != S4D_OK)
         return st;
@@ -133,13 +164,25 @@ s4d_status s4d_dense_time(cudaStream_t stream, s4d_dense_run_fn fn, void *arg, i
         cudaGetLastError();
         return S4D_ERR_CUDA;
     }
+    const int graphed = dense_capture(stream, fn, arg, reps, &exec, &st);
+    if (graphed < 0)
+        return st;
     if (cudaEventCreate(&a) != cudaSuccess || cudaEventCreate(&b) != cudaSuccess) {
         st = S4D_ERR_CUDA;
         goto done;
     }
+    if (graphed && cudaGraphLaunch(exec, stream) != cudaSuccess) {
+        st = S4D_ERR_CUDA;
+        goto done;
+    }
     cudaEventRecord(a, stream);
-    for (int i = 0; i < reps && st == S4D_OK; i++)
-        st = fn(arg);
+    if (graphed) {
+        if (cudaGraphLaunch(exec, stream) != cudaSuccess)
+            st = S4D_ERR_CUDA;
+    } else {
+        for (int i = 0; i < reps && st == S4D_OK; i++)
+            st = fn(arg);
+    }
     cudaEventRecord(b, stream);
     if (cudaEventSynchronize(b) != cudaSuccess) {
         st = S4D_ERR_CUDA;
@@ -149,9 +192,11 @@ s4d_status s4d_dense_time(cudaStream_t stream, s4d_dense_run_fn fn, void *arg, i
         float t = 0.0f;
         if (cudaEventElapsedTime(&t, a, b) != cudaSuccess)
             st = S4D_ERR_CUDA;
-        *ms = (double)t / (reps > 0 ? reps : 1);
+        *ms = (double)t / reps;
     }
 done:
+    if (exec)
+        cudaGraphExecDestroy(exec);
     if (a)
         cudaEventDestroy(a);
     if (b)

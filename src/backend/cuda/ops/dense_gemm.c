@@ -863,6 +863,31 @@ static s4d_status lt_choose_cached(s4d_op_ctx *ctx, lt_state *st)
     return s;
 }
 
+/* One line for --dumpLayerInfo: the product's shape and the kernel that runs it. */
+static int lt_describe(const void *state, char *buf, size_t size)
+{
+    const lt_state *st = state;
+    if (!st || st->empty)
+        return 0;
+    const lt_problem *p = &st->pb;
+    int n = snprintf(buf, size, "m %lld n %lld k %lld batch %lld%s: ", (long long)p->m, (long long)p->n,
+                     (long long)p->k, (long long)p->batch, st->unrolled ? " (a loop of products)" : "");
+    if (n < 0 || (size_t)n >= size)
+        return n;
+    if (st->own)
+        return n + snprintf(buf + n, size - (size_t)n, "own float32 kernel");
+    uint32_t cfg[LT_NCFG], mask = 0;
+    const char *compute = st->compute == CUBLAS_COMPUTE_32F_FAST_TF32 ? "TF32"
+                          : st->compute == CUBLAS_COMPUTE_64F         ? "float64"
+                          : st->dtype == S4D_DTYPE_FLOAT16            ? "float16 in, float32 accumulation"
+                                                                      : "float32";
+    if (!lt_cfg_get(&st->algo, cfg, &mask))
+        return n + snprintf(buf + n, size - (size_t)n, "cuBLASLt, %s, workspace %zu KiB", compute, st->ws >> 10);
+    return n + snprintf(buf + n, size - (size_t)n, "cuBLASLt algo %u tile %u stages %u split-k %u, %s%s%s, workspace %zu KiB",
+                        cfg[0], cfg[1], cfg[6], cfg[2], compute, p->relu ? ", ReLU epilogue" : "",
+                        p->bias_epi ? ", bias epilogue" : "", st->ws >> 10);
+}
+
 /* Descriptors, then the algorithm: from the payload, the cache, or timing. */
 static s4d_status lt_prepare(s4d_op_ctx *ctx, const lt_problem *p, int empty, const void *payload, size_t size,
                              void **state)
@@ -1149,20 +1174,20 @@ static s4d_status es_run(s4d_op_ctx *ctx)
 
 const s4d_kernel s4d_cuda_k_matmul = {
     .domain = "", .op_type = "MatMul", .since_version = 1, .supports = mm_supports_common,
-    .workspace_size = lt_ws, .prepare = mm_prepare, .save = lt_save, .destroy = lt_destroy, .run = mm_run,
+    .workspace_size = lt_ws, .prepare = mm_prepare, .save = lt_save, .destroy = lt_destroy, .describe = lt_describe, .run = mm_run,
 };
 
 const s4d_kernel s4d_cuda_k_fused_matmul = {
     .domain = "s4d", .op_type = "FusedMatMul", .since_version = 1, .supports = mm_supports_common,
-    .workspace_size = lt_ws, .prepare = fmm_prepare, .save = lt_save, .destroy = lt_destroy, .run = mm_run,
+    .workspace_size = lt_ws, .prepare = fmm_prepare, .save = lt_save, .destroy = lt_destroy, .describe = lt_describe, .run = mm_run,
 };
 
 const s4d_kernel s4d_cuda_k_gemm = {
     .domain = "", .op_type = "Gemm", .since_version = 7, .supports = gemm_supports, .workspace_size = lt_ws,
-    .prepare = gemm_prepare, .save = lt_save, .destroy = lt_destroy, .run = gemm_run,
+    .prepare = gemm_prepare, .save = lt_save, .destroy = lt_destroy, .describe = lt_describe, .run = gemm_run,
 };
 
 const s4d_kernel s4d_cuda_k_einsum = {
     .domain = "", .op_type = "Einsum", .since_version = 12, .supports = es_supports, .workspace_size = lt_ws,
-    .prepare = es_prepare, .save = lt_save, .destroy = lt_destroy, .run = es_run,
+    .prepare = es_prepare, .save = lt_save, .destroy = lt_destroy, .describe = lt_describe, .run = es_run,
 };

@@ -56,9 +56,17 @@ void s4d_dense_scratch_free(s4d_dense_scratch *s, cudaStream_t stream);
 size_t s4d_dense_free_bytes(void);
 
 /*
- * Times fn(arg) on stream: one warm-up call, then `reps` calls between two
- * events; *ms gets the mean per call. fn's failure is returned as is (the
- * caller decides whether a candidate that fails is skipped).
+ * Times fn(arg) on stream: one warm-up call, then `reps` calls captured into
+ * a CUDA graph, replayed once to warm it and once between two events; *ms
+ * gets the mean per call. Engines replay their layers as graphs, so this is
+ * the time that counts: calls enqueued one by one would add the host's cost
+ * per call (tens of microseconds in cuDNN's legacy API, more than many of the
+ * kernels take), and the fastest kernel would lose to the cheapest call.
+ * On a stream that cannot capture (the legacy default stream) the calls are
+ * timed as enqueued. A candidate whose calls break the capture returns
+ * S4D_ERR_UNSUPPORTED: it could not run in the engine's graph either. fn's
+ * own failure is returned as is (the caller decides whether a candidate that
+ * fails is skipped).
  */
 typedef s4d_status (*s4d_dense_run_fn)(void *arg);
 s4d_status s4d_dense_time(cudaStream_t stream, s4d_dense_run_fn fn, void *arg, int reps, double *ms);
