@@ -236,10 +236,13 @@ inline s4d_status launch_status(s4d_errbuf *err, const char *what)
 /* Shape of an item forward: warps per block, channels per lane per item (4 or 8), items each
    warp keeps in flight (1 or 2); dedup: sum the corner coefficients of equal feature rows of
    an anchor first and read each distinct row once (cpl 8, unroll 1, at most kDedupGroups
-   groups). */
+   groups); stages > 0: the item's feature rows go through a ring of that many per-warp
+   stages in shared memory by cp.async (cpl 8, unroll 1), so loads stay in flight while
+   earlier items are added up and cost no registers. */
 struct FwdShape {
     int warps, cpl, unroll;
     bool dedup;
+    int stages;
 };
 
 /* Shape of an item backward; det: write item records and sort keys for the gather instead of

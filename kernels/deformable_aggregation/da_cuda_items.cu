@@ -749,6 +749,185 @@ __global__ void __launch_bounds__(W * 32, MINB)
     }
 }
 
+/* ------------------------------------------------------------------ forward, staged loads */
+
+/* cp.async of 16 bytes, cached in L1 as well (corner rows repeat within an anchor). The
+   "memory" clobbers keep the compiler from moving shared-memory reads of a stage past the
+   copies that refill it. */
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem)
+{
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit()
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+template <int N> __device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+template <int W> struct AsyncTile {
+    int4 rows[kTile];
+    float4 cw[kTile];
+    int wrel[kTile];
+    int cnt[W + 1];
+};
+
+/* Bytes of the per-warp rings: W warps x S stages x 4 corners x K vectors x 32 lanes x 16. */
+__host__ __device__ constexpr size_t async_ring_bytes(int W, int S, int K)
+{
+    return (size_t)W * S * 4 * K * 32 * 16;
+}
+
+/*
+ * The item forward with its feature loads staged through shared memory (variants
+ * items_w*_async*). The register kernel above holds an item's loads in registers and has
+ * nothing in flight while it adds them up; registers cap it at 24 warps per SM with one item
+ * each. Here every warp keeps a ring of S stages in shared memory: while it adds up item j
+ * from stage j % S, the copies of items j+1 .. j+S-1 are in flight (cp.async), so loads are
+ * outstanding all the time and hold no registers. A lane copies and later reads only its own
+ * channels, so the per-thread wait_group orders everything and no warp barrier is needed.
+ * Channels per lane, item order per warp, products and the warp-order reduction are those of
+ * fwd_items_kernel with the same W: the outputs are the same bits.
+ */
+template <typename TF, int VEC, int K, int W, int S, int MINB>
+__global__ void __launch_bounds__(W * 32, MINB) fwd_async_kernel(Params p, bool w_half, bool o_half)
+{
+    constexpr int T = W * 32;
+    constexpr int slice_w = 32 * VEC * K;
+    using Raw = typename RawVec<TF, VEC>::T;
+    static_assert(sizeof(Raw) == 16, "16-byte vectors");
+    extern __shared__ __align__(16) char smem_raw[];
+    __shared__ AsyncTile<W> tile;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    /* The rings first (16-byte aligned), then the per-anchor arrays. */
+    uint4 *ring = reinterpret_cast<uint4 *>(smem_raw) + (size_t)warp * S * 4 * K * 32;
+    const Dyn s = dyn_at(smem_raw + async_ring_bytes(W, S, K), p.N * p.L, p.P * p.N);
+    const int C32 = (int)p.C, L32 = (int)p.L, N32 = (int)p.N, G32 = (int)p.G;
+    const int c_begin = (int)blockIdx.y * slice_w;
+    int cst[K], grp[K];
+    bool cok[K];
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        cst[k] = c_begin + k * 32 * VEC + lane * VEC;
+        cok[k] = cst[k] < C32;
+        grp[k] = cok[k] ? cst[k] / (int)p.cpg : 0;
+    }
+    load_maps(p, s.maps);
+    __syncthreads();
+    const int64_t nba = p.bs * p.A, PN = p.P * p.N, PNLG = PN * p.L * p.G;
+    const TF *feat = static_cast<const TF *>(p.feat);
+    for (int64_t ba = blockIdx.x; ba < nba; ba += gridDim.x) {
+        const int64_t b = ba / p.A;
+        const TF *fb = feat + b * p.F * p.C;
+        const int64_t woff = ba * PNLG;
+        const int nvalid = compact_pairs<W>(p, s, tile.cnt, ba);
+        const int items = nvalid * L32;
+        float acc[K][VEC];
+#pragma unroll
+        for (int k = 0; k < K; k++)
+#pragma unroll
+            for (int v = 0; v < VEC; v++)
+                acc[k][v] = 0.0f;
+        for (int tile0 = 0; tile0 < items; tile0 += kTile) {
+            const int tn = min(kTile, items - tile0);
+            for (int t = threadIdx.x; t < tn; t += T) {
+                Corners cr;
+                int pi, l, map;
+                make_item(s, tile0 + t, nvalid, L32, N32, cr, pi, l, map);
+                tile.rows[t] = make_int4((int)cr.row[0], (int)cr.row[1], (int)cr.row[2], (int)cr.row[3]);
+                tile.cw[t] = make_float4(cr.w[0], cr.w[1], cr.w[2], cr.w[3]);
+                tile.wrel[t] = (pi * L32 + l) * G32;
+            }
+            __syncthreads();
+            /* This warp's items of the round: warp, warp + W, ...; item j lives in stage j % S. */
+            const int nw = warp < tn ? (tn - warp + W - 1) / W : 0;
+            float wq[S][K];
+            /* Copies item j into stage u and loads its group weights into wq[u]. */
+            auto issue = [&](int j, int u) {
+                const int t = warp + j * W;
+                const int4 r = tile.rows[t];
+                const int wr = tile.wrel[t];
+#pragma unroll
+                for (int k = 0; k < K; k++)
+                    wq[u][k] = cok[k] ? load_w(p.weights, w_half, woff + wr + grp[k]) : 0.0f;
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    const int rq = comp(r, q);
+                    if (rq < 0)
+                        continue;
+#pragma unroll
+                    for (int k = 0; k < K; k++)
+                        if (cok[k])
+                            cp_async16(ring + ((u * 4 + q) * K + k) * 32 + lane, fb + (int64_t)rq * C32 + cst[k]);
+                }
+            };
+#pragma unroll
+            for (int u = 0; u < S - 1; u++) {
+                if (u < nw)
+                    issue(u, u);
+                cp_async_commit();
+            }
+            for (int j0 = 0; j0 < nw; j0 += S) {
+#pragma unroll
+                for (int u = 0; u < S; u++) {
+                    const int j = j0 + u;
+                    if (j >= nw)
+                        break;
+                    /* Refill the stage item j - 1 used; then item j's group is the oldest but S - 1. */
+                    if (j + S - 1 < nw)
+                        issue(j + S - 1, (u + S - 1) % S);
+                    cp_async_commit();
+                    cp_async_wait<S - 1>();
+                    const int t = warp + j * W;
+                    const int4 r = tile.rows[t];
+                    const float4 c = tile.cw[t];
+#pragma unroll
+                    for (int q = 0; q < 4; q++) {
+                        const int rq = comp(r, q);
+                        const float cq = comp(c, q);
+#pragma unroll
+                        for (int k = 0; k < K; k++) {
+                            if (rq < 0 || !cok[k])
+                                continue;
+                            const uint4 raw = ring[((u * 4 + q) * K + k) * 32 + lane];
+                            float v[VEC];
+                            unpack(*reinterpret_cast<const Raw *>(&raw), v);
+                            const float coef = wq[u][k] * cq;
+#pragma unroll
+                            for (int e = 0; e < VEC; e++)
+                                acc[k][e] += coef * v[e];
+                        }
+                    }
+                }
+            }
+            cp_async_wait<0>();
+            __syncthreads();
+        }
+        /* Partial sums meet in the rings (every copy has landed) and are added in warp order. */
+        float *red = reinterpret_cast<float *>(smem_raw);
+#pragma unroll
+        for (int k = 0; k < K; k++)
+#pragma unroll
+            for (int v = 0; v < VEC; v += 4)
+                *reinterpret_cast<float4 *>(red + warp * slice_w + k * 32 * VEC + lane * VEC + v) =
+                    make_float4(acc[k][v], acc[k][v + 1], acc[k][v + 2], acc[k][v + 3]);
+        __syncthreads();
+        for (int c = threadIdx.x; c < slice_w && c_begin + c < C32; c += T) {
+            float sum = 0.0f;
+#pragma unroll
+            for (int w = 0; w < W; w++)
+                sum += red[w * slice_w + c];
+            store_f(p.out, o_half, ba * p.C + c_begin + c, sum);
+        }
+        __syncthreads();
+    }
+}
+
 /* ------------------------------------------------------------------ launchers */
 
 constexpr size_t kMaxSmem = 48 * 1024;
@@ -781,6 +960,22 @@ s4d_status launch_fwd_t(const Params &p, bool w_half, bool o_half, cudaStream_t 
     return launch_status(err, "item forward kernel launch");
 }
 
+template <typename TF, int VEC, int K, int W, int S, int MINB>
+s4d_status launch_fwd_async_t(const Params &p, bool w_half, bool o_half, cudaStream_t st, s4d_errbuf *err)
+{
+    const int64_t slice_w = 32 * VEC * K;
+    const int64_t slices = (p.C + slice_w - 1) / slice_w;
+    const size_t smem = async_ring_bytes(W, S, K) + dyn_bytes(p.N * p.L, p.P * p.N);
+    auto kern = fwd_async_kernel<TF, VEC, K, W, S, MINB>;
+    /* Above 48 KB a kernel must opt in; fwd_items_supported checked the device's limit. */
+    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess)
+        return cuda_fail(err, e, "setting the staged item forward's shared memory");
+    dim3 grid(grid_x(p.bs * p.A), (unsigned)slices);
+    kern<<<grid, W * 32, smem, st>>>(p, w_half, o_half);
+    return launch_status(err, "staged item forward kernel launch");
+}
+
 /* The forward shapes: channels per lane (cpl) sets the vector width and the number of
    vectors per lane; 8-wide float16 vectors and two 4-wide float32 vectors both cover
    256 channels per warp. */
@@ -801,6 +996,21 @@ s4d_status launch_fwd_dtype(const Params &p, const FwdShape &s, bool w_half, boo
             return launch_fwd_dedup_t<TF, V8, K8, 8, H ? 4 : 3>(p, w_half, o_half, st, err);
         return s4d_da_fail(err, S4D_ERR_INTERNAL, "deformable_aggregation: no dedup item forward "
                            "for %d warps, %d channels per lane", s.warps, s.cpl);
+    }
+    if (s.stages > 0) {
+        /* Registers no longer hold loads in flight: 64 per thread at most (8 blocks of 4
+           warps), shared memory decides residency. */
+        const int key = s.warps * 10 + s.stages;
+        switch (key) {
+        case 42: return launch_fwd_async_t<TF, V8, K8, 4, 2, 8>(p, w_half, o_half, st, err);
+        case 43: return launch_fwd_async_t<TF, V8, K8, 4, 3, 8>(p, w_half, o_half, st, err);
+        case 44: return launch_fwd_async_t<TF, V8, K8, 4, 4, 8>(p, w_half, o_half, st, err);
+        case 82: return launch_fwd_async_t<TF, V8, K8, 8, 2, 4>(p, w_half, o_half, st, err);
+        case 83: return launch_fwd_async_t<TF, V8, K8, 8, 3, 4>(p, w_half, o_half, st, err);
+        default: break;
+        }
+        return s4d_da_fail(err, S4D_ERR_INTERNAL, "deformable_aggregation: no staged item forward "
+                           "for %d warps and %d stages", s.warps, s.stages);
     }
     const int key = s.warps * 100 + s.cpl * 10 + s.unroll;
     switch (key) {
@@ -885,6 +1095,19 @@ bool fwd_items_supported(const Params &p, const FwdShape &s, size_t feat_size, c
        channels; the dedup tile at most 21 KB) and the dynamic per-anchor arrays. */
     if (s.dedup)
         return p.G <= kDedupGroups && dyn_bytes(p.N * p.L, p.P * p.N) + 22 * 1024 <= kMaxSmem;
+    if (s.stages > 0) {
+        /* The rings and the per-anchor arrays in dynamic shared memory (opted in above
+           48 KB, up to the device's limit), the 4.6 KB of records beside them. */
+        const int K = feat_size == 2 ? 1 : 2;
+        int dev = 0, optin = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+            cudaGetLastError();
+            return false;
+        }
+        return async_ring_bytes(s.warps, s.stages, K) + dyn_bytes(p.N * p.L, p.P * p.N) + 5 * 1024 <=
+               (size_t)optin;
+    }
     return dyn_bytes(p.N * p.L, p.P * p.N) + 13 * 1024 <= kMaxSmem;
 }
 
