@@ -380,12 +380,32 @@ Grads op_backward(const at::Tensor &features, const at::Tensor &spatial_shape,
     return std::make_tuple(g[0], g[1], g[2]);
 }
 
+// The dispatcher picks the Meta kernel when any argument is on the meta device, so a
+// real tensor among them is a caller's mistake, not a shape query. The index tables may
+// stay on the CPU, as with real devices.
+void check_meta(const at::Tensor &features, const at::Tensor &spatial_shape,
+                const at::Tensor &scale_start_index, const at::Tensor &sampling_location,
+                const at::Tensor &weights)
+{
+    const std::pair<const at::Tensor *, const char *> args[] = {
+        {&features, "features"}, {&sampling_location, "sampling_location"},
+        {&weights, "weights"}, {&spatial_shape, "spatial_shape"},
+        {&scale_start_index, "scale_start_index"}};
+    for (size_t i = 0; i < 5; ++i) {
+        const at::Tensor &t = *args[i].first;
+        TORCH_CHECK_VALUE(t.is_meta() || (i >= 3 && t.is_cpu()), "s4d deformable_aggregation: ",
+                          args[i].second, " is on ", t.device(), " but another argument is on ",
+                          "meta");
+    }
+}
+
 // Shapes only, for meta and fake tensors (torch.compile, torch.export): the output sizes
 // may be symbolic there, hence sym_size.
 at::Tensor meta_forward(const at::Tensor &features, const at::Tensor &spatial_shape,
                         const at::Tensor &scale_start_index, const at::Tensor &sampling_location,
                         const at::Tensor &weights, bool deterministic)
 {
+    check_meta(features, spatial_shape, scale_start_index, sampling_location, weights);
     TORCH_CHECK_VALUE(features.dim() == 3 && sampling_location.dim() == 5,
                       "s4d deformable_aggregation: features must be [bs, F, C] and "
                       "sampling_location [bs, A, P, N, 2], got ", features.sizes(), " and ",
@@ -400,6 +420,7 @@ Grads meta_backward(const at::Tensor &features, const at::Tensor &spatial_shape,
                     const at::Tensor &weights, const at::Tensor &grad_output, bool need_features,
                     bool need_location, bool need_weights, bool deterministic)
 {
+    check_meta(features, spatial_shape, scale_start_index, sampling_location, weights);
     const auto grad = [](bool need, const at::Tensor &like) {
         return need ? at::empty_like(like, at::MemoryFormat::Contiguous)
                     : at::empty({0}, like.options());
