@@ -44,20 +44,25 @@ _FLOATS = (torch.float32, torch.float16)
 _INDEX = (torch.int32, torch.int64)
 _NAME = "s4d.ops.deformable_aggregation"
 
+# torch.compiler.is_compiling where it exists (torch >= 2.3); dynamo folds it to True.
+_is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
+
 
 # ----------------------------------------------------------------- argument checks
 
 def _check_args(features, spatial_shape, scale_start_index, sampling_location, weights):
     """Raises TypeError/ValueError naming the argument at fault. Metadata only,
-    so it also runs on fake tensors under torch.compile. Every call pays for it,
-    so right arguments pass one flat test; only a failed test runs the checks
-    that find and name the fault."""
-    if not _args_ok(features, spatial_shape, scale_start_index, sampling_location, weights):
+    so it also runs on fake tensors under torch.compile. Every eager call pays for
+    it, so right arguments pass one flat test; only a failed test runs the checks
+    that find and name the fault. torch.compile traces those checks instead, once
+    per compilation (the flat test reads tensor attributes dynamo may not model)."""
+    if _is_compiling() or not _args_ok(features, spatial_shape, scale_start_index,
+                                       sampling_location, weights):
         _explain_args(features, spatial_shape, scale_start_index, sampling_location, weights)
 
 
 def _args_ok(f, ss, si, loc, w):
-    """The same rules as _explain_args, in one expression: True means it would pass."""
+    """The rules of _explain_args in one expression: True means it would pass."""
     tensor = torch.Tensor
     if not (isinstance(f, tensor) and isinstance(ss, tensor) and isinstance(si, tensor)
             and isinstance(loc, tensor) and isinstance(w, tensor)):
@@ -258,8 +263,6 @@ try:
     _load_op()
 except ExtensionNotBuiltError:
     pass
-
-_is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
 
 
 # ----------------------------------------------------------------- public entry point
