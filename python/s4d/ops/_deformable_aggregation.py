@@ -85,6 +85,7 @@ def _args_ok(f, ss, si, loc, w):
 
 
 def _explain_args(features, spatial_shape, scale_start_index, sampling_location, weights):
+    """Raises the error that names the first argument at fault; returns if there is none."""
     args = (("features", features), ("spatial_shape", spatial_shape),
             ("scale_start_index", scale_start_index), ("sampling_location", sampling_location),
             ("weights", weights))
