@@ -6,13 +6,14 @@ four Sparse4Dv3 levels) at every layer between the kernel and the user:
 
   graph  the raw binding (s4d._C) captured into a CUDA graph and replayed: kernel time
   raw    the raw binding called eagerly: + pybind and the binding's allocations
-  op     s4d.ops.deformable_aggregation: + argument checks, index conversion, the
-         torch.library custom op (torch >= 2.4) or autograd.Function
-  fn     the autograd.Function path directly (what torch < 2.4 runs)
+  cop    the C++ operator torch.ops.s4d.deformable_aggregation called directly: + the
+         dispatcher and its Autograd kernel
+  op     s4d.ops.deformable_aggregation: + the Python argument checks and index-table cache
 and the same for the backward (autograd.grad of the op's output), with the index tables
 on the GPU (int32), on the CPU, and with torch.use_deterministic_algorithms(True).
 The host time per call (wall clock over many calls, after a synchronisation) shows when
-the CPU, not the GPU, sets the pace.
+the CPU, not the GPU, sets the pace; "forward+backward" rows give it for a training step
+of the op (forward on inputs that need gradients, then autograd.grad).
 
     PYTHONPATH=python python3 bench/torch_da_timing.py [--anchors 900] [--out FILE.json]
 
@@ -29,7 +30,6 @@ import time
 import torch
 
 from s4d.ops import deformable_aggregation, load_extension
-from s4d.ops import _deformable_aggregation as impl
 from s4d.ops.workload import realistic_inputs
 
 
@@ -121,9 +121,11 @@ def main():
               f"{'' if host is None else f'{host:9.1f}'}", flush=True)
 
     it, wu = args.iters, args.warmup
+    op = torch.ops.s4d.deformable_aggregation.default
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}, {args.anchors} anchors, "
-          f"{100 * valid:.1f}% of (point, camera) pairs inside, custom op: "
-          f"{impl._LIBRARY_OP is not None}")
+          f"{100 * valid:.1f}% of (point, camera) pairs inside, operator: {op._schema.name} "
+          f"(C++ Autograd kernel: "
+          f"{torch._C._dispatch_has_kernel_for_dispatch_key(op._schema.name, 'Autograd')})")
     print(f"{'layer':6s} {'kernel':48s} {'median_us':>9s} {'min_us':>9s} {'host_us':>9s}")
 
     # ---------------------------------------------------------------- forward
@@ -131,14 +133,13 @@ def main():
         name = "forward deterministic" if det else "forward"
         add("graph", name, *graph_time(lambda: ext.da_forward(f, ss, si, loc, w, det), it, wu))
         add("raw", name, *back_to_back(lambda: ext.da_forward(f, ss, si, loc, w, det), it, wu))
+        add("cop", name, *back_to_back(lambda: op(f, ss, si, loc, w, det), it, wu))
         add("op", name, *back_to_back(
             lambda: deformable_aggregation(f, ss, si, loc, w, deterministic=det), it, wu))
         add("op", name + ", index tables on the CPU", *back_to_back(
             lambda: deformable_aggregation(f, ss_cpu, si_cpu, loc, w, deterministic=det), it, wu))
         add("op", name + ", int64 index tables", *back_to_back(
             lambda: deformable_aggregation(f, ss64, si64, loc, w, deterministic=det), it, wu))
-        add("fn", name, *back_to_back(
-            lambda: impl._DeformableAggregationFunction.apply(f, ss, si, loc, w, det), it, wu))
     torch.use_deterministic_algorithms(True)
     try:
         add("op", "forward under use_deterministic_algorithms", *back_to_back(
@@ -158,15 +159,34 @@ def main():
     def bwd():
         torch.autograd.grad(state["out"], (fr, locr, wr), gout)
 
+    def step(det):
+        def run():
+            out = deformable_aggregation(fr, ss, si, locr, wr, deterministic=det)
+            torch.autograd.grad(out, (fr, locr, wr), gout)
+        return run
+
+    def raw_step(det):
+        def run():
+            ext.da_forward(f, ss, si, loc, w, det)
+            ext.da_backward(f, ss, si, loc, w, gout, True, True, True, det)
+        return run
+
+    bop = torch.ops.s4d.deformable_aggregation_backward.default
+
     for det in (False, True):
         name = "backward deterministic" if det else "backward"
         add("graph", name, *graph_time(
             lambda: ext.da_backward(f, ss, si, loc, w, gout, True, True, True, det), it, wu))
         add("raw", name, *back_to_back(
             lambda: ext.da_backward(f, ss, si, loc, w, gout, True, True, True, det), it, wu))
+        add("cop", name, *back_to_back(
+            lambda: bop(f, ss, si, loc, w, gout, True, True, True, det), it, wu))
         add("op", name + " (autograd.grad)", *event_times(bwd, it, wu, before=fwd(det)))
         add("op", name + ", index tables on the CPU", *event_times(
             bwd, it, wu, before=fwd(det, ss_cpu, si_cpu)))
+        step_name = "forward+backward deterministic" if det else "forward+backward"
+        add("raw", step_name, *back_to_back(raw_step(det), it, wu))
+        add("op", step_name + " (autograd.grad)", *back_to_back(step(det), it, wu))
     torch.use_deterministic_algorithms(True)
     try:
         add("op", "backward under use_deterministic_algorithms", *event_times(

@@ -3,11 +3,20 @@
 // file only maps tensors to the C API (pointers, sizes, dtypes, the current
 // CUDA stream) and turns statuses into Python exceptions.
 //
-// The Python layer (s4d/ops/deformable_aggregation.py) validates arguments
+// Two entry points share that mapping: the operator s4d::deformable_aggregation
+// (and its backward), registered with the dispatcher here - CPU, CUDA, Meta
+// and Autograd kernels - so that a call from Python crosses into C++ once;
+// and the raw functions of the Python module s4d._C (int32 index tables
+// only, no autograd), kept for benchmarks and examples.
+//
+// The Python layer (s4d/ops/_deformable_aggregation.py) validates arguments
 // with messages naming the argument; the checks here repeat the ones whose
-// failure would read out of bounds, for callers that reach the binding
-// directly.
+// failure would read out of bounds, for callers that reach the operator or
+// the binding directly.
 #include <torch/extension.h>
+#include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
+
+#include <tuple>
 
 #include <string>
 #include <vector>
@@ -301,7 +310,254 @@ bool built_with_cuda()
 #endif
 }
 
+// ---------------------------------------------------------------- the operator
+
+// Index tables as the kernels take them: int32, contiguous, on features' device. The
+// Python entry point hands over converted copies it caches, so this is a no-op there;
+// it matters for direct calls, for traced calls (the export keeps the caller's tables)
+// and under torch.compile. Tables kept on the CPU for CUDA features are checked on the
+// host before the copy (the CUDA kernels only guard the F rows).
+std::tuple<at::Tensor, at::Tensor> kernel_indices(const at::Tensor &features,
+                                                  const at::Tensor &spatial_shape,
+                                                  const at::Tensor &scale_start_index)
+{
+    const at::Device dev = features.device();
+    if (spatial_shape.scalar_type() == at::kInt && scale_start_index.scalar_type() == at::kInt &&
+        spatial_shape.device() == dev && scale_start_index.device() == dev &&
+        spatial_shape.is_contiguous() && scale_start_index.is_contiguous())
+        return std::make_tuple(spatial_shape, scale_start_index);
+    const std::pair<const at::Tensor *, const char *> tables[] = {
+        {&spatial_shape, "spatial_shape"}, {&scale_start_index, "scale_start_index"}};
+    for (const auto &t : tables) {
+        const at::ScalarType type = t.first->scalar_type();
+        TORCH_CHECK_TYPE(type == at::kInt || type == at::kLong, "s4d deformable_aggregation: ",
+                         t.second, " must be int32 or int64, got ", type);
+        TORCH_CHECK_VALUE(t.first->device() == dev || t.first->is_cpu(),
+                          "s4d deformable_aggregation: ", t.second, " is on ", t.first->device(),
+                          "; it must be on the CPU or on features' device ", dev);
+    }
+    TORCH_CHECK_VALUE(spatial_shape.device() == scale_start_index.device(),
+                      "s4d deformable_aggregation: spatial_shape is on ", spatial_shape.device(),
+                      " but scale_start_index is on ", scale_start_index.device());
+    at::Tensor ss = spatial_shape.to(at::kInt).contiguous();
+    at::Tensor si = scale_start_index.to(at::kInt).contiguous();
+    if (ss.device() != dev) {
+        check_tensor(features, "features", 3, dev);
+        da_check_indices(ss, si, features.size(1));
+        ss = ss.to(dev);
+        si = si.to(dev);
+    }
+    return std::make_tuple(ss, si);
+}
+
+at::Tensor op_forward(const at::Tensor &features, const at::Tensor &spatial_shape,
+                      const at::Tensor &scale_start_index, const at::Tensor &sampling_location,
+                      const at::Tensor &weights, bool deterministic)
+{
+    at::Tensor ss, si;
+    std::tie(ss, si) = kernel_indices(features, spatial_shape, scale_start_index);
+    return da_forward(features, ss, si, sampling_location, weights, deterministic);
+}
+
+// A gradient that was not asked for comes back empty (0 elements) rather than undefined:
+// fake tensors and torch.compile need every output of an operator to be a tensor.
+using Grads = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
+
+Grads op_backward(const at::Tensor &features, const at::Tensor &spatial_shape,
+                  const at::Tensor &scale_start_index, const at::Tensor &sampling_location,
+                  const at::Tensor &weights, const at::Tensor &grad_output, bool need_features,
+                  bool need_location, bool need_weights, bool deterministic)
+{
+    at::Tensor ss, si;
+    std::tie(ss, si) = kernel_indices(features, spatial_shape, scale_start_index);
+    std::vector<at::Tensor> g = da_backward(features, ss, si, sampling_location, weights,
+                                            grad_output, need_features, need_location,
+                                            need_weights, deterministic);
+    const at::Tensor *like[] = {&features, &sampling_location, &weights};
+    for (size_t i = 0; i < 3; ++i)
+        if (!g[i].defined())
+            g[i] = at::empty({0}, like[i]->options());
+    return std::make_tuple(g[0], g[1], g[2]);
+}
+
+// The dispatcher picks the Meta kernel when any argument is on the meta device, so a
+// real tensor among them is a caller's mistake, not a shape query. The index tables may
+// stay on the CPU, as with real devices.
+void check_meta(const at::Tensor &features, const at::Tensor &spatial_shape,
+                const at::Tensor &scale_start_index, const at::Tensor &sampling_location,
+                const at::Tensor &weights)
+{
+    const std::pair<const at::Tensor *, const char *> args[] = {
+        {&features, "features"}, {&sampling_location, "sampling_location"},
+        {&weights, "weights"}, {&spatial_shape, "spatial_shape"},
+        {&scale_start_index, "scale_start_index"}};
+    for (size_t i = 0; i < 5; ++i) {
+        const at::Tensor &t = *args[i].first;
+        TORCH_CHECK_VALUE(t.is_meta() || (i >= 3 && t.is_cpu()), "s4d deformable_aggregation: ",
+                          args[i].second, " is on ", t.device(), " but another argument is on ",
+                          "meta");
+    }
+}
+
+// Shapes only, for meta and fake tensors (torch.compile, torch.export): the output sizes
+// may be symbolic there, hence sym_size.
+at::Tensor meta_forward(const at::Tensor &features, const at::Tensor &spatial_shape,
+                        const at::Tensor &scale_start_index, const at::Tensor &sampling_location,
+                        const at::Tensor &weights, bool deterministic)
+{
+    check_meta(features, spatial_shape, scale_start_index, sampling_location, weights);
+    TORCH_CHECK_VALUE(features.dim() == 3 && sampling_location.dim() == 5,
+                      "s4d deformable_aggregation: features must be [bs, F, C] and "
+                      "sampling_location [bs, A, P, N, 2], got ", features.sizes(), " and ",
+                      sampling_location.sizes());
+    return at::empty_symint({features.sym_size(0), sampling_location.sym_size(1),
+                             features.sym_size(2)},
+                            features.options());
+}
+
+Grads meta_backward(const at::Tensor &features, const at::Tensor &spatial_shape,
+                    const at::Tensor &scale_start_index, const at::Tensor &sampling_location,
+                    const at::Tensor &weights, const at::Tensor &grad_output, bool need_features,
+                    bool need_location, bool need_weights, bool deterministic)
+{
+    check_meta(features, spatial_shape, scale_start_index, sampling_location, weights);
+    const auto grad = [](bool need, const at::Tensor &like) {
+        return need ? at::empty_like(like, at::MemoryFormat::Contiguous)
+                    : at::empty({0}, like.options());
+    };
+    return std::make_tuple(grad(need_features, features), grad(need_location, sampling_location),
+                           grad(need_weights, weights));
+}
+
+const c10::TypedOperatorHandle<at::Tensor(const at::Tensor &, const at::Tensor &,
+                                          const at::Tensor &, const at::Tensor &,
+                                          const at::Tensor &, bool)> &
+forward_operator()
+{
+    static const auto op =
+        c10::Dispatcher::singleton()
+            .findSchemaOrThrow("s4d::deformable_aggregation", "")
+            .typed<at::Tensor(const at::Tensor &, const at::Tensor &, const at::Tensor &,
+                              const at::Tensor &, const at::Tensor &, bool)>();
+    return op;
+}
+
+const c10::TypedOperatorHandle<Grads(const at::Tensor &, const at::Tensor &, const at::Tensor &,
+                                     const at::Tensor &, const at::Tensor &, const at::Tensor &,
+                                     bool, bool, bool, bool)> &
+backward_operator()
+{
+    static const auto op =
+        c10::Dispatcher::singleton()
+            .findSchemaOrThrow("s4d::deformable_aggregation_backward", "")
+            .typed<Grads(const at::Tensor &, const at::Tensor &, const at::Tensor &,
+                         const at::Tensor &, const at::Tensor &, const at::Tensor &, bool, bool,
+                         bool, bool)>();
+    return op;
+}
+
+// Input positions of the differentiable tensors, as autograd numbers the inputs.
+constexpr size_t kFeatures = 0, kLocation = 3, kWeights = 4;
+
+class DeformableAggregationFunction
+    : public torch::autograd::Function<DeformableAggregationFunction> {
+public:
+    static at::Tensor forward(torch::autograd::AutogradContext *ctx, const at::Tensor &features,
+                              const at::Tensor &spatial_shape,
+                              const at::Tensor &scale_start_index,
+                              const at::Tensor &sampling_location, const at::Tensor &weights,
+                              bool deterministic)
+    {
+        ctx->saved_data["deterministic"] = deterministic;
+        ctx->save_for_backward(
+            {features, spatial_shape, scale_start_index, sampling_location, weights});
+        const at::AutoDispatchBelowADInplaceOrView below_autograd;
+        return forward_operator().call(features, spatial_shape, scale_start_index,
+                                       sampling_location, weights, deterministic);
+    }
+
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext *ctx,
+                                                   torch::autograd::variable_list grad_outputs)
+    {
+        const torch::autograd::variable_list saved = ctx->get_saved_variables();
+        const at::Tensor &features = saved[0];
+        const bool need_f = ctx->needs_input_grad(kFeatures);
+        const bool need_l = ctx->needs_input_grad(kLocation);
+        const bool need_w = ctx->needs_input_grad(kWeights);
+        const at::Tensor grad_output =
+            grad_outputs[0].to(features.scalar_type()).contiguous();
+        // Not below autograd: with create_graph the backward operator's autograd kernel
+        // (autogradNotImplementedFallback) makes a second differentiation fail loudly.
+        const Grads g = backward_operator().call(
+            features, saved[1], saved[2], saved[3], saved[4], grad_output, need_f, need_l,
+            need_w, ctx->saved_data["deterministic"].toBool());
+        return {need_f ? std::get<0>(g) : at::Tensor(), at::Tensor(), at::Tensor(),
+                need_l ? std::get<1>(g) : at::Tensor(), need_w ? std::get<2>(g) : at::Tensor(),
+                at::Tensor()};
+    }
+};
+
+at::Tensor autograd_forward(const at::Tensor &features, const at::Tensor &spatial_shape,
+                            const at::Tensor &scale_start_index,
+                            const at::Tensor &sampling_location, const at::Tensor &weights,
+                            bool deterministic)
+{
+    // Inference skips the autograd node (its context, saved tensors and edges). Forward-mode
+    // tangents still go through it, which refuses them (no jvp) instead of dropping them.
+    const bool backward_needed = at::GradMode::is_enabled() &&
+                                 (features.requires_grad() ||
+                                  sampling_location.requires_grad() || weights.requires_grad());
+    const bool tangents = features._fw_grad(0).defined() ||
+                          sampling_location._fw_grad(0).defined() ||
+                          weights._fw_grad(0).defined();
+    if (!backward_needed && !tangents) {
+        const at::AutoDispatchBelowADInplaceOrView below_autograd;
+        return forward_operator().call(features, spatial_shape, scale_start_index,
+                                       sampling_location, weights, deterministic);
+    }
+    return DeformableAggregationFunction::apply(features, spatial_shape, scale_start_index,
+                                                sampling_location, weights, deterministic);
+}
+
 } // namespace
+
+// Other s4d operators may add to the namespace from their own files.
+TORCH_LIBRARY_FRAGMENT(s4d, m)
+{
+    m.def("deformable_aggregation(Tensor features, Tensor spatial_shape, "
+          "Tensor scale_start_index, Tensor sampling_location, Tensor weights, "
+          "bool deterministic=False) -> Tensor");
+    m.def("deformable_aggregation_backward(Tensor features, Tensor spatial_shape, "
+          "Tensor scale_start_index, Tensor sampling_location, Tensor weights, "
+          "Tensor grad_output, bool need_features, bool need_location, bool need_weights, "
+          "bool deterministic=False) -> (Tensor, Tensor, Tensor)");
+}
+
+TORCH_LIBRARY_IMPL(s4d, CPU, m)
+{
+    m.impl("deformable_aggregation", &op_forward);
+    m.impl("deformable_aggregation_backward", &op_backward);
+}
+
+#ifdef S4D_WITH_CUDA
+TORCH_LIBRARY_IMPL(s4d, CUDA, m)
+{
+    m.impl("deformable_aggregation", &op_forward);
+    m.impl("deformable_aggregation_backward", &op_backward);
+}
+#endif
+
+TORCH_LIBRARY_IMPL(s4d, Meta, m)
+{
+    m.impl("deformable_aggregation", &meta_forward);
+    m.impl("deformable_aggregation_backward", &meta_backward);
+}
+
+TORCH_LIBRARY_IMPL(s4d, Autograd, m)
+{
+    m.impl("deformable_aggregation", &autograd_forward);
+    m.impl("deformable_aggregation_backward", torch::autograd::autogradNotImplementedFallback());
+}
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
 {

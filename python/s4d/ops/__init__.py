@@ -1,8 +1,9 @@
 """s4d ops for PyTorch.
 
-deformable_aggregation            the C/CUDA op library through the s4d._C extension:
-                                  autograd, ONNX export as s4d::DeformableAggregation,
-                                  torch.library registration on torch >= 2.4
+deformable_aggregation            the C/CUDA op library through the s4d._C extension,
+                                  which registers the operator s4d::deformable_aggregation
+                                  in C++ (autograd, Meta kernel); ONNX export as
+                                  s4d::DeformableAggregation
 deformable_aggregation_reference  the same function in pure PyTorch (no extension needed;
                                   exports with standard ONNX ops, opset >= 16)
 """

@@ -12,17 +12,24 @@ Every tensor must be contiguous and on features' device; the two index
 tensors may also stay on the CPU when features is on a GPU (they are checked
 there and copied; under CUDA-graph capture keep them on the GPU instead).
 
+The operator s4d::deformable_aggregation is registered in C++ by the
+extension (python/s4d/csrc): CPU, CUDA, Meta and Autograd kernels, so a call
+crosses from Python into C++ once. This module adds what stays in Python:
+the argument checks, the cache of converted index tables and the ONNX
+symbolic.
+
 Autograd: gradients for features, sampling_location and weights come from
 the library's backward (not differentiable twice). Export: one ONNX node
 s4d::DeformableAggregation with attribute plugin_version="1".
 """
+import inspect
 import warnings
 import weakref
-from typing import Optional, Tuple
+from typing import Optional
 
 import torch
 
-from ._extension import load_extension
+from ._extension import ExtensionNotBuiltError, load_extension
 
 __all__ = ["deformable_aggregation", "onnx_translation_table", "ONNX_DOMAIN", "ONNX_OP_TYPE",
            "ONNX_PLUGIN_VERSION"]
@@ -37,12 +44,48 @@ _FLOATS = (torch.float32, torch.float16)
 _INDEX = (torch.int32, torch.int64)
 _NAME = "s4d.ops.deformable_aggregation"
 
+# torch.compiler.is_compiling where it exists (torch >= 2.3); dynamo folds it to True.
+_is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
+
 
 # ----------------------------------------------------------------- argument checks
 
 def _check_args(features, spatial_shape, scale_start_index, sampling_location, weights):
     """Raises TypeError/ValueError naming the argument at fault. Metadata only,
-    so it also runs on fake tensors under torch.compile."""
+    so it also runs on fake tensors under torch.compile. Every eager call pays for
+    it, so right arguments pass one flat test; only a failed test runs the checks
+    that find and name the fault. torch.compile traces those checks instead, once
+    per compilation (the flat test reads tensor attributes dynamo may not model)."""
+    if _is_compiling() or not _args_ok(features, spatial_shape, scale_start_index,
+                                       sampling_location, weights):
+        _explain_args(features, spatial_shape, scale_start_index, sampling_location, weights)
+
+
+def _args_ok(f, ss, si, loc, w):
+    """The rules of _explain_args in one expression: True means it would pass."""
+    tensor = torch.Tensor
+    if not (isinstance(f, tensor) and isinstance(ss, tensor) and isinstance(si, tensor)
+            and isinstance(loc, tensor) and isinstance(w, tensor)):
+        return False
+    if f.dim() != 3 or ss.dim() != 3 or si.dim() != 2 or loc.dim() != 5 or w.dim() != 6:
+        return False
+    fs, ls, ws, sss = f.shape, loc.shape, w.shape, ss.shape
+    dev = f.device
+    groups = ws[5]
+    return (f.dtype in _FLOATS and w.dtype in _FLOATS and loc.dtype == torch.float32
+            and ss.dtype in _INDEX and si.dtype in _INDEX
+            and (f.is_cpu or f.is_cuda) and loc.device == dev and w.device == dev
+            and si.device == ss.device and (ss.is_cpu or ss.device == dev)
+            and sss[2] == 2 and si.shape == sss[:2]
+            and ls == (fs[0], ls[1], ls[2], sss[0], 2)
+            and ws[:5] == (fs[0], ls[1], ls[2], sss[0], sss[1])
+            and groups >= 1 and fs[2] % groups == 0
+            and f.is_contiguous() and ss.is_contiguous() and si.is_contiguous()
+            and loc.is_contiguous() and w.is_contiguous())
+
+
+def _explain_args(features, spatial_shape, scale_start_index, sampling_location, weights):
+    """Raises the error that names the first argument at fault; returns if there is none."""
     args = (("features", features), ("spatial_shape", spatial_shape),
             ("scale_start_index", scale_start_index), ("sampling_location", sampling_location),
             ("weights", weights))
@@ -115,58 +158,44 @@ _INDEX_CACHE = {}
 _INDEX_CACHE_SIZE = 16
 
 
-def _converted_index(t, device):
-    if t.dtype == torch.int32 and t.device == device and t.is_contiguous():
-        return t, False
-    key = (id(t), device)
-    hit = _INDEX_CACHE.get(key)
+def _cached_index(t, device):
+    """The cached int32 copy of t on device, or None when there is none for t's version."""
+    hit = _INDEX_CACHE.get((id(t), device))
     if hit is not None and hit[0]() is t and hit[1] == t._version:
-        return hit[2], False
-    conv = t.to(torch.int32).contiguous()
-    moved = conv.device != device
-    if moved:
-        conv = conv.to(device)
+        return hit[2]
+    return None
+
+
+def _convert_index(t, device):
+    conv = t.to(torch.int32).contiguous().to(device)
     if len(_INDEX_CACHE) >= _INDEX_CACHE_SIZE:
         _INDEX_CACHE.pop(next(iter(_INDEX_CACHE)))
-    _INDEX_CACHE[key] = (weakref.ref(t), t._version, conv)
-    return conv, moved
+    _INDEX_CACHE[(id(t), device)] = (weakref.ref(t), t._version, conv)
+    return conv
 
 
 def _index_tensors(features, spatial_shape, scale_start_index):
     """int32 copies of the index tensors on features' device, converted once per tensor
     (and per in-place change of it): later calls with the same tensors reuse the copies.
-    The CPU kernels check the layout themselves; for CUDA it is checked here on host copies
-    when the caller keeps them on the CPU, and by the kernels' row guard otherwise (a host
-    check would synchronise the stream)."""
+    int32 tables on features' device are used as they are (_check_args made sure they are
+    contiguous). The CPU kernels check the layout themselves; for CUDA it is checked here
+    on host copies when the caller keeps them on the CPU, and by the kernels' row guard
+    otherwise (a host check would synchronise the stream)."""
     dev = features.device
-    if features.is_cuda and spatial_shape.device.type == "cpu":
-        key_ss, key_si = (id(spatial_shape), dev), (id(scale_start_index), dev)
-        fresh = any(_INDEX_CACHE.get(k) is None or _INDEX_CACHE[k][0]() is not t
-                    or _INDEX_CACHE[k][1] != t._version
-                    for k, t in ((key_ss, spatial_shape), (key_si, scale_start_index)))
-        if fresh:
+    ss = spatial_shape if spatial_shape.dtype == torch.int32 and spatial_shape.device == dev \
+        else _cached_index(spatial_shape, dev)
+    si = scale_start_index if scale_start_index.dtype == torch.int32 and \
+        scale_start_index.device == dev else _cached_index(scale_start_index, dev)
+    if ss is None or si is None:
+        if features.is_cuda and spatial_shape.is_cpu:
             load_extension().da_check_indices(spatial_shape.to(torch.int32).contiguous(),
                                               scale_start_index.to(torch.int32).contiguous(),
                                               features.shape[1])
-    ss, _ = _converted_index(spatial_shape, dev)
-    si, _ = _converted_index(scale_start_index, dev)
+        if ss is None:
+            ss = _convert_index(spatial_shape, dev)
+        if si is None:
+            si = _convert_index(scale_start_index, dev)
     return ss, si
-
-
-def _forward_impl(features, spatial_shape, scale_start_index, sampling_location, weights,
-                  deterministic):
-    ext = load_extension()
-    ss, si = _index_tensors(features, spatial_shape, scale_start_index)
-    return ext.da_forward(features, ss, si, sampling_location, weights, deterministic)
-
-
-def _backward_impl(features, spatial_shape, scale_start_index, sampling_location, weights,
-                   grad_output, need_f, need_loc, need_w, deterministic=False):
-    ext = load_extension()
-    ss, si = _index_tensors(features, spatial_shape, scale_start_index)
-    grad_output = grad_output.to(features.dtype).contiguous()
-    return ext.da_backward(features, ss, si, sampling_location, weights, grad_output,
-                           need_f, need_loc, need_w, deterministic)
 
 
 # ----------------------------------------------------------------- ONNX (TorchScript exporter)
@@ -200,114 +229,41 @@ def _onnx_node(g, features, spatial_shape, scale_start_index, sampling_location,
 
 def _onnx_symbolic(g, features, spatial_shape, scale_start_index, sampling_location, weights,
                    deterministic=None):
-    with warnings.catch_warnings():
-        # torch 1.13 hands autograd.Function symbolics a raw Graph whose g.op
-        # it marks deprecated; it is the documented way on that release.
-        warnings.simplefilter("ignore", FutureWarning)
-        return _onnx_node(g, features, spatial_shape, scale_start_index, sampling_location,
-                          weights)
+    return _onnx_node(g, features, spatial_shape, scale_start_index, sampling_location, weights)
 
 
-# ----------------------------------------------------------------- autograd.Function (torch < 2.4)
-
-class _DeformableAggregationFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, features, spatial_shape, scale_start_index, sampling_location, weights,
-                deterministic):
-        ctx.save_for_backward(features, spatial_shape, scale_start_index, sampling_location,
-                              weights)
-        ctx.deterministic = bool(deterministic)
-        return _forward_impl(features, spatial_shape, scale_start_index, sampling_location,
-                             weights, deterministic)
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_output):
-        features, ss, si, loc, w = ctx.saved_tensors
-        need = ctx.needs_input_grad
-        gf, gl, gw = _backward_impl(features, ss, si, loc, w, grad_output,
-                                    bool(need[0]), bool(need[3]), bool(need[4]),
-                                    ctx.deterministic)
-        return gf, None, None, gl, gw, None
-
-    symbolic = staticmethod(_onnx_symbolic)
+# The symbolic is looked up by operator name, so it is registered without the
+# extension. The exporter finds a symbolic registered at its base opset 9 from every
+# opset it offers (7 and up); the node needs nothing newer than Cast and Reshape.
+_SYMBOLIC_OPSET = 9
+try:
+    # The TorchScript exporter (torch 1.x, and torch.onnx.export(..., dynamo=False) on 2.x);
+    # a torch without it must still load the op.
+    torch.onnx.register_custom_op_symbolic("s4d::deformable_aggregation", _onnx_symbolic,
+                                           _SYMBOLIC_OPSET)
+except Exception as exc:  # pylint: disable=broad-except
+    warnings.warn(f"{_NAME}: TorchScript ONNX symbolic not registered: {exc}")
 
 
-# ----------------------------------------------------------------- torch.library (torch >= 2.4)
+# ----------------------------------------------------------------- the C++ operator
 
-_LIBRARY_OP = None
-
-
-def _register_library_op():
-    """s4d::deformable_aggregation as a torch.library custom op with a fake
-    kernel and autograd, so torch.compile and torch.export keep it as one
-    opaque node."""
-    from torch import Tensor
-
-    @torch.library.custom_op("s4d::deformable_aggregation", mutates_args=())
-    def da_op(features: Tensor, spatial_shape: Tensor, scale_start_index: Tensor,
-              sampling_location: Tensor, weights: Tensor, deterministic: bool) -> Tensor:
-        return _forward_impl(features, spatial_shape, scale_start_index, sampling_location,
-                             weights, deterministic)
-
-    @da_op.register_fake
-    def _(features, spatial_shape, scale_start_index, sampling_location, weights,
-          deterministic):
-        return features.new_empty((features.shape[0], sampling_location.shape[1],
-                                   features.shape[2]))
-
-    @torch.library.custom_op("s4d::deformable_aggregation_backward", mutates_args=())
-    def da_backward_op(features: Tensor, spatial_shape: Tensor, scale_start_index: Tensor,
-                       sampling_location: Tensor, weights: Tensor, grad_output: Tensor,
-                       need_features: bool, need_location: bool, need_weights: bool,
-                       deterministic: bool) -> Tuple[Tensor, Tensor, Tensor]:
-        grads = _backward_impl(features, spatial_shape, scale_start_index, sampling_location,
-                               weights, grad_output, need_features, need_location,
-                               need_weights, deterministic)
-        # Custom ops return tensors only: an empty tensor stands for "not computed".
-        return tuple(g if g is not None else features.new_empty((0,)) for g in grads)
-
-    @da_backward_op.register_fake
-    def _(features, spatial_shape, scale_start_index, sampling_location, weights, grad_output,
-          need_features, need_location, need_weights, deterministic):
-        return (torch.empty_like(features) if need_features else features.new_empty((0,)),
-                torch.empty_like(sampling_location) if need_location
-                else features.new_empty((0,)),
-                torch.empty_like(weights) if need_weights else features.new_empty((0,)))
-
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs[:5])
-        ctx.deterministic = bool(inputs[5])
-
-    def backward(ctx, grad_output):
-        features, ss, si, loc, w = ctx.saved_tensors
-        need = ctx.needs_input_grad
-        gf, gl, gw = da_backward_op(features, ss, si, loc, w, grad_output.contiguous(),
-                                    bool(need[0]), bool(need[3]), bool(need[4]),
-                                    ctx.deterministic)
-        return (gf if need[0] else None, None, None, gl if need[3] else None,
-                gw if need[4] else None, None)
-
-    da_op.register_autograd(backward, setup_context=setup_context)
-    try:
-        # The TorchScript exporter (torch.onnx.export(..., dynamo=False)); newer
-        # torch releases may drop it, which must not break the op itself.
-        torch.onnx.register_custom_op_symbolic("s4d::deformable_aggregation", _onnx_symbolic, 16)
-    except Exception as exc:  # pylint: disable=broad-except
-        warnings.warn(f"{_NAME}: TorchScript ONNX symbolic not registered: {exc}")
-    return da_op
+_OP = None  # torch.ops.s4d.deformable_aggregation.default once s4d._C is loaded
 
 
-def _torch_version():
-    parts = []
-    for piece in torch.__version__.split("+")[0].split(".")[:2]:
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        parts.append(int(digits) if digits else 0)
-    return tuple(parts)
+def _load_op():
+    """Loads s4d._C, which registers the operator (raises ExtensionNotBuiltError)."""
+    global _OP
+    load_extension()
+    _OP = torch.ops.s4d.deformable_aggregation.default
+    return _OP
 
 
-if _torch_version() >= (2, 4) and hasattr(torch.library, "custom_op"):
-    _LIBRARY_OP = _register_library_op()
+# Loaded now when it can be, so that torch.ops.s4d exists after `import s4d.ops` and a
+# first call under torch.compile finds the operator without tracing an import.
+try:
+    _load_op()
+except ExtensionNotBuiltError:
+    pass
 
 
 # ----------------------------------------------------------------- public entry point
@@ -324,7 +280,8 @@ def deformable_aggregation(features: torch.Tensor, spatial_shape: torch.Tensor,
     torch.are_deterministic_algorithms_enabled(). The CPU kernels are always
     deterministic.
     """
-    if torch.jit.is_tracing():
+    tracing = torch.jit.is_tracing()
+    if tracing:
         # Under tracing the checks read sizes as traced values; they are static
         # facts of the export, not data-dependent control flow.
         with warnings.catch_warnings():
@@ -334,11 +291,19 @@ def deformable_aggregation(features: torch.Tensor, spatial_shape: torch.Tensor,
         _check_args(features, spatial_shape, scale_start_index, sampling_location, weights)
     if deterministic is None:
         deterministic = torch.are_deterministic_algorithms_enabled()
-    if _LIBRARY_OP is not None:
-        return _LIBRARY_OP(features, spatial_shape, scale_start_index, sampling_location,
-                           weights, bool(deterministic))
-    return _DeformableAggregationFunction.apply(features, spatial_shape, scale_start_index,
-                                                sampling_location, weights, bool(deterministic))
+    op = _OP if _OP is not None else _load_op()
+    # Under torch.jit.trace the caller's tables enter the trace as they are, so the exported
+    # graph holds them (the symbolic casts them to int32); the operator converts them itself.
+    if _is_compiling():
+        # The cache cannot be traced. Tables on features' device keep the fake tensors of
+        # one call on one device; the operator converts int64 itself.
+        spatial_shape = spatial_shape.to(features.device)
+        scale_start_index = scale_start_index.to(features.device)
+    elif not tracing:
+        spatial_shape, scale_start_index = _index_tensors(features, spatial_shape,
+                                                          scale_start_index)
+    return op(features, spatial_shape, scale_start_index, sampling_location, weights,
+              bool(deterministic))
 
 
 # ----------------------------------------------------------------- ONNX (dynamo exporter)
@@ -366,9 +331,10 @@ def onnx_translation_table():
     """custom_translation_table for torch.onnx.export(..., dynamo=True) (torch >= 2.5,
     needs onnxscript and onnx >= 1.15): maps s4d::deformable_aggregation to the
     same s4d::DeformableAggregation node the TorchScript exporter emits."""
-    if _LIBRARY_OP is None:
-        raise RuntimeError(f"{_NAME}: the dynamo ONNX exporter needs torch >= 2.4 "
-                           f"(torch.library custom ops); this is torch {torch.__version__}")
+    if "custom_translation_table" not in inspect.signature(torch.onnx.export).parameters:
+        raise RuntimeError(f"{_NAME}: the dynamo ONNX exporter with custom_translation_table "
+                           f"needs torch >= 2.5; this is torch {torch.__version__}")
+    da_op = _OP if _OP is not None else _load_op()
     import onnxscript  # pylint: disable=import-outside-toplevel
     from onnxscript import opset18 as op  # pylint: disable=import-outside-toplevel
 
@@ -382,4 +348,4 @@ def onnx_translation_table():
         return da_node(features, ss, si, sampling_location, weights,
                        plugin_version=ONNX_PLUGIN_VERSION)
 
-    return {torch.ops.s4d.deformable_aggregation.default: translate}
+    return {da_op: translate}

@@ -1,8 +1,9 @@
 """GPU tests of s4d.ops.deformable_aggregation: CUDA against the CPU kernel,
 fp16, autograd, the caller's stream, CUDA-graph capture, determinism and the
-torch.library registration (torch.compile, torch.export, dynamo ONNX).
+C++ operator under torch.compile, torch.export and dynamo ONNX.
 They skip where there is no GPU or the extension was built without CUDA;
 scripts/gpu_check_python.sh runs them on the GPU machine."""
+import inspect
 import io
 import warnings
 
@@ -178,13 +179,33 @@ def test_cuda_wrong_device_is_a_clear_error():
         deformable_aggregation(f.cuda(), ss, si, loc, w.cuda())
 
 
-_LIBRARY = hasattr(torch.library, "custom_op") and hasattr(torch.ops, "s4d") and \
-    hasattr(torch.ops.s4d, "deformable_aggregation")
+# The entry point tells torch.compile apart through torch.compiler.is_compiling.
+_COMPILE = hasattr(getattr(torch, "compiler", None), "is_compiling")
+_EXPORT = hasattr(torch, "export")
+_DYNAMO_ONNX = "custom_translation_table" in inspect.signature(torch.onnx.export).parameters
 
 
-@pytest.mark.skipif(not _LIBRARY, reason="needs torch >= 2.4 (torch.library.custom_op)")
-def test_torch_compile_fullgraph_forward_and_backward():
+def test_cuda_kernels_are_registered():
+    dump = torch._C._dispatch_dump("s4d::deformable_aggregation")
+    assert "CUDA: registered at" in dump and "deformable_aggregation.cpp" in dump, dump
+    dump = torch._C._dispatch_dump("s4d::deformable_aggregation_backward")
+    assert "CUDA: registered at" in dump, dump
+
+
+def test_operator_direct_call_with_cpu_int64_tables():
+    f, ss, si, loc, w = _workload(anchors=300, channels=64)
+    want = deformable_aggregation(*_to_cuda(f, ss, si, loc, w), deterministic=True)
+    fc, locc, wc = _to_cuda(f, loc, w)
+    got = torch.ops.s4d.deformable_aggregation(fc, ss.long(), si.long(), locc, wc, True)
+    assert torch.equal(got, want)
+
+
+@pytest.mark.skipif(not _COMPILE, reason="needs torch.compiler.is_compiling (torch >= 2.3)")
+@pytest.mark.parametrize("tables", ["cuda int32", "cpu int64"])
+def test_torch_compile_fullgraph_forward_and_backward(tables):
     f, ss, si, loc, w = _to_cuda(*_workload(anchors=200, channels=64))
+    if tables == "cpu int64":
+        ss, si = ss.cpu().long(), si.cpu().long()
     proj = torch.nn.Linear(64, 64).cuda()
 
     def head(features, location, weights):
@@ -203,7 +224,47 @@ def test_torch_compile_fullgraph_forward_and_backward():
         assert rel_l2(a.grad, b.grad) <= 1e-5
 
 
-@pytest.mark.skipif(not _LIBRARY, reason="needs torch >= 2.4 (torch.library.custom_op)")
+@pytest.mark.skipif(not _COMPILE, reason="needs torch.compiler.is_compiling (torch >= 2.3)")
+def test_torch_compile_keeps_one_opaque_node_each_way():
+    """The operator reaches the forward and backward graphs that AOTAutograd hands to
+    a backend as one node each, not decomposed."""
+    try:
+        from torch._dynamo.backends.common import aot_autograd
+        from torch._functorch.aot_autograd import make_boxed_func
+    except ImportError as exc:
+        pytest.skip(f"AOTAutograd backend helpers not found: {exc}")
+    graphs = {}
+
+    def capture(kind):
+        def compiler(gm, example_inputs):
+            graphs[kind] = [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
+            return make_boxed_func(gm.forward)
+        return compiler
+
+    f, ss, si, loc, w = _to_cuda(*_workload(anchors=64, channels=32, small_maps=True))
+
+    def head(features, location, weights):
+        return deformable_aggregation(features, ss, si, location, weights, deterministic=True)
+
+    compiled = torch.compile(head, fullgraph=True, backend=aot_autograd(
+        fw_compiler=capture("forward"), bw_compiler=capture("backward")))
+    ins_c = [t.clone().requires_grad_(True) for t in (f, loc, w)]
+    ins_e = [t.clone().requires_grad_(True) for t in (f, loc, w)]
+    grad = torch.randn(1, 64, 32, device="cuda")
+    out_c = compiled(*ins_c)
+    out_e = head(*ins_e)
+    assert torch.equal(out_c, out_e)
+    out_c.backward(grad)
+    out_e.backward(grad)
+    fw = graphs["forward"]
+    bw = graphs["backward"]
+    assert fw.count("s4d.deformable_aggregation.default") == 1, fw
+    assert bw.count("s4d.deformable_aggregation_backward.default") == 1, bw
+    for a, b in zip(ins_c, ins_e):
+        assert rel_l2(a.grad, b.grad) <= 1e-6
+
+
+@pytest.mark.skipif(not _EXPORT, reason="needs torch.export")
 def test_torch_export_keeps_one_op_node():
     f, ss, si, loc, w = _to_cuda(*_workload(anchors=64, channels=32, small_maps=True))
 
@@ -217,7 +278,7 @@ def test_torch_export_keeps_one_op_node():
     assert rel_l2(program.module()(f, loc, w), M()(f, loc, w)) <= 1e-6
 
 
-@pytest.mark.skipif(not _LIBRARY, reason="needs torch >= 2.4 (torch.library.custom_op)")
+@pytest.mark.skipif(not _DYNAMO_ONNX, reason="needs torch.onnx.export(custom_translation_table)")
 def test_dynamo_onnx_export_with_translation_table():
     pytest.importorskip("onnxscript")
     import onnx
