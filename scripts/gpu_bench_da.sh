@@ -8,7 +8,7 @@
 #
 #   OUT=/some/dir bash scripts/gpu_bench_da.sh       (OUT defaults to ./out/gpu_bench_da)
 #
-# Steps run in order of value and stop when the DEADLINE (seconds, default 230) is
+# Steps run in order of value and stop when the DEADLINE (seconds, default 300) is
 # spent. Writes into $OUT: log.txt (every step), summary.txt (printed at the end),
 # bench/ (all variants, 900 and 1800 anchors), bench_best/ (the public functions with
 # the fastest checked variants as defaults, through the S4D_DA_CUDA_* variables),
@@ -23,7 +23,7 @@ LOG=$OUT/log.txt
 SUMMARY=$OUT/summary.txt
 BUILD=${BUILD:-$ROOT/build-gpu-da}
 JOBS=$(nproc 2>/dev/null || echo 4)
-DEADLINE=${DEADLINE:-230}
+DEADLINE=${DEADLINE:-300}
 PY=${PYTHON:-python3}
 : > "$LOG"
 declare -a ROWS=()
@@ -87,7 +87,7 @@ BENCH=$BUILD/bin/s4d_da_bench
 TEST=$BUILD/bin/test_da_cuda
 
 if [ -x "$BENCH" ] && [ -x "$TEST" ]; then
-  step "bench all variants" 60 "$BENCH" --device cuda --variants all --anchors 900,1800 \
+  step "bench all variants" 120 "$BENCH" --device cuda --variants all --anchors 900,1800 \
     --iters 200 --warmup 20 --out "$OUT/bench"
   verdict "bench all variants (checked)" $?
 
