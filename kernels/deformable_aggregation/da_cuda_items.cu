@@ -1002,11 +1002,8 @@ s4d_status launch_fwd_dtype(const Params &p, const FwdShape &s, bool w_half, boo
            warps), shared memory decides residency. */
         const int key = s.warps * 10 + s.stages;
         switch (key) {
-        case 42: return launch_fwd_async_t<TF, V8, K8, 4, 2, 8>(p, w_half, o_half, st, err);
         case 43: return launch_fwd_async_t<TF, V8, K8, 4, 3, 8>(p, w_half, o_half, st, err);
-        case 44: return launch_fwd_async_t<TF, V8, K8, 4, 4, 8>(p, w_half, o_half, st, err);
         case 82: return launch_fwd_async_t<TF, V8, K8, 8, 2, 4>(p, w_half, o_half, st, err);
-        case 83: return launch_fwd_async_t<TF, V8, K8, 8, 3, 4>(p, w_half, o_half, st, err);
         default: break;
         }
         return s4d_da_fail(err, S4D_ERR_INTERNAL, "deformable_aggregation: no staged item forward "
