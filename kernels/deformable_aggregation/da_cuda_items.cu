@@ -303,6 +303,74 @@ __device__ __forceinline__ void stage_weights(const Params &p, bool w_half, int6
         dd.wg[t * kDedupGroups + g] = g < p.G ? load_w(p.weights, w_half, wo + g) : 0.0f;
 }
 
+/* ------------------------------------------------------------------ forward helpers */
+
+/* The channels a lane owns in its block's slice: K vectors of VEC channels at cst[k], their
+   groups, and whether they exist (C need not fill the last slice). */
+template <int K, int VEC> struct LaneChannels {
+    int cst[K], grp[K];
+    bool cok[K];
+    __device__ LaneChannels(const Params &p, int c_begin, int lane)
+    {
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            cst[k] = c_begin + k * 32 * VEC + lane * VEC;
+            cok[k] = cst[k] < (int)p.C;
+            grp[k] = cok[k] ? cst[k] / (int)p.cpg : 0;
+        }
+    }
+};
+
+template <int K, int VEC> __device__ __forceinline__ void zero_acc(float (&acc)[K][VEC])
+{
+#pragma unroll
+    for (int k = 0; k < K; k++)
+#pragma unroll
+        for (int v = 0; v < VEC; v++)
+            acc[k][v] = 0.0f;
+}
+
+/* The records of a round's tn items (tile0 on), one thread per item: corner rows, corner
+   weights, the offset of the item's weights. The caller orders them with a barrier. */
+template <int T, typename Tile>
+__device__ inline void make_records(Tile &tile, const Dyn &s, int tile0, int tn, int nvalid, int L32,
+                                    int N32, int G32)
+{
+    for (int t = threadIdx.x; t < tn; t += T) {
+        Corners cr;
+        int pi, l, map;
+        make_item(s, tile0 + t, nvalid, L32, N32, cr, pi, l, map);
+        tile.rows[t] = make_int4((int)cr.row[0], (int)cr.row[1], (int)cr.row[2], (int)cr.row[3]);
+        tile.cw[t] = make_float4(cr.w[0], cr.w[1], cr.w[2], cr.w[3]);
+        tile.wrel[t] = (pi * L32 + l) * G32;
+    }
+}
+
+/* The warps' partial sums of the slice meet in red (W x slice floats) and are added in warp
+   order, so the output is the same bits on every run; ends with a barrier. */
+template <int W, int K, int VEC>
+__device__ inline void reduce_store(float *red, const float (&acc)[K][VEC], const Params &p, bool o_half,
+                                    int64_t ba, int c_begin)
+{
+    constexpr int slice_w = 32 * VEC * K;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int k = 0; k < K; k++)
+#pragma unroll
+        for (int v = 0; v < VEC; v += 4)
+            *reinterpret_cast<float4 *>(red + warp * slice_w + k * 32 * VEC + lane * VEC + v) =
+                make_float4(acc[k][v], acc[k][v + 1], acc[k][v + 2], acc[k][v + 3]);
+    __syncthreads();
+    for (int c = threadIdx.x; c < slice_w && c_begin + c < (int)p.C; c += W * 32) {
+        float sum = 0.0f;
+#pragma unroll
+        for (int w = 0; w < W; w++)
+            sum += red[w * slice_w + c];
+        store_f(p.out, o_half, ba * p.C + c_begin + c, sum);
+    }
+    __syncthreads();
+}
+
 /* ------------------------------------------------------------------ forward */
 
 template <typename TF, int VEC, int K, int W, int U, int MINB>
@@ -318,14 +386,9 @@ __global__ void __launch_bounds__(W * 32, MINB)
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int C32 = (int)p.C, L32 = (int)p.L, N32 = (int)p.N, G32 = (int)p.G;
     const int c_begin = (int)blockIdx.y * slice_w;
-    int cst[K], grp[K];
-    bool cok[K];
-#pragma unroll
-    for (int k = 0; k < K; k++) {
-        cst[k] = c_begin + k * 32 * VEC + lane * VEC;
-        cok[k] = cst[k] < C32;
-        grp[k] = cok[k] ? cst[k] / (int)p.cpg : 0;
-    }
+    const LaneChannels<K, VEC> ch(p, c_begin, lane);
+    const int *cst = ch.cst, *grp = ch.grp;
+    const bool *cok = ch.cok;
     load_maps(p, s.maps);
     __syncthreads();
     const int64_t nba = p.bs * p.A, PN = p.P * p.N, PNLG = PN * p.L * p.G;
@@ -337,21 +400,10 @@ __global__ void __launch_bounds__(W * 32, MINB)
         const int nvalid = compact_pairs<W>(p, s, tile.cnt, ba);
         const int items = nvalid * L32;
         float acc[K][VEC];
-#pragma unroll
-        for (int k = 0; k < K; k++)
-#pragma unroll
-            for (int v = 0; v < VEC; v++)
-                acc[k][v] = 0.0f;
+        zero_acc(acc);
         for (int tile0 = 0; tile0 < items; tile0 += kTile) {
             const int tn = min(kTile, items - tile0);
-            for (int t = threadIdx.x; t < tn; t += T) {
-                Corners cr;
-                int pi, l, map;
-                make_item(s, tile0 + t, nvalid, L32, N32, cr, pi, l, map);
-                tile.rows[t] = make_int4((int)cr.row[0], (int)cr.row[1], (int)cr.row[2], (int)cr.row[3]);
-                tile.cw[t] = make_float4(cr.w[0], cr.w[1], cr.w[2], cr.w[3]);
-                tile.wrel[t] = (pi * L32 + l) * G32;
-            }
+            make_records<T>(tile, s, tile0, tn, nvalid, L32, N32, G32);
             __syncthreads();
             for (int t = warp; t < tn; t += W * U) {
                 int4 r[U];
@@ -401,22 +453,7 @@ __global__ void __launch_bounds__(W * 32, MINB)
             }
             __syncthreads();
         }
-        /* Partial sums meet in shared memory and are added in warp order. */
-#pragma unroll
-        for (int k = 0; k < K; k++)
-#pragma unroll
-            for (int v = 0; v < VEC; v += 4)
-                *reinterpret_cast<float4 *>(tile.red + warp * slice_w + k * 32 * VEC + lane * VEC + v) =
-                    make_float4(acc[k][v], acc[k][v + 1], acc[k][v + 2], acc[k][v + 3]);
-        __syncthreads();
-        for (int c = threadIdx.x; c < slice_w && c_begin + c < C32; c += T) {
-            float sum = 0.0f;
-#pragma unroll
-            for (int w = 0; w < W; w++)
-                sum += tile.red[w * slice_w + c];
-            store_f(p.out, o_half, ba * p.C + c_begin + c, sum);
-        }
-        __syncthreads();
+        reduce_store<W>(tile.red, acc, p, o_half, ba, c_begin);
     }
 }
 
@@ -445,14 +482,9 @@ __global__ void __launch_bounds__(W * 32, MINB) fwd_dedup_kernel(Params p, bool 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int C32 = (int)p.C, L32 = (int)p.L, N32 = (int)p.N, G32 = (int)p.G;
     const int c_begin = (int)blockIdx.y * slice_w;
-    int cst[K], grp[K];
-    bool cok[K];
-#pragma unroll
-    for (int k = 0; k < K; k++) {
-        cst[k] = c_begin + k * 32 * VEC + lane * VEC;
-        cok[k] = cst[k] < C32;
-        grp[k] = cok[k] ? cst[k] / (int)p.cpg : 0;
-    }
+    const LaneChannels<K, VEC> ch(p, c_begin, lane);
+    const int *cst = ch.cst, *grp = ch.grp;
+    const bool *cok = ch.cok;
     load_maps(p, s.maps);
     __syncthreads();
     const int64_t nba = p.bs * p.A, PN = p.P * p.N, PNLG = PN * p.L * p.G;
@@ -464,11 +496,7 @@ __global__ void __launch_bounds__(W * 32, MINB) fwd_dedup_kernel(Params p, bool 
         const int nvalid = compact_pairs<W>(p, s, tile.cnt, ba);
         const int items = nvalid * L32;
         float acc[K][VEC];
-#pragma unroll
-        for (int k = 0; k < K; k++)
-#pragma unroll
-            for (int v = 0; v < VEC; v++)
-                acc[k][v] = 0.0f;
+        zero_acc(acc);
         for (int tile0 = 0; tile0 < items; tile0 += kDedupTile) {
             const int tn = min(kDedupTile, items - tile0);
             if (threadIdx.x < tn) {
@@ -515,21 +543,7 @@ __global__ void __launch_bounds__(W * 32, MINB) fwd_dedup_kernel(Params p, bool 
             }
             __syncthreads();
         }
-#pragma unroll
-        for (int k = 0; k < K; k++)
-#pragma unroll
-            for (int v = 0; v < VEC; v += 4)
-                *reinterpret_cast<float4 *>(tile.red + warp * slice_w + k * 32 * VEC + lane * VEC + v) =
-                    make_float4(acc[k][v], acc[k][v + 1], acc[k][v + 2], acc[k][v + 3]);
-        __syncthreads();
-        for (int c = threadIdx.x; c < slice_w && c_begin + c < C32; c += T) {
-            float sum = 0.0f;
-#pragma unroll
-            for (int w = 0; w < W; w++)
-                sum += tile.red[w * slice_w + c];
-            store_f(p.out, o_half, ba * p.C + c_begin + c, sum);
-        }
-        __syncthreads();
+        reduce_store<W>(tile.red, acc, p, o_half, ba, c_begin);
     }
 }
 
@@ -809,14 +823,9 @@ __global__ void __launch_bounds__(W * 32, MINB) fwd_async_kernel(Params p, bool 
     const Dyn s = dyn_at(smem_raw + async_ring_bytes(W, S, K), p.N * p.L, p.P * p.N);
     const int C32 = (int)p.C, L32 = (int)p.L, N32 = (int)p.N, G32 = (int)p.G;
     const int c_begin = (int)blockIdx.y * slice_w;
-    int cst[K], grp[K];
-    bool cok[K];
-#pragma unroll
-    for (int k = 0; k < K; k++) {
-        cst[k] = c_begin + k * 32 * VEC + lane * VEC;
-        cok[k] = cst[k] < C32;
-        grp[k] = cok[k] ? cst[k] / (int)p.cpg : 0;
-    }
+    const LaneChannels<K, VEC> ch(p, c_begin, lane);
+    const int *cst = ch.cst, *grp = ch.grp;
+    const bool *cok = ch.cok;
     load_maps(p, s.maps);
     __syncthreads();
     const int64_t nba = p.bs * p.A, PN = p.P * p.N, PNLG = PN * p.L * p.G;
@@ -828,21 +837,10 @@ __global__ void __launch_bounds__(W * 32, MINB) fwd_async_kernel(Params p, bool 
         const int nvalid = compact_pairs<W>(p, s, tile.cnt, ba);
         const int items = nvalid * L32;
         float acc[K][VEC];
-#pragma unroll
-        for (int k = 0; k < K; k++)
-#pragma unroll
-            for (int v = 0; v < VEC; v++)
-                acc[k][v] = 0.0f;
+        zero_acc(acc);
         for (int tile0 = 0; tile0 < items; tile0 += kTile) {
             const int tn = min(kTile, items - tile0);
-            for (int t = threadIdx.x; t < tn; t += T) {
-                Corners cr;
-                int pi, l, map;
-                make_item(s, tile0 + t, nvalid, L32, N32, cr, pi, l, map);
-                tile.rows[t] = make_int4((int)cr.row[0], (int)cr.row[1], (int)cr.row[2], (int)cr.row[3]);
-                tile.cw[t] = make_float4(cr.w[0], cr.w[1], cr.w[2], cr.w[3]);
-                tile.wrel[t] = (pi * L32 + l) * G32;
-            }
+            make_records<T>(tile, s, tile0, tn, nvalid, L32, N32, G32);
             __syncthreads();
             /* This warp's items of the round: warp, warp + W, ...; item j lives in stage j % S. */
             const int nw = warp < tn ? (tn - warp + W - 1) / W : 0;
@@ -908,23 +906,8 @@ __global__ void __launch_bounds__(W * 32, MINB) fwd_async_kernel(Params p, bool 
             cp_async_wait<0>();
             __syncthreads();
         }
-        /* Partial sums meet in the rings (every copy has landed) and are added in warp order. */
-        float *red = reinterpret_cast<float *>(smem_raw);
-#pragma unroll
-        for (int k = 0; k < K; k++)
-#pragma unroll
-            for (int v = 0; v < VEC; v += 4)
-                *reinterpret_cast<float4 *>(red + warp * slice_w + k * 32 * VEC + lane * VEC + v) =
-                    make_float4(acc[k][v], acc[k][v + 1], acc[k][v + 2], acc[k][v + 3]);
-        __syncthreads();
-        for (int c = threadIdx.x; c < slice_w && c_begin + c < C32; c += T) {
-            float sum = 0.0f;
-#pragma unroll
-            for (int w = 0; w < W; w++)
-                sum += red[w * slice_w + c];
-            store_f(p.out, o_half, ba * p.C + c_begin + c, sum);
-        }
-        __syncthreads();
+        /* Partial sums meet in the rings (every copy has landed). */
+        reduce_store<W>(reinterpret_cast<float *>(smem_raw), acc, p, o_half, ba, c_begin);
     }
 }
 
