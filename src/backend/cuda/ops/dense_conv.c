@@ -18,8 +18,8 @@
  * graph (s4d_dense_time: the legacy API's host cost per call exceeds many
  * of its kernels, so timing calls one by one picked algorithms by that cost
  * and varied from build to build), and a layer with an epilogue (bias,
- * residual Z, ReLU) times
- * two ways of applying it: cudnnConvolutionBiasActivationForward (one
+ * residual Z, ReLU) times two ways of applying it:
+ * cudnnConvolutionBiasActivationForward (one
  * cuDNN call; with the identity activation cuDNN only takes the
  * IMPLICIT_PRECOMP_GEMM algorithm) and the plain convolution followed by an
  * own epilogue kernel; the faster wins. --dumpLayerInfo shows each layer's
