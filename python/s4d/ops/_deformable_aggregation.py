@@ -200,7 +200,9 @@ def _index_tensors(features, spatial_shape, scale_start_index):
 
 # ----------------------------------------------------------------- ONNX (TorchScript exporter)
 
-def _onnx_node(g, features, spatial_shape, scale_start_index, sampling_location, weights):
+def _onnx_symbolic(g, features, spatial_shape, scale_start_index, sampling_location, weights,
+                   deterministic=None):
+    """One s4d::DeformableAggregation node; deterministic is a run-time choice, not exported."""
     def as_int32(v):
         if v.type().scalarType() == "Int":
             return v
@@ -225,11 +227,6 @@ def _onnx_node(g, features, spatial_shape, scale_start_index, sampling_location,
     fixed = g.op("Reshape", out, shape)
     fixed.setType(features.type().with_sizes(sizes))
     return fixed
-
-
-def _onnx_symbolic(g, features, spatial_shape, scale_start_index, sampling_location, weights,
-                   deterministic=None):
-    return _onnx_node(g, features, spatial_shape, scale_start_index, sampling_location, weights)
 
 
 # The symbolic is looked up by operator name, so it is registered without the
