@@ -61,8 +61,6 @@
 /* Algorithms timed with each epilogue variant. */
 #define CONV_TIME_TOP 6
 #define CONV_TIME_REPS 5
-/* Timing rounds per variant; the fastest round counts (a clock ramp or a neighbour's burst slows one round). */
-#define CONV_TIME_ROUNDS 2
 
 #define CONV_MAGIC 0x56434453u /* "SDCV" */
 
@@ -435,21 +433,6 @@ static size_t tensor_bytes(s4d_dtype dt, int64_t a, int64_t b, const int64_t *sp
     return s4d_dtype_size(dt) * (size_t)(a * b * sp3[0] * sp3[1] * sp3[2]);
 }
 
-/* Milliseconds per call of one variant: the fastest of CONV_TIME_ROUNDS rounds of CONV_TIME_REPS calls. */
-static s4d_status time_variant(cudaStream_t stream, conv_args *a, double *ms)
-{
-    *ms = 0.0;
-    for (int r = 0; r < CONV_TIME_ROUNDS; r++) {
-        double t = 0.0;
-        s4d_status s = s4d_dense_time(stream, conv_launch, a, CONV_TIME_REPS, &t);
-        if (s != S4D_OK)
-            return s;
-        if (r == 0 || t < *ms)
-            *ms = t;
-    }
-    return S4D_OK;
-}
-
 /*
  * Chooses st->ch: on scratch buffers when they fit (timed), else by cuDNN's
  * heuristics. x/w/b: the layer's constant inputs on the device, or NULL.
@@ -534,7 +517,7 @@ static s4d_status conv_choose(s4d_op_ctx *ctx, conv_state *st, const int64_t *in
                 if (cudnnSetConvolutionMathType(st->conv, (cudnnMathType_t)cand[i].math) != CUDNN_STATUS_SUCCESS)
                     continue;
                 double ms = 0.0;
-                if (time_variant(stream, &a, &ms) != S4D_OK) {
+                if (s4d_dense_time(stream, conv_launch, &a, CONV_TIME_REPS, &ms) != S4D_OK) {
                     cudaError_t se = s4d_dense_sticky_error(stream);
                     if (se == cudaSuccess)
                         continue; /* e.g. the fused call does not take this algorithm */

@@ -57,8 +57,8 @@ size_t s4d_dense_free_bytes(void);
 
 /*
  * Times fn(arg) on stream: one warm-up call, then `reps` calls captured into
- * a CUDA graph, replayed once to warm it and once between two events; *ms
- * gets the mean per call. Engines replay their layers as graphs, so this is
+ * a CUDA graph, replayed once to warm it and then twice between events; *ms
+ * gets the mean per call of the faster replay. Engines replay their layers as graphs, so this is
  * the time that counts: calls enqueued one by one would add the host's cost
  * per call (tens of microseconds in cuDNN's legacy API, more than many of the
  * kernels take), and the fastest kernel would lose to the cheapest call.
