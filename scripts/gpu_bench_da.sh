@@ -160,13 +160,15 @@ if [ -x "${TEST:-}" ]; then
 fi
 
 if [ -n "$PYOK" ]; then
-  # The op's GPU tests; the engine's (test_engine_gpu.py) need the engine build, which this
-  # run leaves out: scripts/gpu_check.sh runs them.
-  step "python gpu tests" 90 env PYTHONPATH=python "$PY" -m pytest -q -x -p no:cacheprovider \
-    tests/python/gpu/test_ops_gpu.py
+  # The op's tests under this machine's torch: its GPU tests and the operator's CPU ones.
+  # The engine's (test_engine_gpu.py) need the engine build, which this run leaves out:
+  # scripts/gpu_check.sh runs them.
+  step "python op tests" 120 env PYTHONPATH=python "$PY" -m pytest -q -x -p no:cacheprovider \
+    tests/python/gpu/test_ops_gpu.py tests/python/test_ops_registration.py \
+    tests/python/test_ops_extension.py tests/python/test_ops_errors.py tests/python/test_ops_onnx.py
   rc=$?
   grep -E "passed|failed" "$LOG" | tail -1 > "$OUT/python_gpu_tests.log" 2>/dev/null
-  verdict "python GPU tests" $rc
+  verdict "python op tests (GPU and CPU)" $rc
 fi
 
 {
