@@ -37,6 +37,7 @@
 #include <stdint.h>
 
 #include "backend/cuda/kernels/attention.h"
+#include "backend/cuda/kernels/launch.cuh"
 
 namespace {
 
@@ -88,6 +89,7 @@ __device__ __forceinline__ int out_col(int tx, int c)
 template <typename T, int DP>
 __global__ void __launch_bounds__(NT, 2) attn_kernel(Args a)
 {
+    S4D_KERNEL_BEGIN();
     constexpr int CPT = DP / 16;
     extern __shared__ float4 smem4[];
     float *Qs = reinterpret_cast<float *>(smem4); /* [DP][LDQ]: Q transposed */
@@ -330,6 +332,7 @@ __global__ void __launch_bounds__(NT, 2) attn_kernel(Args a)
 template <typename T>
 __global__ void attn_combine(Args a)
 {
+    S4D_KERNEL_BEGIN();
     const s4d_cuda_attn_desc &g = a.g;
     const int64_t rows = g.nbatch * g.nq, total = rows * g.dv;
     for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
@@ -504,6 +507,7 @@ __device__ __forceinline__ P *opaque(P *p)
 template <int DP>
 __global__ void __launch_bounds__(TC_NT, DP >= 128 ? 2 : 4) attn_tc16_kernel(Args a)
 {
+    S4D_KERNEL_BEGIN();
     constexpr int LD = tc_ld(DP);
     constexpr int KS = DP / 16; /* k16 steps of Q K^T, and pairs of n8 tiles of P V */
     constexpr float LOG2E = 1.4426950408889634f;
@@ -792,6 +796,7 @@ __device__ __forceinline__ void tc32_round_any(int w, float *dst, int ld)
 template <int DP>
 __global__ void __launch_bounds__(TC_NT, DP >= 128 ? 1 : 2) attn_tc32_kernel(Args a)
 {
+    S4D_KERNEL_BEGIN();
     constexpr int LD = tc32_ld(DP);
     constexpr int KS = DP / 8; /* k8 steps of Q K^T, and n8 tiles of P V */
     constexpr float LOG2E = 1.4426950408889634f;
@@ -1088,19 +1093,19 @@ cudaError_t prepare_tc16(int dp)
 template <typename T, int DP>
 void launch_main(const Args &a, int64_t blocks, cudaStream_t stream)
 {
-    attn_kernel<T, DP><<<(unsigned)blocks, NT, smem_floats(DP) * sizeof(float), stream>>>(a);
+    s4d_launch(attn_kernel<T, DP>, (unsigned)blocks, NT, smem_floats(DP) * sizeof(float), stream, a);
 }
 
 template <int DP>
 void launch_tc16(const Args &a, int64_t blocks, cudaStream_t stream)
 {
-    attn_tc16_kernel<DP><<<(unsigned)blocks, TC_NT, tc_smem_bytes(DP), stream>>>(a);
+    s4d_launch(attn_tc16_kernel<DP>, (unsigned)blocks, TC_NT, tc_smem_bytes(DP), stream, a);
 }
 
 template <int DP>
 void launch_tc32(const Args &a, int64_t blocks, cudaStream_t stream)
 {
-    attn_tc32_kernel<DP><<<(unsigned)blocks, TC_NT, tc32_smem_bytes(DP), stream>>>(a);
+    s4d_launch(attn_tc32_kernel<DP>, (unsigned)blocks, TC_NT, tc32_smem_bytes(DP), stream, a);
 }
 
 template <typename T>
@@ -1110,7 +1115,7 @@ void launch_combine(const Args &a, cudaStream_t stream)
     int64_t cb = (total + 255) / 256;
     if (cb > 65536)
         cb = 65536;
-    attn_combine<T><<<(unsigned)cb, 256, 0, stream>>>(a);
+    s4d_launch(attn_combine<T>, (unsigned)cb, 256, 0, stream, a);
 }
 
 cudaError_t run_f32(int dp, const Args &a, cudaStream_t stream)

@@ -8,6 +8,7 @@
 #include <cuda_fp16.h>
 
 #include "backend/cuda/kernels/dense.h"
+#include "backend/cuda/kernels/launch.cuh"
 
 namespace {
 
@@ -46,6 +47,7 @@ __global__ void __launch_bounds__(kThreads) conv_epilogue_kernel(Vec *__restrict
                                                                  const Vec *__restrict__ z, int64_t planes,
                                                                  int64_t units, int64_t channels)
 {
+    S4D_KERNEL_BEGIN();
     const int64_t step = (int64_t)gridDim.x * blockDim.x;
     for (int64_t p = blockIdx.y; p < planes; p += gridDim.y) {
         const float b = HasBias ? __ldg(bias + p % channels) : 0.0f;
@@ -76,7 +78,7 @@ void launch_epilogue(Vec *y, const float *bias, const Vec *z, int relu, int64_t 
     const int key = (bias ? 4 : 0) | (z ? 2 : 0) | (relu ? 1 : 0);
     switch (key) {
 #define S4D_EPI_CASE(K, B, Z, R)                                                                            \
-    case K: conv_epilogue_kernel<Vec, B, Z, R><<<grid, threads, 0, s>>>(y, bias, z, planes, units, channels); \
+    case K: s4d_launch(conv_epilogue_kernel<Vec, B, Z, R>, grid, threads, 0, s, y, bias, z, planes, units, channels); \
         break;
         S4D_EPI_CASE(1, false, false, true)
         S4D_EPI_CASE(2, false, true, false)
@@ -115,6 +117,7 @@ __global__ void __launch_bounds__(kThreads) conv_epilogue_half_kernel(Vec *__res
                                                                       const Vec *__restrict__ z, int64_t planes,
                                                                       int64_t units, int64_t channels)
 {
+    S4D_KERNEL_BEGIN();
     const int64_t step = (int64_t)gridDim.x * blockDim.x;
     for (int64_t p = blockIdx.y; p < planes; p += gridDim.y) {
         const float b = HasBias ? __half2float(bias[p % channels]) : 0.0f;
@@ -150,7 +153,7 @@ void launch_epilogue_half(Vec *y, const __half *bias, const Vec *z, int relu, in
     switch (key) {
 #define S4D_EPI_CASE(K, B, Z, R)                                                                          \
     case K:                                                                                               \
-        conv_epilogue_half_kernel<Vec, B, Z, R><<<grid, threads, 0, s>>>(y, bias, z, planes, units, channels); \
+        s4d_launch(conv_epilogue_half_kernel<Vec, B, Z, R>, grid, threads, 0, s, y, bias, z, planes, units, channels); \
         break;
         S4D_EPI_CASE(1, false, false, true)
         S4D_EPI_CASE(2, false, true, false)
@@ -171,6 +174,7 @@ __global__ void __launch_bounds__(kThreads) pad3_kernel(const T *__restrict__ x,
                                                         int64_t pad0, int64_t pad1, int64_t pad2, int64_t off0,
                                                         int64_t off1, int64_t off2)
 {
+    S4D_KERNEL_BEGIN();
     const int64_t step = (int64_t)gridDim.x * blockDim.x;
     for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
         // One decomposition per row, amortised over the row's elements.
@@ -192,6 +196,7 @@ __global__ void __launch_bounds__(kThreads) fill_bcast_kernel(T *__restrict__ y,
                                                               int64_t rows, int64_t cols, int64_t rs, int64_t cs,
                                                               T beta)
 {
+    S4D_KERNEL_BEGIN();
     const int64_t step = (int64_t)gridDim.x * blockDim.x;
     for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
         T *yr = y + r * cols;
@@ -209,7 +214,7 @@ cudaError_t launch_fill(T *y, const T *c, int64_t rows, int64_t cols, int64_t rs
         return cudaSuccess;
     const int threads = row_threads(cols);
     dim3 grid((unsigned)min64(ceil_div(cols, threads), kMaxGridX), (unsigned)min64(rows, kMaxGridYZ));
-    fill_bcast_kernel<T><<<grid, threads, 0, s>>>(y, c, rows, cols, rs, cs, beta);
+    s4d_launch(fill_bcast_kernel<T>, grid, threads, 0, s, y, c, rows, cols, rs, cs, beta);
     return cudaGetLastError();
 }
 
@@ -245,6 +250,7 @@ template <typename T, bool IsAvg>
 __global__ void __launch_bounds__(kThreads) pool_kernel(const T *__restrict__ x, T *__restrict__ y,
                                                         int64_t *__restrict__ idx, s4d_cuda_pool_geom g)
 {
+    S4D_KERNEL_BEGIN();
     const int64_t rows = g.grid[0] * g.grid[1];
     const int64_t plane_in = g.img[0] * g.img[1] * g.img[2];
     const int64_t plane_out = rows * g.grid[2];
@@ -322,6 +328,7 @@ template <typename T, bool IsMax>
 __global__ void __launch_bounds__(kThreads) global_pool_kernel(const T *__restrict__ x, T *__restrict__ y,
                                                                int64_t planes, int64_t plane)
 {
+    S4D_KERNEL_BEGIN();
     __shared__ double sum[kThreads];
     __shared__ float mx[kThreads];
     __shared__ int nans[kThreads];
@@ -398,7 +405,7 @@ static cudaError_t launch_pad3(const T *x, T *xp, int64_t planes, const int64_t 
             return cudaErrorInvalidValue;
     const int threads = row_threads(padded[2]);
     dim3 grid((unsigned)min64(ceil_div(padded[2], threads), kMaxGridX), (unsigned)min64(rows, kMaxGridYZ));
-    pad3_kernel<T><<<grid, threads, 0, stream>>>(x, xp, rows, img[0], img[1], img[2], padded[0], padded[1],
+    s4d_launch(pad3_kernel<T>, grid, threads, 0, stream, x, xp, rows, img[0], img[1], img[2], padded[0], padded[1],
                                                  padded[2], off[0], off[1], off[2]);
     return cudaGetLastError();
 }
@@ -433,9 +440,9 @@ cudaError_t launch_pool(const T *x, T *y, int64_t *idx, const s4d_cuda_pool_geom
     dim3 grid((unsigned)min64(ceil_div(g->grid[2], threads), kMaxGridX), (unsigned)min64(rows, kMaxGridYZ),
               (unsigned)min64(g->planes, kMaxGridYZ));
     if (g->is_avg)
-        pool_kernel<T, true><<<grid, threads, 0, stream>>>(x, y, nullptr, *g);
+        s4d_launch(pool_kernel<T, true>, grid, threads, 0, stream, x, y, nullptr, *g);
     else
-        pool_kernel<T, false><<<grid, threads, 0, stream>>>(x, y, idx, *g);
+        s4d_launch(pool_kernel<T, false>, grid, threads, 0, stream, x, y, idx, *g);
     return cudaGetLastError();
 }
 
@@ -446,9 +453,9 @@ cudaError_t launch_global_pool(const T *x, T *y, int64_t planes, int64_t plane, 
         return cudaSuccess;
     const unsigned blocks = (unsigned)min64(planes, (int64_t)1 << 30);
     if (is_max)
-        global_pool_kernel<T, true><<<blocks, kThreads, 0, stream>>>(x, y, planes, plane);
+        s4d_launch(global_pool_kernel<T, true>, blocks, kThreads, 0, stream, x, y, planes, plane);
     else
-        global_pool_kernel<T, false><<<blocks, kThreads, 0, stream>>>(x, y, planes, plane);
+        s4d_launch(global_pool_kernel<T, false>, blocks, kThreads, 0, stream, x, y, planes, plane);
     return cudaGetLastError();
 }
 
@@ -508,6 +515,7 @@ __global__ void __launch_bounds__(kThreads) fill_bcast_half_kernel(__half *__res
                                                                    int64_t rows, int64_t cols, int64_t rs, int64_t cs,
                                                                    float beta)
 {
+    S4D_KERNEL_BEGIN();
     const int64_t step = (int64_t)gridDim.x * blockDim.x;
     for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
         __half *yr = y + r * cols;
@@ -524,6 +532,7 @@ extern "C" cudaError_t s4d_cuda_fill_bcast_f16(void *y, const void *c, int64_t r
         return cudaSuccess;
     const int threads = row_threads(cols);
     dim3 grid((unsigned)min64(ceil_div(cols, threads), kMaxGridX), (unsigned)min64(rows, kMaxGridYZ));
-    fill_bcast_half_kernel<<<grid, threads, 0, stream>>>((__half *)y, (const __half *)c, rows, cols, rs, cs, beta);
+    s4d_launch(fill_bcast_half_kernel, grid, threads, 0, stream,
+               (__half *)y, (const __half *)c, rows, cols, rs, cs, beta);
     return cudaGetLastError();
 }

@@ -63,6 +63,7 @@ template <class Op, class T, class TO, int N>
 __global__ void S4D_EW_BOUNDS
     binary_kernel(TO *out, const T *a, const T *b, const __grid_constant__ Geom g)
 {
+    S4D_KERNEL_BEGIN();
     using C = typename Cvt<T>::C;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -242,6 +243,7 @@ __global__ void S4D_EW_BOUNDS
     binary_any_kernel(int op, int ta, int tb, int to, void *out, const void *a, const void *b,
                       const __grid_constant__ Geom g)
 {
+    S4D_KERNEL_BEGIN();
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     const bool pow_like = op == S4D_BIN_POW || dt_is_float(ta);
     const bool is_unsigned = dt_is_unsigned(ta);
@@ -266,6 +268,7 @@ __global__ void S4D_EW_BOUNDS
 template <class T>
 __global__ void S4D_EW_BOUNDS divide_kernel(T *data, int64_t n, int64_t count)
 {
+    S4D_KERNEL_BEGIN();
     using C = typename Cvt<T>::C;
     const C k = (C)(double)count;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -279,6 +282,7 @@ template <class E, int N>
 __global__ void S4D_EW_BOUNDS
     where_kernel(E *out, const uint8_t *cond, const E *x, const E *y, const __grid_constant__ Geom g)
 {
+    S4D_KERNEL_BEGIN();
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t packs = g.n / N;
@@ -328,6 +332,7 @@ __device__ __forceinline__ bool int_like(int dt)
 __global__ void S4D_EW_BOUNDS
     cast_any_kernel(int from, int to, void *out, const void *in, int64_t n)
 {
+    S4D_KERNEL_BEGIN();
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     const bool ints = int_like(from) && int_like(to);
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
@@ -343,6 +348,7 @@ template <class F, class T>
 __global__ void S4D_EW_BOUNDS
     cast_float_kernel(T *out, const F *in, int64_t n, int packs_ok)
 {
+    S4D_KERNEL_BEGIN();
     constexpr int N = 8;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;

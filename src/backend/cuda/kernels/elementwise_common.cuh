@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "backend/cuda/kernels/elementwise.h"
+#include "backend/cuda/kernels/launch.cuh"
 #include "s4d/types.h"
 
 #if defined(S4D_EW_HOST_BUILD) && defined(__CUDACC__)
@@ -87,8 +88,7 @@ static inline cudaError_t launch(void (*kernel)(P...), int64_t work, cudaStream_
     }
     return cudaSuccess;
 #else
-    kernel<<<grid, kThreads, 0, stream>>>(args...);
-    return cudaGetLastError();
+    return s4d_launch(kernel, grid, kThreads, 0, stream, args...);
 #endif
 }
 

@@ -32,6 +32,7 @@ template <class Op, class T>
 __global__ void S4D_EW_BOUNDS
     unary_kernel(T *out, const T *in, int64_t n, const s4d_cu_unary_args args, int use_packs)
 {
+    S4D_KERNEL_BEGIN();
     using C = typename Cvt<T>::C;
     constexpr int N = 16 / sizeof(T);
     const UP<C> p = make_up<T>(args);
@@ -155,6 +156,7 @@ __global__ void S4D_EW_BOUNDS
     unary_f64_kernel(int op, double *out, const double *in, int64_t n,
                      const s4d_cu_unary_args args)
 {
+    S4D_KERNEL_BEGIN();
     const UP<double> p = make_up<double>(args);
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
@@ -166,6 +168,7 @@ __global__ void S4D_EW_BOUNDS
     unary_int_kernel(int op, int dt, void *out, const void *in, int64_t n,
                      const s4d_cu_unary_args args)
 {
+    S4D_KERNEL_BEGIN();
     const bool is_unsigned = dt_is_unsigned(dt);
     const int64_t lo = args.min_ptr ? ld_i64(dt, args.min_ptr, 0) : args.min_i;
     const int64_t hi = args.max_ptr ? ld_i64(dt, args.max_ptr, 0) : args.max_i;
@@ -196,6 +199,7 @@ __global__ void S4D_EW_BOUNDS
 __global__ void S4D_EW_BOUNDS
     not_kernel(uint8_t *out, const uint8_t *in, int64_t n, int use_packs)
 {
+    S4D_KERNEL_BEGIN();
     constexpr int N = 16;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -214,6 +218,7 @@ S4D_EW_UNROLL
 __global__ void S4D_EW_BOUNDS
     is_class_kernel(int inf, int neg, int pos, int dt, uint8_t *out, const void *in, int64_t n)
 {
+    S4D_KERNEL_BEGIN();
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         double v = ld_f64(dt, in, i);

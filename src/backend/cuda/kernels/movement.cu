@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "backend/cuda/kernels/movement.h"
+#include "backend/cuda/kernels/launch.cuh"
 
 namespace {
 
@@ -117,6 +118,7 @@ template <typename T, typename Idx>
 __global__ void __launch_bounds__(kThreads)
     strided_copy_kernel(T *__restrict__ out, const T *__restrict__ in, StridedDesc d, Idx total)
 {
+    S4D_KERNEL_BEGIN();
     for (Idx i = (Idx)blockIdx.x * kThreads + threadIdx.x; i < total;
          i += (Idx)gridDim.x * kThreads) {
         Idx rem = i;
@@ -141,10 +143,10 @@ struct StridedLaunch {
     {
         unsigned blocks = (unsigned)blocks_for(total, kThreads);
         if (fits32(total))
-            strided_copy_kernel<T, uint32_t><<<blocks, kThreads, 0, stream>>>(
+            s4d_launch(strided_copy_kernel<T, uint32_t>, blocks, kThreads, 0, stream, 
                 (T *)dst, (const T *)src, *d, (uint32_t)total);
         else
-            strided_copy_kernel<T, uint64_t><<<blocks, kThreads, 0, stream>>>(
+            s4d_launch(strided_copy_kernel<T, uint64_t>, blocks, kThreads, 0, stream, 
                 (T *)dst, (const T *)src, *d, (uint64_t)total);
         return cudaGetLastError();
     }
@@ -167,6 +169,7 @@ template <typename T>
 __global__ void __launch_bounds__(TILE * TILE_ROWS)
     transpose_tiled_kernel(T *__restrict__ out, const T *__restrict__ in, TileDesc d)
 {
+    S4D_KERNEL_BEGIN();
     __shared__ T tile[TILE][TILE + 1];
     for (int64_t blk = blockIdx.x; blk < d.blocks; blk += gridDim.x) {
         int64_t rest = blk;
@@ -210,7 +213,7 @@ struct TransposeLaunch {
             return cudaErrorInvalidValue;
         } else {
             int64_t blocks = d->blocks < kMaxBlocks ? d->blocks : kMaxBlocks;
-            transpose_tiled_kernel<T><<<(unsigned)blocks, dim3(TILE, TILE_ROWS), 0, stream>>>(
+            s4d_launch(transpose_tiled_kernel<T>, (unsigned)blocks, dim3(TILE, TILE_ROWS), 0, stream, 
                 (T *)dst, (const T *)src, *d);
             return cudaGetLastError();
         }
@@ -234,6 +237,7 @@ struct Copy2dBatch {
 template <typename T, typename Idx>
 __global__ void __launch_bounds__(kThreads) copy2d_kernel(Copy2dBatch b)
 {
+    S4D_KERNEL_BEGIN();
     int p = 0;
     while (p + 1 < b.n && (int64_t)blockIdx.x >= b.first_block[p + 1])
         p++;
@@ -285,9 +289,9 @@ struct Copy2dLaunch {
             if (blocks >= ((int64_t)1 << 31))
                 return cudaErrorInvalidConfiguration;
             if (wide)
-                copy2d_kernel<T, uint64_t><<<(unsigned)blocks, kThreads, 0, stream>>>(b);
+                s4d_launch(copy2d_kernel<T, uint64_t>, (unsigned)blocks, kThreads, 0, stream, b);
             else
-                copy2d_kernel<T, uint32_t><<<(unsigned)blocks, kThreads, 0, stream>>>(b);
+                s4d_launch(copy2d_kernel<T, uint32_t>, (unsigned)blocks, kThreads, 0, stream, b);
             cudaError_t e = cudaGetLastError();
             if (e != cudaSuccess)
                 return e;
@@ -301,6 +305,7 @@ struct Copy2dLaunch {
 template <typename T>
 __global__ void __launch_bounds__(kThreads) fill_kernel(T *__restrict__ out, T v, int64_t n)
 {
+    S4D_KERNEL_BEGIN();
     for (int64_t i = (int64_t)blockIdx.x * kThreads + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * kThreads)
         out[i] = v;
@@ -312,7 +317,7 @@ struct FillLaunch {
     {
         T v;
         memcpy(&v, value, sizeof v);
-        fill_kernel<T><<<(unsigned)blocks_for(n, kThreads), kThreads, 0, stream>>>((T *)dst, v, n);
+        s4d_launch(fill_kernel<T>, (unsigned)blocks_for(n, kThreads), kThreads, 0, stream, (T *)dst, v, n);
         return cudaGetLastError();
     }
 };
@@ -325,6 +330,7 @@ __global__ void __launch_bounds__(kThreads)
                   Idx total, FastDiv d_inner, FastDiv d_nidx, int64_t inner, int64_t nidx,
                   int64_t axis_n)
 {
+    S4D_KERNEL_BEGIN();
     for (Idx i = (Idx)blockIdx.x * kThreads + threadIdx.x; i < total;
          i += (Idx)gridDim.x * kThreads) {
         Idx t = divq(i, d_inner, inner);
@@ -350,20 +356,20 @@ struct GatherLaunch {
         FastDiv di = make_div(inner), dn = make_div(nidx);
         if (fits32(total)) {
             if (idx64)
-                gather_kernel<T, int64_t, uint32_t><<<blocks, kThreads, 0, stream>>>(
+                s4d_launch(gather_kernel<T, int64_t, uint32_t>, blocks, kThreads, 0, stream, 
                     (T *)dst, (const T *)src, (const int64_t *)idx, (uint32_t)total, di, dn,
                     inner, nidx, axis_n);
             else
-                gather_kernel<T, int32_t, uint32_t><<<blocks, kThreads, 0, stream>>>(
+                s4d_launch(gather_kernel<T, int32_t, uint32_t>, blocks, kThreads, 0, stream, 
                     (T *)dst, (const T *)src, (const int32_t *)idx, (uint32_t)total, di, dn,
                     inner, nidx, axis_n);
         } else {
             if (idx64)
-                gather_kernel<T, int64_t, uint64_t><<<blocks, kThreads, 0, stream>>>(
+                s4d_launch(gather_kernel<T, int64_t, uint64_t>, blocks, kThreads, 0, stream, 
                     (T *)dst, (const T *)src, (const int64_t *)idx, (uint64_t)total, di, dn,
                     inner, nidx, axis_n);
             else
-                gather_kernel<T, int32_t, uint64_t><<<blocks, kThreads, 0, stream>>>(
+                s4d_launch(gather_kernel<T, int32_t, uint64_t>, blocks, kThreads, 0, stream, 
                     (T *)dst, (const T *)src, (const int32_t *)idx, (uint64_t)total, di, dn,
                     inner, nidx, axis_n);
         }
@@ -385,6 +391,7 @@ __global__ void __launch_bounds__(kThreads)
     gather_elements_kernel(T *__restrict__ out, const T *__restrict__ in,
                            const I *__restrict__ idx, ShapeDesc d, Idx total)
 {
+    S4D_KERNEL_BEGIN();
     for (Idx i = (Idx)blockIdx.x * kThreads + threadIdx.x; i < total;
          i += (Idx)gridDim.x * kThreads) {
         Idx rem = i;
@@ -417,17 +424,17 @@ struct GatherElementsLaunch {
         unsigned blocks = (unsigned)blocks_for(total, kThreads);
         if (fits32(total)) {
             if (idx64)
-                gather_elements_kernel<T, int64_t, uint32_t><<<blocks, kThreads, 0, stream>>>(
+                s4d_launch(gather_elements_kernel<T, int64_t, uint32_t>, blocks, kThreads, 0, stream, 
                     (T *)dst, (const T *)src, (const int64_t *)idx, *d, (uint32_t)total);
             else
-                gather_elements_kernel<T, int32_t, uint32_t><<<blocks, kThreads, 0, stream>>>(
+                s4d_launch(gather_elements_kernel<T, int32_t, uint32_t>, blocks, kThreads, 0, stream, 
                     (T *)dst, (const T *)src, (const int32_t *)idx, *d, (uint32_t)total);
         } else {
             if (idx64)
-                gather_elements_kernel<T, int64_t, uint64_t><<<blocks, kThreads, 0, stream>>>(
+                s4d_launch(gather_elements_kernel<T, int64_t, uint64_t>, blocks, kThreads, 0, stream, 
                     (T *)dst, (const T *)src, (const int64_t *)idx, *d, (uint64_t)total);
             else
-                gather_elements_kernel<T, int32_t, uint64_t><<<blocks, kThreads, 0, stream>>>(
+                s4d_launch(gather_elements_kernel<T, int32_t, uint64_t>, blocks, kThreads, 0, stream, 
                     (T *)dst, (const T *)src, (const int32_t *)idx, *d, (uint64_t)total);
         }
         return cudaGetLastError();
@@ -449,6 +456,7 @@ __global__ void __launch_bounds__(kThreads)
     gather_nd_kernel(T *__restrict__ out, const T *__restrict__ in, const int64_t *__restrict__ idx,
                      TupleDesc d, Idx total)
 {
+    S4D_KERNEL_BEGIN();
     for (Idx i = (Idx)blockIdx.x * kThreads + threadIdx.x; i < total;
          i += (Idx)gridDim.x * kThreads) {
         Idx t = divq(i, d.d_slice, d.slice);
@@ -475,10 +483,10 @@ struct GatherNDLaunch {
     {
         unsigned blocks = (unsigned)blocks_for(total, kThreads);
         if (fits32(total))
-            gather_nd_kernel<T, uint32_t><<<blocks, kThreads, 0, stream>>>(
+            s4d_launch(gather_nd_kernel<T, uint32_t>, blocks, kThreads, 0, stream, 
                 (T *)dst, (const T *)src, idx, *d, (uint32_t)total);
         else
-            gather_nd_kernel<T, uint64_t><<<blocks, kThreads, 0, stream>>>(
+            s4d_launch(gather_nd_kernel<T, uint64_t>, blocks, kThreads, 0, stream, 
                 (T *)dst, (const T *)src, idx, *d, (uint64_t)total);
         return cudaGetLastError();
     }
@@ -637,6 +645,7 @@ __global__ void __launch_bounds__(kThreads)
                             const I *__restrict__ idx, const T *__restrict__ upd,
                             ScatterElemDesc d, Idx total)
 {
+    S4D_KERNEL_BEGIN();
     for (Idx i = (Idx)blockIdx.x * kThreads + threadIdx.x; i < total;
          i += (Idx)gridDim.x * kThreads) {
         T acc = data[i];
@@ -678,17 +687,17 @@ struct ScatterElementsLaunch {
         const T *dt = (const T *)data, *up = (const T *)upd;
         if (fits32(total)) {
             if (idx64)
-                scatter_elements_kernel<T, int64_t, uint32_t><<<blocks, kThreads, 0, stream>>>(
+                s4d_launch(scatter_elements_kernel<T, int64_t, uint32_t>, blocks, kThreads, 0, stream, 
                     (T *)out, dt, (const int64_t *)idx, up, *d, (uint32_t)total);
             else
-                scatter_elements_kernel<T, int32_t, uint32_t><<<blocks, kThreads, 0, stream>>>(
+                s4d_launch(scatter_elements_kernel<T, int32_t, uint32_t>, blocks, kThreads, 0, stream, 
                     (T *)out, dt, (const int32_t *)idx, up, *d, (uint32_t)total);
         } else {
             if (idx64)
-                scatter_elements_kernel<T, int64_t, uint64_t><<<blocks, kThreads, 0, stream>>>(
+                s4d_launch(scatter_elements_kernel<T, int64_t, uint64_t>, blocks, kThreads, 0, stream, 
                     (T *)out, dt, (const int64_t *)idx, up, *d, (uint64_t)total);
             else
-                scatter_elements_kernel<T, int32_t, uint64_t><<<blocks, kThreads, 0, stream>>>(
+                s4d_launch(scatter_elements_kernel<T, int32_t, uint64_t>, blocks, kThreads, 0, stream, 
                     (T *)out, dt, (const int32_t *)idx, up, *d, (uint64_t)total);
         }
         return cudaGetLastError();
@@ -707,6 +716,7 @@ __global__ void __launch_bounds__(kThreads)
     scatter_nd_slots_kernel(int64_t *__restrict__ slot, int *__restrict__ win,
                             const int64_t *__restrict__ idx, SlotDesc d, int64_t nupd)
 {
+    S4D_KERNEL_BEGIN();
     for (int64_t u = (int64_t)blockIdx.x * kThreads + threadIdx.x; u < nupd;
          u += (int64_t)gridDim.x * kThreads) {
         const int64_t *tp = idx + u * d.k;
@@ -733,6 +743,7 @@ __global__ void __launch_bounds__(kThreads)
                             const int64_t *__restrict__ slot, const int *__restrict__ win,
                             int64_t slice, FastDiv d_slice, Idx total)
 {
+    S4D_KERNEL_BEGIN();
     for (Idx i = (Idx)blockIdx.x * kThreads + threadIdx.x; i < total;
          i += (Idx)gridDim.x * kThreads) {
         Idx u = divq(i, d_slice, slice);
@@ -750,6 +761,7 @@ __global__ void __launch_bounds__(kThreads)
                              const T *__restrict__ upd, const int64_t *__restrict__ slot,
                              int64_t nupd, int64_t slice, FastDiv d_slice, int red, Idx total)
 {
+    S4D_KERNEL_BEGIN();
     for (Idx i = (Idx)blockIdx.x * kThreads + threadIdx.x; i < total;
          i += (Idx)gridDim.x * kThreads) {
         Idx s = divq(i, d_slice, slice);
@@ -773,20 +785,20 @@ struct ScatterNDLaunch {
             int64_t total = nupd * slice;
             unsigned blocks = (unsigned)blocks_for(total, kThreads);
             if (fits32(total))
-                scatter_nd_write_kernel<T, uint32_t><<<blocks, kThreads, 0, stream>>>(
+                s4d_launch(scatter_nd_write_kernel<T, uint32_t>, blocks, kThreads, 0, stream, 
                     (T *)out, (const T *)upd, slot, win, slice, ds, (uint32_t)total);
             else
-                scatter_nd_write_kernel<T, uint64_t><<<blocks, kThreads, 0, stream>>>(
+                s4d_launch(scatter_nd_write_kernel<T, uint64_t>, blocks, kThreads, 0, stream, 
                     (T *)out, (const T *)upd, slot, win, slice, ds, (uint64_t)total);
         } else {
             int64_t total = nslots * slice;
             unsigned blocks = (unsigned)blocks_for(total, kThreads);
             if (fits32(total))
-                scatter_nd_reduce_kernel<T, uint32_t><<<blocks, kThreads, 0, stream>>>(
+                s4d_launch(scatter_nd_reduce_kernel<T, uint32_t>, blocks, kThreads, 0, stream, 
                     (T *)out, (const T *)data, (const T *)upd, slot, nupd, slice, ds, red,
                     (uint32_t)total);
             else
-                scatter_nd_reduce_kernel<T, uint64_t><<<blocks, kThreads, 0, stream>>>(
+                s4d_launch(scatter_nd_reduce_kernel<T, uint64_t>, blocks, kThreads, 0, stream, 
                     (T *)out, (const T *)data, (const T *)upd, slot, nupd, slice, ds, red,
                     (uint64_t)total);
         }
@@ -835,6 +847,7 @@ template <typename T, int NLIN, int VEC, typename Idx>
 __global__ void __launch_bounds__(kThreads)
     resize_kernel(T *__restrict__ y, const T *__restrict__ x, ResizeDesc d, Idx total)
 {
+    S4D_KERNEL_BEGIN();
     for (Idx v = (Idx)blockIdx.x * kThreads + threadIdx.x; v < total;
          v += (Idx)gridDim.x * kThreads) {
         Idx rem = v * (Idx)VEC;
@@ -903,10 +916,10 @@ cudaError_t resize_launch(T *y, const T *x, const ResizeDesc &d, int64_t total,
 {
     unsigned blocks = (unsigned)blocks_for(total, kThreads);
     if (fits32(total * VEC))
-        resize_kernel<T, NLIN, VEC, uint32_t><<<blocks, kThreads, 0, stream>>>(y, x, d,
+        s4d_launch(resize_kernel<T, NLIN, VEC, uint32_t>, blocks, kThreads, 0, stream, y, x, d,
                                                                                 (uint32_t)total);
     else
-        resize_kernel<T, NLIN, VEC, uint64_t><<<blocks, kThreads, 0, stream>>>(y, x, d,
+        s4d_launch(resize_kernel<T, NLIN, VEC, uint64_t>, blocks, kThreads, 0, stream, y, x, d,
                                                                                 (uint64_t)total);
     return cudaGetLastError();
 }
@@ -954,6 +967,7 @@ __global__ void __launch_bounds__(128)
     grid_sample_kernel(float *__restrict__ y, const float *__restrict__ x,
                        const float *__restrict__ grid, GridDesc d)
 {
+    S4D_KERNEL_BEGIN();
     int64_t pt = (int64_t)blockIdx.x * 128 + threadIdx.x;
     if (pt >= d.npts)
         return;
@@ -1305,7 +1319,7 @@ extern "C" cudaError_t s4d_cuda_scatter_nd(void *out, const void *data, const in
         sd.st[c] = st[c];
     }
     if (nupd > 0) {
-        scatter_nd_slots_kernel<<<(unsigned)blocks_for(nupd, kThreads), kThreads, 0, stream>>>(
+        s4d_launch(scatter_nd_slots_kernel, (unsigned)blocks_for(nupd, kThreads), kThreads, 0, stream, 
             slot, win, idx, sd, nupd);
         if ((e = cudaGetLastError()) != cudaSuccess)
             return e;
@@ -1405,6 +1419,6 @@ extern "C" cudaError_t s4d_cuda_grid_sample_f32(float *y, const float *x, const 
     if ((c + d.cchunk - 1) / d.cchunk > 65535)
         d.cchunk = (c + 65534) / 65535;
     chunks = (c + d.cchunk - 1) / d.cchunk;
-    grid_sample_kernel<<<dim3((unsigned)bx, (unsigned)chunks), 128, 0, stream>>>(y, x, grid, d);
+    s4d_launch(grid_sample_kernel, dim3((unsigned)bx, (unsigned)chunks), 128, 0, stream, y, x, grid, d);
     return cudaGetLastError();
 }

@@ -155,6 +155,7 @@ __device__ __forceinline__ uint8_t pw_to<uint8_t>(float v) { return v != 0.0f; }
 template <class T, int G>
 __global__ void S4D_EW_BOUNDS pw_kernel(const PwArgs a, int packed)
 {
+    S4D_KERNEL_BEGIN();
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     const int64_t groups = a.n / G;
     T *out = (T *)a.out;

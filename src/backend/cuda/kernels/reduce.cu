@@ -184,6 +184,7 @@ __global__ void __launch_bounds__(kThreads)
 red_rows(Geo g, const T *__restrict__ x, void *__restrict__ y, typename Elem<T>::A *__restrict__ part,
          int G, int64_t chunks_per_part, Final f)
 {
+    S4D_KERNEL_BEGIN();
     using A = typename Elem<T>::A;
     constexpr int V = vec_of<T>();
     const int gpb = kThreads / G;
@@ -244,6 +245,7 @@ __global__ void __launch_bounds__(kThreads)
 red_cols(Geo g, const T *__restrict__ x, void *__restrict__ y, typename Elem<T>::A *__restrict__ part,
          int64_t per_part, Final f)
 {
+    S4D_KERNEL_BEGIN();
     using A = typename Elem<T>::A;
     const int BX = blockDim.x, BY = blockDim.y;
     const int64_t o = (int64_t)blockIdx.x * BX + threadIdx.x;
@@ -299,6 +301,7 @@ __global__ void __launch_bounds__(kThreads)
 red_combine(const typename Elem<T>::A *__restrict__ part, int64_t P, int64_t nout, void *__restrict__ y,
             Final f)
 {
+    S4D_KERNEL_BEGIN();
     using A = typename Elem<T>::A;
     const int64_t o = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (o >= nout)
@@ -390,14 +393,14 @@ cudaError_t run_pass(const Plan &pl, const Geo &geo, const T *x, void *y, const 
         return cudaErrorInvalidValue;
     dim3 grid((unsigned)pl.blocks, (unsigned)pl.P);
     if (pl.rows)
-        red_rows<T, OP><<<grid, kThreads, 0, s>>>(geo, x, y, part, pl.G, pl.per_part, f);
+        s4d_launch(red_rows<T, OP>, grid, kThreads, 0, s, geo, x, y, part, pl.G, pl.per_part, f);
     else
-        red_cols<T, OP><<<grid, dim3(kThreads / pl.BY, pl.BY), 0, s>>>(geo, x, y, part, pl.per_part, f);
+        s4d_launch(red_cols<T, OP>, grid, dim3(kThreads / pl.BY, pl.BY), 0, s, geo, x, y, part, pl.per_part, f);
     if (pl.P > 1) {
         cudaError_t e = cudaGetLastError();
         if (e != cudaSuccess)
             return e;
-        red_combine<T, OP><<<(unsigned)ceil_div(geo.nout, kThreads), kThreads, 0, s>>>(part, pl.P, geo.nout,
+        s4d_launch(red_combine<T, OP>, (unsigned)ceil_div(geo.nout, kThreads), kThreads, 0, s, part, pl.P, geo.nout,
                                                                                        y, f);
     }
     return cudaGetLastError();
@@ -505,6 +508,7 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads)
 arg_rows(Geo g, const T *__restrict__ x, int64_t *__restrict__ y, int G, int arg_min, int last)
 {
+    S4D_KERNEL_BEGIN();
     using K = typename ArgKey<T>::K;
     const int gpb = kThreads / G;
     const int64_t o = (int64_t)blockIdx.x * gpb + threadIdx.x / G;
@@ -537,6 +541,7 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads)
 arg_cols(Geo g, const T *__restrict__ x, int64_t *__restrict__ y, int arg_min, int last)
 {
+    S4D_KERNEL_BEGIN();
     using K = typename ArgKey<T>::K;
     const int BX = blockDim.x, BY = blockDim.y;
     const int64_t o = (int64_t)blockIdx.x * BX + threadIdx.x;
@@ -581,13 +586,13 @@ cudaError_t arg_typed(int arg_min, int last, const s4d_cuda_red_geom *g, const v
         int64_t blocks = ceil_div(g->nout, kThreads / G);
         if (blocks > INT32_MAX)
             return cudaErrorInvalidValue;
-        arg_rows<T><<<(unsigned)blocks, kThreads, 0, s>>>(geo, x, y, G, arg_min, last);
+        s4d_launch(arg_rows<T>, (unsigned)blocks, kThreads, 0, s, geo, x, y, G, arg_min, last);
     } else {
         int BY = (g->nout >= 16384 || n < 64) ? 1 : 8;
         int64_t blocks = ceil_div(g->nout, kThreads / BY);
         if (blocks > INT32_MAX)
             return cudaErrorInvalidValue;
-        arg_cols<T><<<(unsigned)blocks, dim3(kThreads / BY, BY), 0, s>>>(geo, x, y, arg_min, last);
+        s4d_launch(arg_cols<T>, (unsigned)blocks, dim3(kThreads / BY, BY), 0, s, geo, x, y, arg_min, last);
     }
     return cudaGetLastError();
 }

@@ -15,6 +15,8 @@
 
 #include <type_traits>
 
+#include "backend/cuda/kernels/launch.cuh"
+
 namespace s4d_red {
 
 constexpr int kThreads = 256; /* every kernel of the family runs blocks of this size */

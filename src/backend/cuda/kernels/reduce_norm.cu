@@ -38,6 +38,7 @@ template <typename T, int NCH>
 __global__ void __launch_bounds__(kThreads)
 softmax_rows(const T *__restrict__ x, T *__restrict__ y, int64_t rows, int64_t n, int G, int log_out)
 {
+    S4D_KERNEL_BEGIN();
     using A = typename Elem<T>::A;
     constexpr int V = row_vec<T>();
     const int gpb = kThreads / G;
@@ -109,6 +110,7 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads)
 softmax_rows_block(const T *__restrict__ x, T *__restrict__ y, int64_t n, int log_out)
 {
+    S4D_KERNEL_BEGIN();
     using A = typename Elem<T>::A;
     __shared__ A sm[33];
     const T *px = x + (int64_t)blockIdx.x * n;
@@ -138,6 +140,7 @@ __global__ void __launch_bounds__(kThreads)
 softmax_cols(const T *__restrict__ x, T *__restrict__ y, int64_t n, int64_t inner, int TI, int64_t tiles,
              int log_out)
 {
+    S4D_KERNEL_BEGIN();
     using A = typename Elem<T>::A;
     __shared__ A part[kThreads];
     __shared__ A col[32];
@@ -190,7 +193,7 @@ template <typename T, int NCH>
 void launch_softmax_rows(const T *x, T *y, int64_t rows, int64_t n, int G, int log_out, cudaStream_t s)
 {
     const int64_t blocks = ceil_div(rows, kThreads / G);
-    softmax_rows<T, NCH><<<(unsigned)blocks, kThreads, 0, s>>>(x, y, rows, n, G, log_out);
+    s4d_launch(softmax_rows<T, NCH>, (unsigned)blocks, kThreads, 0, s, x, y, rows, n, G, log_out);
 }
 
 template <typename T>
@@ -205,7 +208,7 @@ cudaError_t softmax_typed(int log_out, int64_t outer, int64_t n, int64_t inner, 
         if (nv > 32 * kMaxNch) {
             if (rows > INT32_MAX)
                 return cudaErrorInvalidValue;
-            softmax_rows_block<T><<<(unsigned)rows, kThreads, 0, s>>>(x, y, n, log_out);
+            s4d_launch(softmax_rows_block<T>, (unsigned)rows, kThreads, 0, s, x, y, n, log_out);
             return cudaGetLastError();
         }
         const int G = nv <= 32 ? pow2_at_least(nv) : 32;
@@ -226,7 +229,7 @@ cudaError_t softmax_typed(int log_out, int64_t outer, int64_t n, int64_t inner, 
     const int64_t tiles = ceil_div(inner, TI), blocks = outer * tiles;
     if (blocks > INT32_MAX)
         return cudaErrorInvalidValue;
-    softmax_cols<T><<<(unsigned)blocks, kThreads, 0, s>>>(x, y, n, inner, TI, tiles, log_out);
+    s4d_launch(softmax_cols<T>, (unsigned)blocks, kThreads, 0, s, x, y, n, inner, TI, tiles, log_out);
     return cudaGetLastError();
 }
 
@@ -245,6 +248,7 @@ ln_rows(const T *__restrict__ x, const T *__restrict__ sc, const T *__restrict__
         T *__restrict__ y, float *__restrict__ mean, float *__restrict__ rstd, int64_t rows, int64_t cols,
         float eps, int G)
 {
+    S4D_KERNEL_BEGIN();
     constexpr int V = 4;
     const int gpb = kThreads / G;
     const int64_t row = (int64_t)blockIdx.x * gpb + threadIdx.x / G;
@@ -327,6 +331,7 @@ __global__ void __launch_bounds__(kThreads)
 ln_rows_block(const T *__restrict__ x, const T *__restrict__ sc, const T *__restrict__ bi,
               T *__restrict__ y, float *__restrict__ mean, float *__restrict__ rstd, int64_t cols, float eps)
 {
+    S4D_KERNEL_BEGIN();
     __shared__ float sm[33];
     const int64_t row = blockIdx.x;
     const T *px = x + row * cols;
@@ -363,6 +368,7 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads)
 ln_expand(const T *__restrict__ src, T *__restrict__ dst, int64_t cols, int nrank, Dims8 dims, Dims8 str)
 {
+    S4D_KERNEL_BEGIN();
     int64_t i = (int64_t)blockIdx.x * kThreads + threadIdx.x;
     if (i >= cols)
         return;
@@ -380,7 +386,8 @@ void launch_ln_rows(const s4d_cuda_ln_args *a, const T *x, const T *sc, const T 
                     float *mean, float *rstd, int G, cudaStream_t s)
 {
     const int64_t blocks = ceil_div(a->rows, kThreads / G);
-    ln_rows<T, NCH><<<(unsigned)blocks, kThreads, 0, s>>>(x, sc, bi, y, mean, rstd, a->rows, a->cols, a->epsilon, G);
+    s4d_launch(ln_rows<T, NCH>, (unsigned)blocks, kThreads, 0,
+               s, x, sc, bi, y, mean, rstd, a->rows, a->cols, a->epsilon, G);
 }
 
 /* ---- BatchNormalization ---- */
@@ -401,6 +408,7 @@ bn_planes(const float *__restrict__ x, const float *__restrict__ scale, const fl
           const float *__restrict__ mean, const float *__restrict__ var, float *__restrict__ y, int64_t c,
           int64_t plane, int64_t segs, float eps)
 {
+    S4D_KERNEL_BEGIN();
     const int64_t p = blockIdx.x / segs, seg = blockIdx.x - p * segs;
     float a, b;
     bn_coeffs(scale, bias, mean, var, p % c, eps, &a, &b);
@@ -428,6 +436,7 @@ bn_flat(const float *__restrict__ x, const float *__restrict__ scale, const floa
         const float *__restrict__ mean, const float *__restrict__ var, float *__restrict__ y, int64_t c,
         int64_t plane, int64_t total, float eps)
 {
+    S4D_KERNEL_BEGIN();
     const int64_t i = (int64_t)blockIdx.x * kThreads + threadIdx.x;
     if (i >= total)
         return;
@@ -482,7 +491,8 @@ cudaError_t layernorm_typed(const s4d_cuda_ln_args *a, const T *x, const T *scal
         }
         T *dst = reinterpret_cast<T *>(w);
         w += one;
-        ln_expand<T><<<(unsigned)ceil_div(a->cols, kThreads), kThreads, 0, s>>>(src, dst, a->cols, a->nrank, dims,
+        s4d_launch(ln_expand<T>, (unsigned)ceil_div(a->cols, kThreads), kThreads, 0, s,
+                   src, dst, a->cols, a->nrank, dims,
                                                                                  str);
         if (t == 0)
             scale = dst;
@@ -499,7 +509,7 @@ cudaError_t layernorm_typed(const s4d_cuda_ln_args *a, const T *x, const T *scal
     if (nv > 32 * kMaxNch) {
         if (a->rows > INT32_MAX)
             return cudaErrorInvalidValue;
-        ln_rows_block<T><<<(unsigned)a->rows, kThreads, 0, s>>>(x, scale, bias, y, mean, inv_std, a->cols,
+        s4d_launch(ln_rows_block<T>, (unsigned)a->rows, kThreads, 0, s, x, scale, bias, y, mean, inv_std, a->cols,
                                                                 a->epsilon);
         return cudaGetLastError();
     }
@@ -544,12 +554,12 @@ extern "C" cudaError_t s4d_cuda_batchnorm(int64_t n, int64_t c, int64_t plane, f
         const int64_t segs = ceil_div(plane, kBnSeg), blocks = planes * segs;
         if (blocks > INT32_MAX)
             return cudaErrorInvalidValue;
-        bn_planes<<<(unsigned)blocks, kThreads, 0, s>>>(x, scale, bias, mean, var, y, c, plane, segs, epsilon);
+        s4d_launch(bn_planes, (unsigned)blocks, kThreads, 0, s, x, scale, bias, mean, var, y, c, plane, segs, epsilon);
     } else {
         const int64_t blocks = ceil_div(total, kThreads);
         if (blocks > INT32_MAX)
             return cudaErrorInvalidValue;
-        bn_flat<<<(unsigned)blocks, kThreads, 0, s>>>(x, scale, bias, mean, var, y, c, plane, total, epsilon);
+        s4d_launch(bn_flat, (unsigned)blocks, kThreads, 0, s, x, scale, bias, mean, var, y, c, plane, total, epsilon);
     }
     return cudaGetLastError();
 }

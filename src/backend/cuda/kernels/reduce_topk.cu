@@ -112,6 +112,7 @@ __global__ void __launch_bounds__(1024)
 topk_small(const T *__restrict__ x, T *__restrict__ vals, int64_t *__restrict__ inds, int64_t n, int64_t inner,
            int64_t k, int npad, int largest)
 {
+    S4D_KERNEL_BEGIN();
     extern __shared__ uint64_t smem[];
     uint64_t *key = smem;
     uint32_t *idx = reinterpret_cast<uint32_t *>(smem + npad);
@@ -137,6 +138,7 @@ __global__ void __launch_bounds__(kThreads)
 topk_init(const T *__restrict__ x, uint64_t *__restrict__ key, uint32_t *__restrict__ idx, int64_t n,
           int64_t inner, int64_t npad, int64_t total, int largest)
 {
+    S4D_KERNEL_BEGIN();
     const int64_t g = (int64_t)blockIdx.x * kThreads + threadIdx.x;
     if (g >= total)
         return;
@@ -150,6 +152,7 @@ topk_init(const T *__restrict__ x, uint64_t *__restrict__ key, uint32_t *__restr
 __global__ void __launch_bounds__(1024)
 topk_segments(uint64_t *__restrict__ key, uint32_t *__restrict__ idx, int64_t npad, int64_t k_first, int64_t k_last)
 {
+    S4D_KERNEL_BEGIN();
     __shared__ uint64_t sk[kSeg];
     __shared__ uint32_t si[kSeg];
     const int64_t g0 = (int64_t)blockIdx.x * kSeg;
@@ -169,6 +172,7 @@ topk_segments(uint64_t *__restrict__ key, uint32_t *__restrict__ idx, int64_t np
 __global__ void __launch_bounds__(kThreads)
 topk_step(uint64_t *__restrict__ key, uint32_t *__restrict__ idx, int64_t npad, int64_t kk, int64_t j, int64_t pairs)
 {
+    S4D_KERNEL_BEGIN();
     const int64_t t = (int64_t)blockIdx.x * kThreads + threadIdx.x;
     if (t >= pairs)
         return;
@@ -190,6 +194,7 @@ __global__ void __launch_bounds__(kThreads)
 topk_gather(const T *__restrict__ x, const uint32_t *__restrict__ idx, T *__restrict__ vals,
             int64_t *__restrict__ inds, int64_t n, int64_t inner, int64_t npad, int64_t k, int64_t total)
 {
+    S4D_KERNEL_BEGIN();
     const int64_t g = (int64_t)blockIdx.x * kThreads + threadIdx.x;
     if (g >= total)
         return;
@@ -220,7 +225,7 @@ cudaError_t topk_typed(int largest, int64_t outer, int64_t n, int64_t inner, int
             return cudaErrorInvalidValue;
         const int threads = npad / 2 < 32 ? 32 : npad / 2 > 1024 ? 1024 : (int)(npad / 2);
         const size_t smem = (size_t)npad * (sizeof(uint64_t) + sizeof(uint32_t));
-        topk_small<T><<<(unsigned)slices, threads, smem, s>>>(x, vals, inds, n, inner, k, (int)npad, largest);
+        s4d_launch(topk_small<T>, (unsigned)slices, threads, smem, s, x, vals, inds, n, inner, k, (int)npad, largest);
         return cudaGetLastError();
     }
     const int64_t total = slices * npad;
@@ -229,19 +234,22 @@ cudaError_t topk_typed(int largest, int64_t outer, int64_t n, int64_t inner, int
                                                  (((size_t)total * sizeof(uint64_t) + 255) & ~(size_t)255));
     if (ceil_div(total, kThreads) > INT32_MAX)
         return cudaErrorInvalidValue;
-    topk_init<T><<<(unsigned)ceil_div(total, kThreads), kThreads, 0, s>>>(x, key, idx, n, inner, npad, total, largest);
+    s4d_launch(topk_init<T>, (unsigned)ceil_div(total, kThreads), kThreads, 0, s,
+               x, key, idx, n, inner, npad, total, largest);
     const unsigned segs = (unsigned)(total / kSeg);
-    topk_segments<<<segs, 1024, 0, s>>>(key, idx, npad, 2, kSeg);
+    s4d_launch(topk_segments, segs, 1024, 0, s, key, idx, npad, 2, kSeg);
     for (int64_t kk = 2 * (int64_t)kSeg; kk <= npad; kk <<= 1) {
         for (int64_t j = kk >> 1; j >= kSeg; j >>= 1)
-            topk_step<<<(unsigned)ceil_div(total / 2, kThreads), kThreads, 0, s>>>(key, idx, npad, kk, j, total / 2);
-        topk_segments<<<segs, 1024, 0, s>>>(key, idx, npad, kk, kk);
+            s4d_launch(topk_step, (unsigned)ceil_div(total / 2, kThreads), kThreads, 0, s,
+                       key, idx, npad, kk, j, total / 2);
+        s4d_launch(topk_segments, segs, 1024, 0, s, key, idx, npad, kk, kk);
     }
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess || k == 0)
         return e;
     const int64_t outs = slices * k;
-    topk_gather<T><<<(unsigned)ceil_div(outs, kThreads), kThreads, 0, s>>>(x, idx, vals, inds, n, inner, npad, k, outs);
+    s4d_launch(topk_gather<T>, (unsigned)ceil_div(outs, kThreads), kThreads, 0, s,
+               x, idx, vals, inds, n, inner, npad, k, outs);
     return cudaGetLastError();
 }
 

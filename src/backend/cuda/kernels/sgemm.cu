@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "backend/cuda/kernels/sgemm.h"
+#include "backend/cuda/kernels/launch.cuh"
 
 namespace {
 
@@ -26,6 +27,7 @@ __global__ void __launch_bounds__(NT)
     sgemm_kernel(const float *__restrict__ A, const float *__restrict__ B, const float *__restrict__ bias,
                  float *__restrict__ D, int64_t M, int64_t N, int64_t K, int64_t sa, int64_t sb, int64_t sd)
 {
+    S4D_KERNEL_BEGIN();
     __shared__ __align__(16) float As[2][BK][BM + 4]; /* [k][m] */
     __shared__ __align__(16) float Bs[2][BK][BN];     /* [k][n] */
     const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
@@ -124,12 +126,12 @@ extern "C" cudaError_t s4d_cuda_sgemm(const float *a, const float *b, const floa
     const dim3 grid((unsigned)((n + BN - 1) / BN), (unsigned)((m + BM - 1) / BM), (unsigned)batch);
     const int64_t sd = m * n;
     if (bias && relu)
-        sgemm_kernel<true, true><<<grid, NT, 0, stream>>>(a, b, bias, d, m, n, k, sa, sb, sd);
+        s4d_launch(sgemm_kernel<true, true>, grid, NT, 0, stream, a, b, bias, d, m, n, k, sa, sb, sd);
     else if (bias)
-        sgemm_kernel<false, true><<<grid, NT, 0, stream>>>(a, b, bias, d, m, n, k, sa, sb, sd);
+        s4d_launch(sgemm_kernel<false, true>, grid, NT, 0, stream, a, b, bias, d, m, n, k, sa, sb, sd);
     else if (relu)
-        sgemm_kernel<true, false><<<grid, NT, 0, stream>>>(a, b, bias, d, m, n, k, sa, sb, sd);
+        s4d_launch(sgemm_kernel<true, false>, grid, NT, 0, stream, a, b, bias, d, m, n, k, sa, sb, sd);
     else
-        sgemm_kernel<false, false><<<grid, NT, 0, stream>>>(a, b, bias, d, m, n, k, sa, sb, sd);
+        s4d_launch(sgemm_kernel<false, false>, grid, NT, 0, stream, a, b, bias, d, m, n, k, sa, sb, sd);
     return cudaGetLastError();
 }
