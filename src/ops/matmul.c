@@ -5,8 +5,13 @@
  *
  * FusedMatMul (domain "s4d", built by the fusion passes, never in a user's
  * model): MatMul, then + bias (input 2, [N] or [1, .., N], optional), then the activation
- * attribute ("" or "Relu"); float32 only.
+ * attribute ("" or "Relu"), then, with attribute norm = "LayerNormalization",
+ * LayerNormalization over the last axis with Scale (input 3, N values) and B
+ * (input 4, N values, optional) and attribute epsilon: the head's Linear ->
+ * ReLU -> LayerNorm as one layer. The host runs float32 only; its statistics
+ * are the LayerNormalization kernel's (double).
  */
+#include <math.h>
 #include <string.h>
 
 #include "ops/dense.h"
@@ -176,9 +181,19 @@ static s4d_status matmul_run(s4d_op_ctx *ctx)
 
 const s4d_op_schema s4d_op_matmul = {"", "MatMul", 1, matmul_infer, NULL, matmul_run, sizeof(mm_shape), 0};
 
+/* Whether input i is a dense vector of n values of dtype dt ([n] or [1, .., n], rank <= r). */
+static int is_row_vector(const s4d_tensor *t, int64_t n, int r, s4d_dtype dt)
+{
+    return t->dtype == dt && t->rank >= 1 && t->rank <= r && t->dims[t->rank - 1] == n && s4d_tensor_numel(t) == n;
+}
+
 static s4d_status fmm_analyse(s4d_op_ctx *ctx, mm_shape *s, int *rank, int64_t *dims)
 {
-    s4d_status st = mm_analyse_n(ctx, 3, s, rank, dims);
+    const char *norm = s4d_op_attr_string(ctx, "norm", "");
+    const int has_norm = strcmp(norm, "LayerNormalization") == 0;
+    if (!has_norm && norm[0] != '\0')
+        return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "norm '%s' (only LayerNormalization)", norm);
+    s4d_status st = mm_analyse_n(ctx, has_norm ? 5 : 3, s, rank, dims);
     if (st != S4D_OK)
         return st;
     const s4d_dtype dt = ctx->inputs[0].dtype;
@@ -197,6 +212,15 @@ static s4d_status fmm_analyse(s4d_op_ctx *ctx, mm_shape *s, int *rank, int64_t *
     s->relu = strcmp(act, "Relu") == 0;
     if (!s->relu && act[0] != '\0')
         return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "activation '%s' (only Relu)", act);
+    s->norm = has_norm;
+    s->norm_bias = has_norm && s4d_host_has_input(ctx, 4);
+    s->epsilon = s4d_op_attr_float(ctx, "epsilon", 1e-5f);
+    if (has_norm && (!s4d_host_has_input(ctx, 3) || !is_row_vector(&ctx->inputs[3], s->n, *rank, dt) ||
+                     (s->norm_bias && !is_row_vector(&ctx->inputs[4], s->n, *rank, dt))))
+        return s4d_op_error(ctx, S4D_ERR_SHAPE, "the normalisation's Scale (and B) must be %s [%lld]",
+                            s4d_dtype_name(dt), (long long)s->n);
+    if (has_norm && !(s->epsilon >= 0.0f))
+        return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "epsilon must be >= 0, got %g", (double)s->epsilon);
     return S4D_OK;
 }
 
@@ -219,9 +243,10 @@ static s4d_status fmm_infer(s4d_op_ctx *ctx)
 
 typedef struct fmm_post {
     float *y;
-    const float *bias;
+    const float *bias, *scale, *shift; /* scale: LayerNormalization's, when the node normalises */
     int64_t n;
     int relu;
+    float eps;
 } fmm_post;
 
 static void fmm_rows(void *arg, int64_t begin, int64_t end)
@@ -233,6 +258,21 @@ static void fmm_rows(void *arg, int64_t begin, int64_t end)
             float v = y[i] + (p->bias ? p->bias[i] : 0.0f);
             y[i] = (p->relu && v < 0.0f) ? 0.0f : v;
         }
+        if (!p->scale)
+            continue;
+        /* As the LayerNormalization kernel (ops/layernorm.c): statistics in double. */
+        double sum = 0.0, var = 0.0;
+        for (int64_t i = 0; i < p->n; i++)
+            sum += y[i];
+        const double mu = p->n ? sum / (double)p->n : 0.0;
+        for (int64_t i = 0; i < p->n; i++) {
+            const double d = y[i] - mu;
+            var += d * d;
+        }
+        var = p->n ? var / (double)p->n : 0.0;
+        const float is = (float)(1.0 / sqrt(var + (double)p->eps)), m = (float)mu;
+        for (int64_t i = 0; i < p->n; i++)
+            y[i] = (y[i] - m) * is * p->scale[i] + (p->shift ? p->shift[i] : 0.0f);
     }
 }
 
@@ -252,13 +292,20 @@ static s4d_status fmm_run(s4d_op_ctx *ctx)
         return s4d_op_error(ctx, S4D_ERR_DTYPE, "%s: the host FusedMatMul runs float32 only",
                             s4d_dtype_name(s.dtype));
     matmul_compute(ctx, &s);
-    fmm_post p = {ctx->outputs[0].data, s.has_bias ? ctx->inputs[2].data : NULL, s.n, s.relu};
+    fmm_post p = {ctx->outputs[0].data,
+                  s.has_bias ? ctx->inputs[2].data : NULL,
+                  s.norm ? ctx->inputs[3].data : NULL,
+                  s.norm_bias ? ctx->inputs[4].data : NULL,
+                  s.n,
+                  s.relu,
+                  s.epsilon};
     int64_t rows = s.n ? s4d_tensor_numel(&ctx->outputs[0]) / s.n : 0;
-    if (p.bias || s.relu)
+    if (p.bias || s.relu || p.scale)
         s4d_parallel_for(ctx->pool, rows, 1 + 16384 / (s.n + 1), fmm_rows, &p);
     return S4D_OK;
 }
 
-static const s4d_attr_spec fmm_attrs[] = {{"activation", S4D_ATTR_STRING}, {NULL}};
+static const s4d_attr_spec fmm_attrs[] = {
+    {"activation", S4D_ATTR_STRING}, {"norm", S4D_ATTR_STRING}, {"epsilon", S4D_ATTR_FLOAT}, {NULL}};
 const s4d_op_schema s4d_op_fused_matmul = {"s4d", "FusedMatMul", 1, fmm_infer, NULL, fmm_run,
                                            sizeof(mm_shape), 0, fmm_attrs};

@@ -1,7 +1,11 @@
 /*
- * MatMul [-> Add(constant bias over the last axis)] [-> Relu] -> FusedMatMul:
- * the Linear layers of the head (x W + b, often followed by ReLU) become one
- * kernel that adds the bias and clamps while the rows are still in cache.
+ * MatMul [-> Add(constant bias over the last axis)] [-> Relu]
+ * [-> LayerNormalization(last axis, constant Scale and B)] -> FusedMatMul:
+ * the Linear layers of the head (x W + b, often followed by ReLU, and in the
+ * anchor encoder and the refinement branches by a LayerNorm) become one layer
+ * that adds the bias, clamps and normalises while the rows are still in
+ * cache (on CUDA, in the product kernel's epilogue where one block holds
+ * whole rows; else a normalisation kernel right after the product).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +18,36 @@ static int is_bias(const s4d_tensor *c, int64_t n, int r, s4d_dtype dt)
 {
     return c && c->dtype == dt && c->rank >= 1 && c->rank <= r && c->dims[c->rank - 1] == n &&
            s4d_tensor_numel(c) == n;
+}
+
+/*
+ * Node j when it is a LayerNormalization of value y (n wide, rank r, dtype dt)
+ * over the last axis only, with constant Scale and B of n values, whose mean
+ * and inverse deviation nobody reads; its epsilon in *eps. Else -1.
+ */
+static int norm_of(const s4d_ir_graph *g, int j, int y, const int *uses, int64_t n, int r, s4d_dtype dt, float *eps)
+{
+    if (!s4d_fuse_is_op(g, j, "LayerNormalization"))
+        return -1;
+    const s4d_ir_node *ln = &g->nodes[j];
+    if (ln->num_inputs < 2 || ln->inputs[0] != y || !is_bias(s4d_fuse_const(g, ln->inputs[1]), n, r, dt) ||
+        (ln->num_inputs > 2 && ln->inputs[2] >= 0 && !is_bias(s4d_fuse_const(g, ln->inputs[2]), n, r, dt)))
+        return -1;
+    for (int o = 1; o < ln->num_outputs; o++)
+        if (ln->outputs[o] >= 0 && uses[ln->outputs[o]] != 0)
+            return -1;
+    int64_t axis = -1;
+    for (int k = 0; k < ln->num_attrs; k++) {
+        if (strcmp(ln->attrs[k].name, "axis") == 0)
+            axis = ln->attrs[k].i;
+        else if (strcmp(ln->attrs[k].name, "epsilon") == 0)
+            *eps = ln->attrs[k].f;
+    }
+    if (axis != -1 && axis != r - 1)
+        return -1;
+    if (!s4d_fuse_can(g, j, "s4d", "FusedMatMul", 1))
+        return -1;
+    return j;
 }
 
 s4d_status s4d_pass_fuse_matmul_add(s4d_ir_graph *g, char *err, size_t errsz)
@@ -49,11 +83,14 @@ s4d_status s4d_pass_fuse_matmul_add(s4d_ir_graph *g, char *err, size_t errsz)
         if (s4d_fuse_is_op(g, j, "Relu")) {
             relu_at = j;
             y = g->nodes[j].outputs[0];
+            j = uses[y] == 1 ? s4d_fuse_consumer(g, y) : -1;
         }
-        if (add_at < 0 && relu_at < 0)
+        float eps = 1e-5f;
+        const int ln_at = norm_of(g, j, y, uses, n, yt->rank, yt->dtype, &eps);
+        if (add_at < 0 && relu_at < 0 && ln_at < 0)
             continue;
         s4d_ir_node *f = &g->nodes[i];
-        int *ni = realloc(f->inputs, sizeof(int) * 3);
+        int *ni = realloc(f->inputs, sizeof(int) * (ln_at >= 0 ? 5 : 3));
         if (!ni) {
             st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory in the MatMul+Add fusion");
             break;
@@ -62,8 +99,17 @@ s4d_status s4d_pass_fuse_matmul_add(s4d_ir_graph *g, char *err, size_t errsz)
         f->inputs[2] = bias;
         f->num_inputs = 3;
         f->outputs[0] = y;
+        if (ln_at >= 0) {
+            const s4d_ir_node *ln = &g->nodes[ln_at];
+            f->inputs[3] = ln->inputs[1];
+            f->inputs[4] = ln->num_inputs > 2 ? ln->inputs[2] : -1;
+            f->num_inputs = 5;
+            f->outputs[0] = ln->outputs[0];
+        }
         if (s4d_fuse_set_op(f, "s4d", "FusedMatMul", 1) != 0 ||
-            s4d_fuse_add_attr_string(f, "activation", relu_at >= 0 ? "Relu" : "") != 0) {
+            s4d_fuse_add_attr_string(f, "activation", relu_at >= 0 ? "Relu" : "") != 0 ||
+            (ln_at >= 0 && (s4d_fuse_add_attr_string(f, "norm", "LayerNormalization") != 0 ||
+                            s4d_fuse_add_attr_float(f, "epsilon", eps) != 0))) {
             st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory in the MatMul+Add fusion");
             break;
         }
@@ -71,6 +117,8 @@ s4d_status s4d_pass_fuse_matmul_add(s4d_ir_graph *g, char *err, size_t errsz)
             g->nodes[add_at].dead = 1;
         if (relu_at >= 0)
             g->nodes[relu_at].dead = 1;
+        if (ln_at >= 0)
+            g->nodes[ln_at].dead = 1;
         st = s4d_fuse_reinfer(g, i, err, errsz);
     }
     free(uses);

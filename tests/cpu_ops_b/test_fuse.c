@@ -261,6 +261,44 @@ static s4d_ir_graph *build_linear_relu(void)
     return g;
 }
 
+/* Linear -> ReLU -> LayerNormalization (the anchor encoder's unit) and a second Linear ->
+   LayerNormalization without B; ln_axis -2 normalises another axis, which must not fuse. */
+static int ln_axis = -1;
+
+static s4d_ir_graph *build_linear_relu_ln(void)
+{
+    t_rng_state = 777;
+    s4d_ir_graph *g = s4d_ir_graph_create();
+    int64_t xd[3] = {2, 7, 12}, wd[2] = {12, 32}, bd[1] = {32}, w2d[2] = {32, 32};
+    int x = g_value(g, "x", S4D_VALUE_INPUT, 3, xd);
+    float *w = rnd(12 * 32, -0.5f, 0.5f), *b = rnd(32, -1, 1), *ga = rnd(32, 0.5f, 1.5f), *be = rnd(32, -1, 1);
+    float *w2 = rnd(32 * 32, -0.5f, 0.5f), *ga2 = rnd(32, 0.5f, 1.5f);
+    int W = g_const(g, "W", S4D_DTYPE_FLOAT32, w, 2, wd), B = g_const(g, "B", S4D_DTYPE_FLOAT32, b, 1, bd);
+    int GA = g_const(g, "gamma", S4D_DTYPE_FLOAT32, ga, 1, bd), BE = g_const(g, "beta", S4D_DTYPE_FLOAT32, be, 1, bd);
+    int W2 = g_const(g, "W2", S4D_DTYPE_FLOAT32, w2, 2, w2d), GA2 = g_const(g, "gamma2", S4D_DTYPE_FLOAT32, ga2, 1, bd);
+    int v[6];
+    for (int i = 0; i < 6; i++) {
+        char nm[8];
+        snprintf(nm, sizeof nm, "u%d", i);
+        v[i] = g_value(g, nm, 0, -1, NULL);
+    }
+    s4d_attr la[2] = {t_attr_int("axis", ln_axis), t_attr_float("epsilon", 1e-3f)};
+    g_node(g, "MatMul", 13, (int[]){x, W}, 2, v[0], NULL, 0);
+    g_node(g, "Add", 14, (int[]){v[0], B}, 2, v[1], NULL, 0);
+    g_node(g, "Relu", 14, (int[]){v[1]}, 1, v[2], NULL, 0);
+    g_node(g, "LayerNormalization", 17, (int[]){v[2], GA, BE}, 3, v[3], la, 2);
+    g_node(g, "MatMul", 13, (int[]){v[3], W2}, 2, v[4], NULL, 0);
+    g_node(g, "LayerNormalization", 17, (int[]){v[4], GA2}, 2, v[5], la, 1);
+    g_io(g, x, v[5]);
+    free(w);
+    free(b);
+    free(ga);
+    free(be);
+    free(w2);
+    free(ga2);
+    return g;
+}
+
 static int ln_opset = 13, ln_affine = 1;
 
 static s4d_ir_graph *build_layernorm(void)
@@ -312,6 +350,9 @@ int main(void)
     check_graph("conv+bn+add+relu", build_conv_chain, 2, "FusedConv");
     check_graph("conv output shared", build_conv_shared, 1, "Conv");
     check_graph("matmul+add(+relu)", build_linear_relu, 2, "FusedMatMul");
+    check_graph("matmul+add+relu+layernorm", build_linear_relu_ln, 2, "FusedMatMul");
+    ln_axis = -2;
+    check_graph("layernorm over another axis stays", build_linear_relu_ln, 4, "LayerNormalization");
     check_graph("layernorm opset 13", build_layernorm, 1, "LayerNormalization");
     ln_opset = 18;
     check_graph("layernorm opset 18", build_layernorm, 1, "LayerNormalization");

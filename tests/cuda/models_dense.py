@@ -222,6 +222,27 @@ def linear_case(rng, name, a_shape, n, relu=True, bias_rank=1):
                 **GEMM_TOL)
 
 
+def linear_ln_case(rng, name, a_shape, n, relu=True, shift=True, tol=GEMM_TOL):
+    """MatMul + Add(bias) [+ Relu] + LayerNormalization(last axis): the anchor encoder's and the
+    refinement branches' unit, fused into one FusedMatMul that normalises (on CUDA in the own
+    kernel's epilogue up to 64 columns, else a LayerNorm kernel after the product)."""
+    k = a_shape[-1]
+    a = rand(rng, a_shape)
+    consts = {"W": weights(rng, (k, n), k), "b": rand(rng, (n,), lo=-0.5, hi=0.5),
+              "g": rand(rng, (n,), lo=0.5, hi=1.5)}
+    if shift:
+        consts["be"] = rand(rng, (n,), lo=-0.5, hi=0.5)
+    y = list(a_shape[:-1]) + [n]
+    nodes = [helper.make_node("MatMul", ["A", "W"], ["m"], name="mm"),
+             helper.make_node("Add", ["m", "b"], ["s"], name="add")]
+    if relu:
+        nodes.append(helper.make_node("Relu", ["s"], ["r"], name="relu"))
+    nodes.append(helper.make_node("LayerNormalization", ["r" if relu else "s", "g"] + (["be"] if shift else []),
+                                  ["Y"], name="ln", axis=-1, epsilon=1e-5))
+    return Case(name, graph(nodes, {"A": a}, {"Y": (y, TensorProto.FLOAT)}, consts, opset=max(OPSET, 17)),
+                {"A": a}, **tol)
+
+
 def gemm_case(rng, name, m, n, k, ta=0, tb=0, alpha=1.0, beta=1.0, c_shape=None, c_const=True,
               dtype=np.float32, tol=GEMM_TOL):
     a = rand(rng, (k, m) if ta else (m, k), dtype)
@@ -261,6 +282,11 @@ def product_cases(rng):
         linear_case(rng, "linear_ffn_900x512x1024", (1, 900, 512), 1024),
         linear_case(rng, "linear_rank3_bias_norelu", (6, 900, 256), 416, relu=False, bias_rank=3),
         linear_case(rng, "linear_anchor_encoder_3x128", (1, 900, 3), 128),
+        linear_ln_case(rng, "linear_relu_ln_anchor_3x32", (1, 900, 3), 32),
+        linear_ln_case(rng, "linear_relu_ln_anchor_64x64", (1, 900, 64), 64),
+        linear_ln_case(rng, "linear_ln_odd_48_noshift_norelu", (2, 301, 40), 48, relu=False, shift=False),
+        linear_ln_case(rng, "linear_relu_ln_128x128", (1, 900, 128), 128),
+        linear_ln_case(rng, "linear_relu_ln_refine_256x256", (1, 900, 256), 256),
         # Broadcasting and 1-D operands.
         matmul_case(rng, "mm_bcast_batch", (2, 1, 5, 7), (3, 7, 4), (2, 3, 5, 4), b_const=False),
         matmul_case(rng, "mm_bcast_a_shared", (5, 7), (2, 3, 7, 4), (2, 3, 5, 4), b_const=False),
@@ -355,6 +381,7 @@ def pool_cases(rng):
 # them), averages round once (rtol 1e-3).
 CONV16_TOL = dict(rtol=2e-3, atol=2e-3)
 GEMM16_TOL = dict(rtol=2e-3, atol=1e-3)
+LN16_TOL = dict(rtol=4e-3, atol=4e-3)
 MAXPOOL16_TOL = dict(rtol=0.0, atol=0.0)
 AVGPOOL16_TOL = dict(rtol=1e-3, atol=1e-5)
 
@@ -410,6 +437,10 @@ def half_cases(rng):
         (linear_case(rng, "linear_ffn_900x512x1024", (1, 900, 512), 1024), GEMM16_TOL),
         (linear_case(rng, "linear_rank3_bias_norelu", (6, 900, 256), 416, relu=False, bias_rank=3), GEMM16_TOL),
         (linear_case(rng, "linear_anchor_encoder_11x256", (1, 900, 11), 256), GEMM16_TOL),
+        # The product rounds to float16 before it is normalised: an error of 2^-12 |d| in D
+        # becomes 2^-12 |d| / std in the output, a few times that of the plain products.
+        (linear_ln_case(rng, "linear_relu_ln_anchor_3x32", (1, 900, 3), 32), LN16_TOL),
+        (linear_ln_case(rng, "linear_relu_ln_refine_256x256", (1, 900, 256), 256), LN16_TOL),
         # Odd sizes: rows of 13 / 9 halves break the 16-byte alignment (element-aligned algorithms).
         (matmul_case(rng, "mm_odd_unaligned", (3, 5, 13), (3, 13, 9), (3, 5, 9), b_const=False), GEMM16_TOL),
         (matmul_case(rng, "mm_bcast_batch", (2, 1, 5, 7), (3, 7, 4), (2, 3, 5, 4), b_const=False), GEMM16_TOL),

@@ -11,6 +11,13 @@
  * Every output sums its K products in order k = 0, 1, ... with FMA: the same
  * bits on every run; bias and ReLU are applied once at the end (NaN stays
  * NaN: fmaxf would drop it).
+ *
+ * With NORM (rows of at most BN columns, so one block holds whole rows) the
+ * epilogue also normalises each row as LayerNormalization does: the 16
+ * threads of a row group (one half of a warp) sum their values, then their
+ * squared deviations from the mean, by butterfly shuffles, and write
+ * (v - mean) * rstd * scale + shift. The head's Linear -> ReLU -> LayerNorm
+ * layers of 32 or 64 columns thus cost one kernel instead of two.
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -22,10 +29,17 @@ namespace {
 
 constexpr int BM = 32, BN = 64, BK = 16, NT = 128;
 
-template <bool RELU, bool BIAS>
+/* LayerNormalization's parameters for the NORM epilogue. */
+struct Norm {
+    const float *scale, *shift;
+    float eps;
+};
+
+template <bool RELU, bool BIAS, bool NORM>
 __global__ void __launch_bounds__(NT)
     sgemm_kernel(const float *__restrict__ A, const float *__restrict__ B, const float *__restrict__ bias,
-                 float *__restrict__ D, int64_t M, int64_t N, int64_t K, int64_t sa, int64_t sb, int64_t sd)
+                 float *__restrict__ D, int64_t M, int64_t N, int64_t K, int64_t sa, int64_t sb, int64_t sd,
+                 Norm nm)
 {
     S4D_KERNEL_BEGIN();
     __shared__ __align__(16) float As[2][BK][BM + 4]; /* [k][m] */
@@ -89,6 +103,51 @@ __global__ void __launch_bounds__(NT)
             stash(buf ^ 1);
         __syncthreads();
     }
+    float v[4][4];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int64_t n = n0 + tx * 4 + j;
+            float x = acc[i][j];
+            if (BIAS && n < N)
+                x += __ldg(bias + n);
+            if (RELU)
+                x = x < 0.0f ? 0.0f : x;
+            v[i][j] = n < N ? x : 0.0f;
+        }
+    if (NORM) {
+        /* Whole rows: n0 == 0 and N <= BN. Every lane takes part in the shuffles. */
+        const float inv_n = 1.0f / (float)N;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            float s = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                s += v[i][j];
+#pragma unroll
+            for (int o = 8; o > 0; o >>= 1)
+                s += __shfl_xor_sync(0xffffffffu, s, o);
+            const float mean = s * inv_n;
+            float q = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const float d = tx * 4 + j < N ? v[i][j] - mean : 0.0f;
+                q = fmaf(d, d, q);
+            }
+#pragma unroll
+            for (int o = 8; o > 0; o >>= 1)
+                q += __shfl_xor_sync(0xffffffffu, q, o);
+            const float rstd = 1.0f / sqrtf(q * inv_n + nm.eps);
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const int n = tx * 4 + j;
+                if (n < N)
+                    v[i][j] = __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(v[i][j], mean), rstd), __ldg(nm.scale + n)),
+                                        nm.shift ? __ldg(nm.shift + n) : 0.0f);
+            }
+        }
+    }
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         const int64_t m = m0 + ty * 4 + i;
@@ -97,14 +156,8 @@ __global__ void __launch_bounds__(NT)
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             const int64_t n = n0 + tx * 4 + j;
-            if (n >= N)
-                continue;
-            float v = acc[i][j];
-            if (BIAS)
-                v += __ldg(bias + n);
-            if (RELU)
-                v = v < 0.0f ? 0.0f : v;
-            D[m * N + n] = v;
+            if (n < N)
+                D[m * N + n] = v[i][j];
         }
     }
 }
@@ -117,21 +170,42 @@ extern "C" int s4d_cuda_sgemm_ok(int64_t m, int64_t n, int64_t k, int64_t batch)
            (n + BN - 1) / BN <= INT32_MAX;
 }
 
+namespace {
+
+template <bool NORM>
+cudaError_t launch(const float *a, const float *b, const float *bias, float *d, int64_t m, int64_t n, int64_t k,
+                   int64_t batch, int64_t sa, int64_t sb, int relu, Norm nm, cudaStream_t stream)
+{
+    const dim3 grid((unsigned)((n + BN - 1) / BN), (unsigned)((m + BM - 1) / BM), (unsigned)batch);
+    const int64_t sd = m * n;
+    if (bias && relu)
+        s4d_launch(sgemm_kernel<true, true, NORM>, grid, NT, 0, stream, a, b, bias, d, m, n, k, sa, sb, sd, nm);
+    else if (bias)
+        s4d_launch(sgemm_kernel<false, true, NORM>, grid, NT, 0, stream, a, b, bias, d, m, n, k, sa, sb, sd, nm);
+    else if (relu)
+        s4d_launch(sgemm_kernel<true, false, NORM>, grid, NT, 0, stream, a, b, bias, d, m, n, k, sa, sb, sd, nm);
+    else
+        s4d_launch(sgemm_kernel<false, false, NORM>, grid, NT, 0, stream, a, b, bias, d, m, n, k, sa, sb, sd, nm);
+    return cudaGetLastError();
+}
+
+} // namespace
+
 extern "C" cudaError_t s4d_cuda_sgemm(const float *a, const float *b, const float *bias, float *d, int64_t m,
                                       int64_t n, int64_t k, int64_t batch, int64_t sa, int64_t sb, int relu,
                                       cudaStream_t stream)
 {
     if (!s4d_cuda_sgemm_ok(m, n, k, batch))
         return cudaErrorInvalidValue;
-    const dim3 grid((unsigned)((n + BN - 1) / BN), (unsigned)((m + BM - 1) / BM), (unsigned)batch);
-    const int64_t sd = m * n;
-    if (bias && relu)
-        s4d_launch(sgemm_kernel<true, true>, grid, NT, 0, stream, a, b, bias, d, m, n, k, sa, sb, sd);
-    else if (bias)
-        s4d_launch(sgemm_kernel<false, true>, grid, NT, 0, stream, a, b, bias, d, m, n, k, sa, sb, sd);
-    else if (relu)
-        s4d_launch(sgemm_kernel<true, false>, grid, NT, 0, stream, a, b, bias, d, m, n, k, sa, sb, sd);
-    else
-        s4d_launch(sgemm_kernel<false, false>, grid, NT, 0, stream, a, b, bias, d, m, n, k, sa, sb, sd);
-    return cudaGetLastError();
+    return launch<false>(a, b, bias, d, m, n, k, batch, sa, sb, relu, Norm{nullptr, nullptr, 0.0f}, stream);
+}
+
+extern "C" cudaError_t s4d_cuda_sgemm_ln(const float *a, const float *b, const float *bias, const float *scale,
+                                         const float *shift, float eps, float *d, int64_t m, int64_t n, int64_t k,
+                                         int64_t batch, int64_t sa, int64_t sb, int relu, cudaStream_t stream)
+{
+    static_assert(S4D_CUDA_SGEMM_LN_MAX_N == BN, "one block holds whole rows");
+    if (!s4d_cuda_sgemm_ok(m, n, k, batch) || n > S4D_CUDA_SGEMM_LN_MAX_N || !scale)
+        return cudaErrorInvalidValue;
+    return launch<true>(a, b, bias, d, m, n, k, batch, sa, sb, relu, Norm{scale, shift, eps}, stream);
 }

@@ -25,6 +25,18 @@ int s4d_cuda_sgemm_ok(int64_t m, int64_t n, int64_t k, int64_t batch);
 cudaError_t s4d_cuda_sgemm(const float *a, const float *b, const float *bias, float *d, int64_t m, int64_t n,
                            int64_t k, int64_t batch, int64_t sa, int64_t sb, int relu, cudaStream_t stream);
 
+/* Columns up to which s4d_cuda_sgemm_ln normalises in the product's epilogue (one block holds whole rows). */
+#define S4D_CUDA_SGEMM_LN_MAX_N 64
+
+/*
+ * d = LayerNorm(a b (+ bias) (ReLU)) over each row of n <= S4D_CUDA_SGEMM_LN_MAX_N
+ * values: (v - mean) / sqrt(var + eps) * scale + shift (shift may be NULL),
+ * statistics in float over the row held in registers.
+ */
+cudaError_t s4d_cuda_sgemm_ln(const float *a, const float *b, const float *bias, const float *scale,
+                              const float *shift, float eps, float *d, int64_t m, int64_t n, int64_t k,
+                              int64_t batch, int64_t sa, int64_t sb, int relu, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -13,7 +13,11 @@
  * Epilogues: a constant bias over the last axis (FusedMatMul, and Gemm's row
  * C with beta = 1) is cuBLASLt's BIAS / RELU_BIAS epilogue; ReLU is RELU. Any
  * other C (Gemm's broadcast C, a non-constant bias) is first written into D,
- * scaled by beta, by a small kernel, and cuBLASLt accumulates onto it.
+ * scaled by beta, by a small kernel, and cuBLASLt accumulates onto it. A
+ * FusedMatMul that normalises (LayerNormalization over the last axis) runs
+ * the LayerNorm kernel on D in place after the product, or, on the own
+ * float32 kernel with rows of at most 64 columns, in that kernel's epilogue;
+ * the timed candidates include the normalisation.
  *
  * Build time: cuBLASLt's heuristics propose up to 16 algorithms for the shape,
  * alignment and epilogue; each is timed on scratch buffers (a few
@@ -38,6 +42,7 @@
 #include <string.h>
 
 #include "backend/cuda/kernels/dense.h"
+#include "backend/cuda/kernels/reduce.h"
 #include "backend/cuda/kernels/sgemm.h"
 #include "backend/cuda/ops/dense_ops.h"
 #include "ops/dense.h"
@@ -80,6 +85,9 @@ typedef struct lt_problem {
     int64_t fill_rows, fill_cols, fill_rs, fill_cs; /* LT_C_FILL: D = beta * C[r * rs + j * cs] first */
     int relu, bias_epi;      /* epilogue; bias_epi: the bias input is constant, bias_ptr its device data */
     const void *bias_ptr;
+    int norm;                /* then LayerNormalization of each row of D (FusedMatMul) */
+    float norm_eps;
+    const void *norm_scale, *norm_shift; /* constants' device data; shift may be NULL */
     /* For timing at build: constant operands' device data (or NULL) and every operand's bytes. */
     const void *a_const, *b_const, *c_const;
     size_t a_bytes, b_bytes, c_bytes;
@@ -429,6 +437,25 @@ static void lt_outer_offsets(const lt_problem *p, int64_t i, int64_t *oa, int64_
     }
 }
 
+/* The FusedMatMul's LayerNormalization, in place over every row of D. */
+static s4d_status norm_launch(const lt_args *x)
+{
+    const lt_problem *p = &x->st->pb;
+    if (!p->norm)
+        return S4D_OK;
+    s4d_cuda_ln_args a;
+    memset(&a, 0, sizeof a);
+    a.rows = lt_outer_count(p) * p->batch * p->m;
+    a.cols = p->n;
+    a.nrank = 1;
+    a.ndims[0] = p->n;
+    a.scale_dense = a.bias_dense = 1;
+    a.epsilon = p->norm_eps;
+    a.half = p->dtype == S4D_DTYPE_FLOAT16;
+    cudaError_t e = s4d_cuda_layernorm(&a, x->d, p->norm_scale, p->norm_shift, x->d, NULL, NULL, NULL, 0, x->s);
+    return e == cudaSuccess ? S4D_OK : s4d_cuda_check(x->ctx, e, "the product's LayerNormalization");
+}
+
 static s4d_status lt_launch(void *arg)
 {
     const lt_args *x = arg;
@@ -465,7 +492,7 @@ static s4d_status lt_launch(void *arg)
         if (s != CUBLAS_STATUS_SUCCESS)
             return s4d_cublas_check(x->ctx, s, "cublasLtMatmul");
     }
-    return S4D_OK;
+    return norm_launch(x);
 }
 
 /*
@@ -486,16 +513,22 @@ static s4d_status own_launch(void *arg)
     const lt_args *x = arg;
     const lt_problem *p = &x->st->pb;
     const int64_t calls = lt_outer_count(p), d_step = p->batch * p->m * p->n;
+    const int fused_norm = p->norm && p->n <= S4D_CUDA_SGEMM_LN_MAX_N;
     for (int64_t i = 0; i < calls; i++) {
         int64_t oa, ob;
         lt_outer_offsets(p, i, &oa, &ob);
-        cudaError_t e = s4d_cuda_sgemm((const float *)x->a + oa, (const float *)x->b + ob,
-                                       p->bias_epi ? (const float *)p->bias_ptr : NULL, (float *)x->d + i * d_step,
-                                       p->m, p->n, p->k, p->batch, p->sa, p->sb, p->relu, x->s);
+        const float *a = (const float *)x->a + oa, *b = (const float *)x->b + ob;
+        const float *bias = p->bias_epi ? (const float *)p->bias_ptr : NULL;
+        float *d = (float *)x->d + i * d_step;
+        cudaError_t e = fused_norm ? s4d_cuda_sgemm_ln(a, b, bias, (const float *)p->norm_scale,
+                                                       (const float *)p->norm_shift, p->norm_eps, d, p->m, p->n,
+                                                       p->k, p->batch, p->sa, p->sb, p->relu, x->s)
+                                   : s4d_cuda_sgemm(a, b, bias, d, p->m, p->n, p->k, p->batch, p->sa, p->sb,
+                                                    p->relu, x->s);
         if (e != cudaSuccess)
             return s4d_cuda_check(x->ctx, e, "the float32 product kernel");
     }
-    return S4D_OK;
+    return fused_norm ? S4D_OK : norm_launch(x);
 }
 
 static int ptr_aligned(const void *p, unsigned a)
@@ -545,7 +578,7 @@ static s4d_status lt_exec(s4d_op_ctx *ctx, const void *a, const void *b, const v
 /* ---- choosing ---- */
 
 typedef struct lt_key {
-    int32_t tag, device, compute, dtype, ta, tb, c_kind, relu, bias_epi, outer_rank;
+    int32_t tag, device, compute, dtype, ta, tb, c_kind, relu, bias_epi, norm, outer_rank;
     int64_t m, n, k, batch, sa, sb, outer[LT_OUTER_MAX], oa[LT_OUTER_MAX], ob[LT_OUTER_MAX];
     uint32_t align[4];
 } lt_key;
@@ -563,6 +596,7 @@ static void lt_key_make(lt_key *k, const lt_state *st)
     k->c_kind = p->c_kind;
     k->relu = p->relu;
     k->bias_epi = p->bias_epi;
+    k->norm = p->norm;
     k->outer_rank = p->outer_rank;
     k->m = p->m;
     k->n = p->n;
@@ -630,8 +664,10 @@ static s4d_status lt_choose(s4d_op_ctx *ctx, lt_state *st)
     size_t need = d_bytes + LT_WS_CAP + (p->a_const ? 0 : p->a_bytes) + (p->b_const ? 0 : p->b_bytes) +
                   (p->c_kind == LT_C_MATRIX && !p->c_const ? p->c_bytes : 0);
     /* Products of fewer than 4096 outputs are not timed: the heuristic's first does as
-       well there, and timing costs build time. */
-    const int worth_timing = p->batch * p->m * p->n >= 4096;
+       well there, and timing costs build time; except one that normalises, where the own
+       kernel saves the normalisation's launch. */
+    const int worth_timing = p->batch * p->m * p->n >= 4096 ||
+                             (p->norm && p->n <= S4D_CUDA_SGEMM_LN_MAX_N && own_fits(ctx, st));
     const char *log_env = getenv("S4D_GEMM_LOG");
     const int gemm_log = log_env && log_env[0] && strcmp(log_env, "0") != 0;
     if (gemm_log)
@@ -874,18 +910,23 @@ static int lt_describe(const void *state, char *buf, size_t size)
                      (long long)p->k, (long long)p->batch, st->unrolled ? " (a loop of products)" : "");
     if (n < 0 || (size_t)n >= size)
         return n;
+    const char *norm = !p->norm ? ""
+                       : st->own && p->n <= S4D_CUDA_SGEMM_LN_MAX_N ? ", LayerNorm epilogue"
+                                                                     : ", then the LayerNorm kernel";
     if (st->own)
-        return n + snprintf(buf + n, size - (size_t)n, "own float32 kernel");
+        return n + snprintf(buf + n, size - (size_t)n, "own float32 kernel%s", norm);
     uint32_t cfg[LT_NCFG], mask = 0;
     const char *compute = st->compute == CUBLAS_COMPUTE_32F_FAST_TF32 ? "TF32"
                           : st->compute == CUBLAS_COMPUTE_64F         ? "float64"
                           : st->dtype == S4D_DTYPE_FLOAT16            ? "float16 in, float32 accumulation"
                                                                       : "float32";
     if (!lt_cfg_get(&st->algo, cfg, &mask))
-        return n + snprintf(buf + n, size - (size_t)n, "cuBLASLt, %s, workspace %zu KiB", compute, st->ws >> 10);
-    return n + snprintf(buf + n, size - (size_t)n, "cuBLASLt algo %u tile %u stages %u split-k %u, %s%s%s, workspace %zu KiB",
-                        cfg[0], cfg[1], cfg[6], cfg[2], compute, p->relu ? ", ReLU epilogue" : "",
-                        p->bias_epi ? ", bias epilogue" : "", st->ws >> 10);
+        return n + snprintf(buf + n, size - (size_t)n, "cuBLASLt, %s, workspace %zu KiB%s", compute, st->ws >> 10,
+                            norm);
+    return n + snprintf(buf + n, size - (size_t)n,
+                        "cuBLASLt algo %u tile %u stages %u split-k %u, %s%s%s, workspace %zu KiB%s", cfg[0], cfg[1],
+                        cfg[6], cfg[2], compute, p->relu ? ", ReLU epilogue" : "",
+                        p->bias_epi ? ", bias epilogue" : "", st->ws >> 10, norm);
 }
 
 /* Descriptors, then the algorithm: from the payload, the cache, or timing. */
@@ -1009,6 +1050,12 @@ static void mm_problem(const s4d_op_ctx *ctx, const s4d_matmul_params *q, int fu
     if (!fused)
         return;
     p->relu = q->relu;
+    if (q->norm) {
+        p->norm = 1;
+        p->norm_eps = q->epsilon;
+        p->norm_scale = ctx->inputs[3].data;
+        p->norm_shift = q->norm_bias ? ctx->inputs[4].data : NULL;
+    }
     if (q->has_bias) {
         const void *bias = ctx->inputs[2].data;
         /* cuBLASLt's bias is of D's type: float32, or float16 for float16 products. */
@@ -1053,6 +1100,11 @@ static s4d_status mm_prepare(s4d_op_ctx *ctx, const void *payload, size_t size, 
 
 static s4d_status fmm_prepare(s4d_op_ctx *ctx, const void *payload, size_t size, void **state)
 {
+    const s4d_matmul_params *q = ctx->params;
+    if (q && q->norm && (!ctx->inputs[3].data || (q->norm_bias && !ctx->inputs[4].data))) {
+        *state = NULL;
+        return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "the normalisation's Scale and B must be constants");
+    }
     return mm_prepare_common(ctx, 1, payload, size, state);
 }
 
