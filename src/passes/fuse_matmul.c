@@ -6,6 +6,8 @@
  * that adds the bias, clamps and normalises while the rows are still in
  * cache (on CUDA, in the product kernel's epilogue where one block holds
  * whole rows; else a normalisation kernel right after the product).
+ * S4D_FUSE_MATMUL_NORM=0 in the environment leaves the LayerNormalizations
+ * apart (to compare).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +29,8 @@ static int is_bias(const s4d_tensor *c, int64_t n, int r, s4d_dtype dt)
  */
 static int norm_of(const s4d_ir_graph *g, int j, int y, const int *uses, int64_t n, int r, s4d_dtype dt, float *eps)
 {
-    if (!s4d_fuse_is_op(g, j, "LayerNormalization"))
+    const char *env = getenv("S4D_FUSE_MATMUL_NORM");
+    if (!s4d_fuse_is_op(g, j, "LayerNormalization") || (env && strcmp(env, "0") == 0))
         return -1;
     const s4d_ir_node *ln = &g->nodes[j];
     if (ln->num_inputs < 2 || ln->inputs[0] != y || !is_bias(s4d_fuse_const(g, ln->inputs[1]), n, r, dt) ||
