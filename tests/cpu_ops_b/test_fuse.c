@@ -3,6 +3,7 @@
  * both run through a small interpreter over the op kernels. The fused graph
  * must have the expected live nodes and the same outputs as the unfused one.
  */
+#define _POSIX_C_SOURCE 200809L
 #include "op_test.h"
 
 #include "ir/ir.h"
@@ -353,6 +354,10 @@ int main(void)
     check_graph("matmul+add+relu+layernorm", build_linear_relu_ln, 2, "FusedMatMul");
     ln_axis = -2;
     check_graph("layernorm over another axis stays", build_linear_relu_ln, 4, "LayerNormalization");
+    ln_axis = -1;
+    setenv("S4D_FUSE_MATMUL_NORM", "0", 1);
+    check_graph("S4D_FUSE_MATMUL_NORM=0 keeps layernorms apart", build_linear_relu_ln, 4, "LayerNormalization");
+    unsetenv("S4D_FUSE_MATMUL_NORM");
     check_graph("layernorm opset 13", build_layernorm, 1, "LayerNormalization");
     ln_opset = 18;
     check_graph("layernorm opset 18", build_layernorm, 1, "LayerNormalization");
