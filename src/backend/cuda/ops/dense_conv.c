@@ -75,11 +75,11 @@ typedef struct conv_choice {
     int32_t reserved;
 } conv_choice;
 
-/* A choice as the process cache keeps it (identical layers reuse it). */
+/* A choice as a layer and the process cache keep it (identical layers reuse it). */
 typedef struct conv_cached {
     conv_choice ch;
-    int32_t how;
-    float ms;
+    int32_t how; /* CONV_HOW_* */
+    float ms;    /* CONV_HOW_TIMED: the chosen variant's time at build */
 } conv_cached;
 
 typedef struct conv_state {
@@ -89,9 +89,7 @@ typedef struct conv_state {
     cudnnFilterDescriptor_t w;
     cudnnConvolutionDescriptor_t conv;
     cudnnActivationDescriptor_t act;
-    conv_choice ch;
-    int how;   /* CONV_HOW_*: how the build came by ch */
-    float ms;  /* CONV_HOW_TIMED: the chosen variant's time at build */
+    conv_cached pick; /* the choice, how the build came by it, and its time when timed */
     size_t algo_ws;
     /* Asymmetric padding: X copied into [n*c, padded] at off, in the workspace's first bytes. */
     int prepad;
@@ -299,7 +297,7 @@ static s4d_status conv_run(s4d_op_ctx *ctx)
     a.h = s4d_cuda_ctx(ctx)->cudnn;
     a.s = s4d_cuda_stream(ctx);
     a.st = st;
-    a.ch = st->ch;
+    a.ch = st->pick.ch;
     a.x = ctx->inputs[0].data;
     a.w = ctx->inputs[1].data;
     a.b = st->has_bias ? ctx->inputs[2].data : NULL;
@@ -434,7 +432,7 @@ static size_t tensor_bytes(s4d_dtype dt, int64_t a, int64_t b, const int64_t *sp
 }
 
 /*
- * Chooses st->ch: on scratch buffers when they fit (timed), else by cuDNN's
+ * Chooses st->pick.ch: on scratch buffers when they fit (timed), else by cuDNN's
  * heuristics. x/w/b: the layer's constant inputs on the device, or NULL.
  */
 static s4d_status conv_choose(s4d_op_ctx *ctx, conv_state *st, const int64_t *in_sp, const int64_t *out_sp,
@@ -487,11 +485,11 @@ static s4d_status conv_choose(s4d_op_ctx *ctx, conv_state *st, const int64_t *in
                             half ? "float16" : tf32 ? "float32/TF32" : "strict float32 (FMA)",
                             nc < 0 ? " (it rejects the shape)" : "");
     }
-    st->ch.mode = st->transpose ? CONV_BWD_DATA : CONV_PLAIN;
-    st->ch.algo = cand[0].algo;
-    st->ch.math = cand[0].math;
-    st->how = timed ? CONV_HOW_TIMED : CONV_HOW_HEURISTIC;
-    st->ms = timed ? cand[0].time : 0.0f;
+    st->pick.ch.mode = st->transpose ? CONV_BWD_DATA : CONV_PLAIN;
+    st->pick.ch.algo = cand[0].algo;
+    st->pick.ch.math = cand[0].math;
+    st->pick.how = timed ? CONV_HOW_TIMED : CONV_HOW_HEURISTIC;
+    st->pick.ms = timed ? cand[0].time : 0.0f;
     /* cuDNN's Find ranks algorithms by their own kernels; timing them as the engine runs them (with the
        epilogue, in a graph) decides between its best few, and between the two ways of an epilogue. */
     const int epilogue = !st->transpose && (st->has_bias || st->has_z || st->relu);
@@ -529,8 +527,8 @@ static s4d_status conv_choose(s4d_op_ctx *ctx, conv_state *st, const int64_t *in
                 }
                 if (best < 0.0 || ms < best) {
                     best = ms;
-                    st->ch = a.ch;
-                    st->ms = (float)ms;
+                    st->pick.ch = a.ch;
+                    st->pick.ms = (float)ms;
                 }
             }
         }
@@ -571,9 +569,9 @@ static s4d_status conv_apply_payload(s4d_op_ctx *ctx, conv_state *st, const void
         why = "cuDNN fuses the identity activation only with IMPLICIT_PRECOMP_GEMM";
     if (why)
         return s4d_op_error(ctx, S4D_ERR_PARSE, "the stored convolution algorithm is invalid: %s", why);
-    st->ch.mode = (int32_t)mode;
-    st->ch.algo = (int32_t)algo;
-    st->ch.math = (int32_t)math;
+    st->pick.ch.mode = (int32_t)mode;
+    st->pick.ch.algo = (int32_t)algo;
+    st->pick.ch.math = (int32_t)math;
     return S4D_OK;
 }
 
@@ -584,9 +582,9 @@ static s4d_status conv_save(const void *state, s4d_wbuf *w)
         return S4D_OK;
     s4d_wbuf_u32(w, CONV_MAGIC);
     s4d_wbuf_u32(w, S4D_DENSE_PAYLOAD_VERSION);
-    s4d_wbuf_u32(w, (uint32_t)st->ch.mode);
-    s4d_wbuf_u32(w, (uint32_t)st->ch.algo);
-    s4d_wbuf_u32(w, (uint32_t)st->ch.math);
+    s4d_wbuf_u32(w, (uint32_t)st->pick.ch.mode);
+    s4d_wbuf_u32(w, (uint32_t)st->pick.ch.algo);
+    s4d_wbuf_u32(w, (uint32_t)st->pick.ch.math);
     s4d_wbuf_u32(w, 0);
     return S4D_OK;
 }
@@ -644,33 +642,25 @@ static s4d_status conv_finish(s4d_op_ctx *ctx, conv_state *st, const s4d_conv_ge
     } else {
         conv_key key;
         conv_key_make(&key, st, g, group, pad, in_sp, out_sp, bc->allow_tf32 || st->dtype == S4D_DTYPE_FLOAT16);
-        conv_cached c;
-        if (s4d_dense_cache_get(&key, sizeof key, &c, sizeof c)) {
-            st->ch = c.ch;
-            st->how = c.how;
-            st->ms = c.ms;
+        if (s4d_dense_cache_get(&key, sizeof key, &st->pick, sizeof st->pick)) {
             s = S4D_OK;
         } else {
             const void *wc = ctx->inputs[1].data;
             const void *bcst = st->has_bias ? ctx->inputs[2].data : NULL;
             s = conv_choose(ctx, st, in_sp, out_sp, wc, bcst, w_bytes);
-            if (s == S4D_OK) {
-                memset(&c, 0, sizeof c);
-                c.ch = st->ch;
-                c.how = st->how;
-                c.ms = st->ms;
-                s4d_dense_cache_put(&key, sizeof key, &c, sizeof c);
-            }
+            if (s == S4D_OK)
+                s4d_dense_cache_put(&key, sizeof key, &st->pick, sizeof st->pick);
         }
     }
     if (s != S4D_OK)
         return s;
-    if (cudnnSetConvolutionMathType(st->conv, (cudnnMathType_t)st->ch.math) != CUDNN_STATUS_SUCCESS ||
-        !algo_workspace(bc->cudnn, st, st->ch.algo, &st->algo_ws))
+    if (cudnnSetConvolutionMathType(st->conv, (cudnnMathType_t)st->pick.ch.math) != CUDNN_STATUS_SUCCESS ||
+        !algo_workspace(bc->cudnn, st, st->pick.ch.algo, &st->algo_ws))
         return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED,
-                            "cuDNN does not run algorithm %d (math type %d) on this convolution%s", (int)st->ch.algo,
-                            (int)st->ch.math, payload ? " (stored in the engine: rebuild it)" : "");
-    if (st->ch.mode != CONV_FUSED && st->zero_bias) {
+                            "cuDNN does not run algorithm %d (math type %d) on this convolution%s",
+                            (int)st->pick.ch.algo, (int)st->pick.ch.math,
+                            payload ? " (stored in the engine: rebuild it)" : "");
+    if (st->pick.ch.mode != CONV_FUSED && st->zero_bias) {
         cudaFree(st->zero_bias);
         st->zero_bias = NULL;
     }
@@ -852,19 +842,21 @@ static int conv_describe(const void *state, char *buf, size_t size)
     const conv_state *st = state;
     if (!st || st->empty)
         return 0;
-    const char *mode = st->ch.mode == CONV_FUSED  ? "cudnnConvolutionBiasActivationForward"
-                       : st->ch.mode == CONV_PLAIN ? (st->has_bias || st->has_z || st->relu
+    const conv_choice *ch = &st->pick.ch;
+    const char *mode = ch->mode == CONV_FUSED  ? "cudnnConvolutionBiasActivationForward"
+                       : ch->mode == CONV_PLAIN ? (st->has_bias || st->has_z || st->relu
                                                           ? "cudnnConvolutionForward + epilogue kernel"
                                                           : "cudnnConvolutionForward")
                                                    : "cudnnConvolutionBackwardData";
     char how[64];
-    if (st->how == CONV_HOW_TIMED)
-        snprintf(how, sizeof how, "timed %.4f ms at build", (double)st->ms);
+    if (st->pick.how == CONV_HOW_TIMED)
+        snprintf(how, sizeof how, "timed %.4f ms at build", (double)st->pick.ms);
     else
-        snprintf(how, sizeof how, "%s", st->how == CONV_HOW_HEURISTIC ? "cuDNN heuristics" : "from the engine file");
+        snprintf(how, sizeof how, "%s",
+                 st->pick.how == CONV_HOW_HEURISTIC ? "cuDNN heuristics" : "from the engine file");
     return snprintf(buf, size, "%s, algo %s (%d), %s, workspace %zu KiB%s, %s", mode,
-                    st->transpose ? bwd_data_algo_name(st->ch.algo) : fwd_algo_name(st->ch.algo), (int)st->ch.algo,
-                    math_name(st->ch.math), st->algo_ws >> 10, st->prepad ? ", padded copy" : "", how);
+                    st->transpose ? bwd_data_algo_name(ch->algo) : fwd_algo_name(ch->algo), (int)ch->algo,
+                    math_name(ch->math), st->algo_ws >> 10, st->prepad ? ", padded copy" : "", how);
 }
 
 const s4d_kernel s4d_cuda_k_conv = {
