@@ -507,13 +507,19 @@ static int own_fits(const s4d_op_ctx *ctx, const lt_state *st)
            s4d_cuda_sgemm_ok(p->m, p->n, p->k, p->batch);
 }
 
+/* Whether the own kernel normalises in its epilogue (a FusedMatMul's rows short enough for one block). */
+static int own_normalises(const lt_problem *p)
+{
+    return p->norm && p->n <= S4D_CUDA_SGEMM_LN_MAX_N;
+}
+
 /* lt_launch on the project's own kernel: the same loop of calls, the same operands. */
 static s4d_status own_launch(void *arg)
 {
     const lt_args *x = arg;
     const lt_problem *p = &x->st->pb;
     const int64_t calls = lt_outer_count(p), d_step = p->batch * p->m * p->n;
-    const int fused_norm = p->norm && p->n <= S4D_CUDA_SGEMM_LN_MAX_N;
+    const int fused_norm = own_normalises(p);
     for (int64_t i = 0; i < calls; i++) {
         int64_t oa, ob;
         lt_outer_offsets(p, i, &oa, &ob);
@@ -663,11 +669,11 @@ static s4d_status lt_choose(s4d_op_ctx *ctx, lt_state *st)
     const size_t d_bytes = (size_t)(p->batch * p->m * p->n) * lt_es(p->dtype);
     size_t need = d_bytes + LT_WS_CAP + (p->a_const ? 0 : p->a_bytes) + (p->b_const ? 0 : p->b_bytes) +
                   (p->c_kind == LT_C_MATRIX && !p->c_const ? p->c_bytes : 0);
+    const int fits = own_fits(ctx, st);
     /* Products of fewer than 4096 outputs are not timed: the heuristic's first does as
        well there, and timing costs build time; except one that normalises, where the own
        kernel saves the normalisation's launch. */
-    const int worth_timing = p->batch * p->m * p->n >= 4096 ||
-                             (p->norm && p->n <= S4D_CUDA_SGEMM_LN_MAX_N && own_fits(ctx, st));
+    const int worth_timing = p->batch * p->m * p->n >= 4096 || (own_normalises(p) && fits);
     const char *log_env = getenv("S4D_GEMM_LOG");
     const int gemm_log = log_env && log_env[0] && strcmp(log_env, "0") != 0;
     if (gemm_log)
@@ -676,7 +682,7 @@ static s4d_status lt_choose(s4d_op_ctx *ctx, lt_state *st)
                 nc, nc == 1 ? "" : "s", worth_timing ? "" : " (not timed: small)");
     /* S4D_GEMM_CHOICE=own|cublaslt: every fitting product on the own kernel, or none (tests). */
     const char *force = getenv("S4D_GEMM_CHOICE");
-    const int own_ok = own_fits(ctx, st) && !(force && strcmp(force, "cublaslt") == 0);
+    const int own_ok = fits && !(force && strcmp(force, "cublaslt") == 0);
     const int force_own = own_ok && force && strcmp(force, "own") == 0;
     int own = force_own;
     if ((nc > 1 || own_ok) && worth_timing && need <= LT_SCRATCH_CAP && need < s4d_dense_free_bytes() / 2) {
@@ -911,8 +917,8 @@ static int lt_describe(const void *state, char *buf, size_t size)
     if (n < 0 || (size_t)n >= size)
         return n;
     const char *norm = !p->norm ? ""
-                       : st->own && p->n <= S4D_CUDA_SGEMM_LN_MAX_N ? ", LayerNorm epilogue"
-                                                                     : ", then the LayerNorm kernel";
+                       : st->own && own_normalises(p) ? ", LayerNorm epilogue"
+                                                      : ", then the LayerNorm kernel";
     if (st->own)
         return n + snprintf(buf + n, size - (size_t)n, "own float32 kernel%s", norm);
     uint32_t cfg[LT_NCFG], mask = 0;
