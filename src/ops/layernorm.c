@@ -106,6 +106,21 @@ typedef struct ln_job {
     float eps;
 } ln_job;
 
+void s4d_layernorm_row_stats(const float *x, int64_t n, float eps, float *mean, float *inv_std)
+{
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        s += x[i];
+    double mu = n ? s / (double)n : 0.0, v = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = x[i] - mu;
+        v += d * d;
+    }
+    v = n ? v / (double)n : 0.0;
+    *inv_std = (float)(1.0 / sqrt(v + (double)eps));
+    *mean = (float)mu;
+}
+
 static void ln_rows(void *arg, int64_t begin, int64_t end)
 {
     const ln_job *j = arg;
@@ -114,16 +129,8 @@ static void ln_rows(void *arg, int64_t begin, int64_t end)
     for (int64_t r = begin; r < end; r++) {
         const float *x = j->x + r * n;
         float *y = j->y + r * n;
-        double s = 0.0;
-        for (int64_t i = 0; i < n; i++)
-            s += x[i];
-        double mu = n ? s / (double)n : 0.0, v = 0.0;
-        for (int64_t i = 0; i < n; i++) {
-            double d = x[i] - mu;
-            v += d * d;
-        }
-        v = n ? v / (double)n : 0.0;
-        float is = (float)(1.0 / sqrt(v + (double)j->eps)), m = (float)mu;
+        float m, is;
+        s4d_layernorm_row_stats(x, n, j->eps, &m, &is);
         if (j->mean)
             j->mean[r] = m;
         if (j->inv)

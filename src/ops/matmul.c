@@ -11,11 +11,11 @@
  * ReLU -> LayerNorm as one layer. The host runs float32 only; its statistics
  * are the LayerNormalization kernel's (double).
  */
-#include <math.h>
 #include <string.h>
 
 #include "ops/dense.h"
 #include "ops/dense_util.h"
+#include "ops/reduce.h"
 
 typedef s4d_matmul_params mm_shape;
 
@@ -181,7 +181,7 @@ static s4d_status matmul_run(s4d_op_ctx *ctx)
 
 const s4d_op_schema s4d_op_matmul = {"", "MatMul", 1, matmul_infer, NULL, matmul_run, sizeof(mm_shape), 0};
 
-/* Whether input i is a dense vector of n values of dtype dt ([n] or [1, .., n], rank <= r). */
+/* Whether t holds n values of dtype dt as [n] or [1, .., 1, n], of rank at most r. */
 static int is_row_vector(const s4d_tensor *t, int64_t n, int r, s4d_dtype dt)
 {
     return t->dtype == dt && t->rank >= 1 && t->rank <= r && t->dims[t->rank - 1] == n && s4d_tensor_numel(t) == n;
@@ -201,10 +201,8 @@ static s4d_status fmm_analyse(s4d_op_ctx *ctx, mm_shape *s, int *rank, int64_t *
         return s4d_op_error(ctx, S4D_ERR_DTYPE, "only float32 is supported (float16 on CUDA)");
     s->has_bias = s4d_host_has_input(ctx, 2);
     if (s->has_bias) {
-        const s4d_tensor *b = &ctx->inputs[2];
         /* [N], or [1, ..., 1, N] of no higher rank than the output. */
-        if (b->dtype != dt || b->rank < 1 || b->rank > *rank || b->dims[b->rank - 1] != s->n ||
-            s4d_tensor_numel(b) != s->n)
+        if (!is_row_vector(&ctx->inputs[2], s->n, *rank, dt))
             return s4d_op_error(ctx, S4D_ERR_SHAPE, "the bias must be %s [%lld]", s4d_dtype_name(dt),
                                 (long long)s->n);
     }
@@ -260,17 +258,8 @@ static void fmm_rows(void *arg, int64_t begin, int64_t end)
         }
         if (!p->scale)
             continue;
-        /* As the LayerNormalization kernel (ops/layernorm.c): statistics in double. */
-        double sum = 0.0, var = 0.0;
-        for (int64_t i = 0; i < p->n; i++)
-            sum += y[i];
-        const double mu = p->n ? sum / (double)p->n : 0.0;
-        for (int64_t i = 0; i < p->n; i++) {
-            const double d = y[i] - mu;
-            var += d * d;
-        }
-        var = p->n ? var / (double)p->n : 0.0;
-        const float is = (float)(1.0 / sqrt(var + (double)p->eps)), m = (float)mu;
+        float m, is;
+        s4d_layernorm_row_stats(y, p->n, p->eps, &m, &is);
         for (int64_t i = 0; i < p->n; i++)
             y[i] = (y[i] - m) * is * p->scale[i] + (p->shift ? p->shift[i] : 0.0f);
     }

@@ -71,6 +71,10 @@ typedef struct s4d_softmax_params {
  */
 void s4d_softmax_row_f32(const float *x, float *y, int64_t n);
 
+/* A LayerNormalization row's mean and 1 / sqrt(var + eps), accumulated in double as the
+   kernel does (the fusions that normalise call it so that fusing changes no bit). */
+void s4d_layernorm_row_stats(const float *x, int64_t n, float eps, float *mean, float *inv_std);
+
 /* LayerNormalization: rows of cols values; Scale and B broadcast over the cols. */
 typedef struct s4d_layernorm_params {
     int axis;
