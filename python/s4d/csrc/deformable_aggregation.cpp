@@ -16,9 +16,8 @@
 #include <torch/extension.h>
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 
-#include <tuple>
-
 #include <string>
+#include <tuple>
 #include <vector>
 
 #ifdef S4D_WITH_CUDA
