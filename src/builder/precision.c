@@ -17,6 +17,7 @@
 #include "backend/backend.h"
 #include "builder/builder.h"
 #include "ops/broadcast.h"
+#include "passes/fuse_passes.h"
 #include "registry/plugin_bridge.h"
 #include "util/util.h"
 
@@ -333,63 +334,6 @@ static int add_cast(s4d_ir_graph *g, int src, int dst, s4d_device dev, char *err
     return idx;
 }
 
-/* Where an inserted Cast goes in node order: just before or after an original node. */
-typedef struct anchor {
-    int node;
-    int after;
-} anchor;
-
-/* Puts the appended nodes [first, num_nodes) next to their anchors, keeping order topological. */
-static s4d_status reorder(s4d_ir_graph *g, int first, const anchor *anchors, char *err,
-                          size_t errsz)
-{
-    int total = g->num_nodes, extra = total - first;
-    if (!extra)
-        return S4D_OK;
-    s4d_ir_node *nodes = malloc((size_t)g->cap_nodes * sizeof *nodes);
-    int *map = malloc((size_t)total * sizeof *map);
-    int *order = malloc((size_t)extra * sizeof *order);
-    int *count = calloc((size_t)first + 1, sizeof *count);
-    if (!nodes || !map || !order || !count) {
-        free(nodes);
-        free(map);
-        free(order);
-        free(count);
-        return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
-    }
-    /* Counting sort of the appended nodes by anchor; creation order kept within one. */
-    for (int k = 0; k < extra; k++)
-        count[anchors[k].node + 1]++;
-    for (int i = 0; i < first; i++)
-        count[i + 1] += count[i];
-    for (int k = 0; k < extra; k++)
-        order[count[anchors[k].node]++] = k;
-    int at = 0, o = 0;
-    for (int i = 0; i < first; i++) {
-        int start = o;
-        while (o < extra && anchors[order[o]].node == i)
-            o++;
-        for (int q = start; q < o; q++)
-            if (!anchors[order[q]].after)
-                map[first + order[q]] = at++;
-        map[i] = at++;
-        for (int q = start; q < o; q++)
-            if (anchors[order[q]].after)
-                map[first + order[q]] = at++;
-    }
-    for (int i = 0; i < total; i++)
-        nodes[map[i]] = g->nodes[i];
-    for (int v = 0; v < g->num_values; v++)
-        if (g->values[v].producer >= 0)
-            g->values[v].producer = map[g->values[v].producer];
-    free(g->nodes);
-    g->nodes = nodes;
-    free(map);
-    free(order);
-    free(count);
-    return S4D_OK;
-}
-
 static const s4d_layer_precision *pin_of(const s4d_build_config *cfg, const char *name)
 {
     const s4d_layer_precision *pin = NULL;
@@ -452,7 +396,7 @@ s4d_status s4d_pass_precision(s4d_ir_graph *g, const s4d_build_config *cfg, char
     int *users = calloc((size_t)nvals + 1, sizeof *users);      /* live readers */
     int *half_users = calloc((size_t)nvals + 1, sizeof *half_users);
     int *twin = malloc(((size_t)nvals + 1) * sizeof *twin);     /* its float16 twin, or -1 */
-    anchor *anchors = NULL;
+    s4d_fuse_anchor *anchors = NULL;
     int num_anchors = 0, cap_anchors = 0;
     s4d_text notes_t = {0};
     if (!half || !keep32 || !users || !half_users || !twin) {
@@ -585,14 +529,14 @@ s4d_status s4d_pass_precision(s4d_ir_graph *g, const s4d_build_config *cfg, char
                     twin[v] = c;
                     if (num_anchors == cap_anchors) {
                         cap_anchors = cap_anchors ? cap_anchors * 2 : 64;
-                        anchor *a = realloc(anchors, (size_t)cap_anchors * sizeof *a);
+                        s4d_fuse_anchor *a = realloc(anchors, (size_t)cap_anchors * sizeof *a);
                         if (!a) {
                             st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
                             goto done;
                         }
                         anchors = a;
                     }
-                    anchors[num_anchors++] = (anchor){i, 0};
+                    anchors[num_anchors++] = (s4d_fuse_anchor){i, 0};
                     if (add_cast(g, v, c, dev, err, errsz) < 0) {
                         st = S4D_ERR_UNSUPPORTED;
                         goto done;
@@ -619,14 +563,14 @@ s4d_status s4d_pass_precision(s4d_ir_graph *g, const s4d_build_config *cfg, char
             }
             if (num_anchors == cap_anchors) {
                 cap_anchors = cap_anchors ? cap_anchors * 2 : 64;
-                anchor *a = realloc(anchors, (size_t)cap_anchors * sizeof *a);
+                s4d_fuse_anchor *a = realloc(anchors, (size_t)cap_anchors * sizeof *a);
                 if (!a) {
                     st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
                     goto done;
                 }
                 anchors = a;
             }
-            anchors[num_anchors++] = (anchor){i, 1};
+            anchors[num_anchors++] = (s4d_fuse_anchor){i, 1};
             if (add_cast(g, c, v, dev, err, errsz) < 0) {
                 st = S4D_ERR_UNSUPPORTED;
                 goto done;
@@ -641,7 +585,7 @@ s4d_status s4d_pass_precision(s4d_ir_graph *g, const s4d_build_config *cfg, char
                 goto done;
         }
     }
-    st = reorder(g, first, anchors, err, errsz);
+    st = s4d_fuse_place_appended(g, first, anchors, err, errsz);
     if (st != S4D_OK)
         goto done;
     {

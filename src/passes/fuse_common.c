@@ -257,6 +257,12 @@ s4d_status s4d_pass_fuse(s4d_ir_graph *g, char *err, size_t errsz)
 s4d_status s4d_fuse_supported(const s4d_ir_graph *g, int at, const char *op_type, const int *ins, int nin,
                               s4d_attr *attrs, int na, int *ok)
 {
+    return s4d_fuse_supported_as(g, at, op_type, ins, nin, attrs, na, NULL, ok);
+}
+
+s4d_status s4d_fuse_supported_as(const s4d_ir_graph *g, int at, const char *op_type, const int *ins, int nin,
+                                 s4d_attr *attrs, int na, const s4d_tensor *want, int *ok)
+{
     const s4d_ir_node *r = &g->nodes[at];
     const s4d_backend *be = s4d_backend_get(r->device);
     const s4d_op_schema *schema = s4d_op_find_schema("s4d", op_type, 1);
@@ -265,6 +271,11 @@ s4d_status s4d_fuse_supported(const s4d_ir_graph *g, int at, const char *op_type
         return S4D_OK;
     s4d_tensor in[FUSE_SUPPORTED_MAX_INPUTS], out[1];
     for (int k = 0; k < nin; k++) {
+        if (ins[k] < 0) { /* a missing optional input */
+            memset(&in[k], 0, sizeof in[k]);
+            in[k].rank = -1;
+            continue;
+        }
         in[k] = g->values[ins[k]].t;
         if (g->values[ins[k]].kind != S4D_VALUE_CONST && !g->values[ins[k]].frozen)
             in[k].data = NULL;
@@ -286,11 +297,61 @@ s4d_status s4d_fuse_supported(const s4d_ir_graph *g, int at, const char *op_type
     char msg[600], why[600];
     s4d_op_ctx ctx;
     s4d_ir_node_ctx(&n, in, out, msg, sizeof msg, &ctx);
-    const s4d_tensor *y = &g->values[r->outputs[0]].t;
+    const s4d_tensor *y = want ? want : &g->values[r->outputs[0]].t;
     if (s4d_op_infer(&ctx) == S4D_OK && s4d_tensor_same_dims(&out[0], y) && out[0].dtype == y->dtype) {
         out[0].data = NULL;
         *ok = s4d_node_supported_as(&n, be, in, out, n.params, why, sizeof why) == S4D_OK;
     }
     free(n.params);
+    return S4D_OK;
+}
+
+s4d_status s4d_fuse_place_appended(s4d_ir_graph *g, int first, const s4d_fuse_anchor *anchors, char *err,
+                                   size_t errsz)
+{
+    int total = g->num_nodes, extra = total - first;
+    if (!extra)
+        return S4D_OK;
+    s4d_ir_node *nodes = malloc((size_t)g->cap_nodes * sizeof *nodes);
+    int *map = malloc((size_t)total * sizeof *map);
+    int *order = malloc((size_t)extra * sizeof *order);
+    int *count = calloc((size_t)first + 1, sizeof *count);
+    if (!nodes || !map || !order || !count) {
+        free(nodes);
+        free(map);
+        free(order);
+        free(count);
+        return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
+    }
+    /* Counting sort of the appended nodes by anchor; creation order kept within one. */
+    for (int k = 0; k < extra; k++)
+        count[anchors[k].node + 1]++;
+    for (int i = 0; i < first; i++)
+        count[i + 1] += count[i];
+    for (int k = 0; k < extra; k++)
+        order[count[anchors[k].node]++] = k;
+    int at = 0, o = 0;
+    for (int i = 0; i < first; i++) {
+        int start = o;
+        while (o < extra && anchors[order[o]].node == i)
+            o++;
+        for (int q = start; q < o; q++)
+            if (!anchors[order[q]].after)
+                map[first + order[q]] = at++;
+        map[i] = at++;
+        for (int q = start; q < o; q++)
+            if (anchors[order[q]].after)
+                map[first + order[q]] = at++;
+    }
+    for (int i = 0; i < total; i++)
+        nodes[map[i]] = g->nodes[i];
+    for (int v = 0; v < g->num_values; v++)
+        if (g->values[v].producer >= 0)
+            g->values[v].producer = map[g->values[v].producer];
+    free(g->nodes);
+    g->nodes = nodes;
+    free(map);
+    free(order);
+    free(count);
     return S4D_OK;
 }

@@ -113,4 +113,18 @@ s4d_status s4d_fuse_reinfer(s4d_ir_graph *g, int ni, char *err, size_t errsz);
 s4d_status s4d_fuse_supported(const s4d_ir_graph *g, int at, const char *op_type, const int *ins, int nin,
                               s4d_attr *attrs, int na, int *ok);
 
+/* s4d_fuse_supported with the output the stand-in must infer given (NULL: node at's output). */
+s4d_status s4d_fuse_supported_as(const s4d_ir_graph *g, int at, const char *op_type, const int *ins, int nin,
+                                 s4d_attr *attrs, int na, const s4d_tensor *want, int *ok);
+
+/* Where an appended node goes in node order: just before or after an original node. */
+typedef struct s4d_fuse_anchor {
+    int node;
+    int after;
+} s4d_fuse_anchor;
+/* Puts the appended nodes [first, num_nodes) next to their anchors (anchors[k] for node first + k),
+   keeping the order topological; producers follow their nodes. */
+s4d_status s4d_fuse_place_appended(s4d_ir_graph *g, int first, const s4d_fuse_anchor *anchors, char *err,
+                                   size_t errsz);
+
 #endif
