@@ -7,7 +7,12 @@
  *
  * FusedConv (domain "s4d", built by the fusion passes, never in a user's
  * model): Conv plus an optional residual input Z (added after the bias) and
- * an attribute activation = "" | "Relu" applied last.
+ * an attribute activation = "" | "Relu" applied last. Its attribute layout
+ * ("NCHW", the default, or "NHWC" for 2-D convolutions, which the
+ * channels-last pass sets) says where the channels are: NHWC takes X and Z
+ * as [N, H, W, C], W as [M, kh, kw, C/group] and gives Y as [N, H', W', M].
+ * The host runs NHWC by transposing into its workspace around the NCHW
+ * computation, so both layouts give the same bits.
  */
 #include <string.h>
 
@@ -37,9 +42,20 @@ static s4d_status conv_plan_make(s4d_op_ctx *ctx, int fused, conv_plan *p)
     if (x->rank < 3 || x->rank > 5 || w->rank != x->rank)
         return s4d_op_error(ctx, S4D_ERR_SHAPE, "X and W must have the same rank 3 to 5, got %d and %d",
                             x->rank, w->rank);
+    const char *layout = fused ? s4d_op_attr_string(ctx, "layout", "NCHW") : "NCHW";
+    if (strcmp(layout, "NHWC") == 0)
+        p->nhwc = 1;
+    else if (strcmp(layout, "NCHW") != 0)
+        return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "layout '%s' (NCHW or NHWC)", layout);
+    if (p->nhwc && x->rank != 4)
+        return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "layout NHWC is for 2-D convolutions (rank 4), not rank %d",
+                            x->rank);
     int nsp = x->rank - 2;
+    /* Where the channels and the spatial dims of X and W are. */
+    const int64_t *x_sp = p->nhwc ? x->dims + 1 : x->dims + 2, *w_sp = p->nhwc ? w->dims + 1 : w->dims + 2;
+    const int64_t w_cg = p->nhwc ? w->dims[3] : w->dims[1];
     p->n = x->dims[0];
-    p->c = x->dims[1];
+    p->c = p->nhwc ? x->dims[3] : x->dims[1];
     p->m = w->dims[0];
     p->group = s4d_op_attr_int(ctx, "group", 1);
     if (p->group < 1 || p->c % p->group != 0 || p->m % p->group != 0)
@@ -47,19 +63,19 @@ static s4d_status conv_plan_make(s4d_op_ctx *ctx, int fused, conv_plan *p)
                             (long long)p->group, (long long)p->c, (long long)p->m);
     p->cg = p->c / p->group;
     p->mg = p->m / p->group;
-    if (w->dims[1] != p->cg)
+    if (w_cg != p->cg)
         return s4d_op_error(ctx, S4D_ERR_SHAPE, "W has %lld input channels per group, X gives %lld",
-                            (long long)w->dims[1], (long long)p->cg);
+                            (long long)w_cg, (long long)p->cg);
     if (p->has_bias && (ctx->inputs[2].rank != 1 || ctx->inputs[2].dims[0] != p->m))
         return s4d_op_error(ctx, S4D_ERR_SHAPE, "B must be [%lld]", (long long)p->m);
     s4d_auto_pad ap;
-    s4d_status st = s4d_host_conv_attrs(ctx, nsp, w->dims + 2, &p->g, &ap);
+    s4d_status st = s4d_host_conv_attrs(ctx, nsp, w_sp, &p->g, &ap);
     if (st != S4D_OK)
         return st;
     s4d_conv_geom *g = &p->g;
     for (int i = 0; i < nsp; i++) {
         int j = 3 - nsp + i;
-        int64_t in = x->dims[2 + i], ext, padded;
+        int64_t in = x_sp[i], ext, padded;
         if (!s4d_host_conv_extent(g, j, &ext) || s4d_add_i64(in, g->pad_b[j], &padded) ||
             s4d_add_i64(padded, g->pad_e[j], &padded))
             return s4d_op_error(ctx, S4D_ERR_SHAPE, "spatial dim %d: the padded input or the dilated kernel "
@@ -89,9 +105,9 @@ static s4d_status conv_plan_make(s4d_op_ctx *ctx, int fused, conv_plan *p)
         return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "the column matrix exceeds 2^31-1 rows or columns");
     if (p->has_z) {
         const s4d_tensor *z = &ctx->inputs[3];
-        int ok = z->rank == x->rank && z->dims[0] == p->n && z->dims[1] == p->m;
+        int ok = z->rank == x->rank && z->dims[0] == p->n && z->dims[p->nhwc ? 3 : 1] == p->m;
         for (int i = 0; ok && i < nsp; i++)
-            ok = z->dims[2 + i] == g->grid[3 - nsp + i];
+            ok = z->dims[(p->nhwc ? 1 : 2) + i] == g->grid[3 - nsp + i];
         if (!ok)
             return s4d_op_error(ctx, S4D_ERR_SHAPE, "the residual input Z must have the output's shape");
     }
@@ -126,18 +142,42 @@ static s4d_status conv_infer_common(s4d_op_ctx *ctx, int fused)
     y->dtype = p.dtype;
     y->rank = ctx->inputs[0].rank;
     y->dims[0] = p.n;
-    y->dims[1] = p.m;
+    y->dims[p.nhwc ? 3 : 1] = p.m;
     for (int i = 0; i < p.g.nsp; i++)
-        y->dims[2 + i] = p.g.grid[3 - p.g.nsp + i];
+        y->dims[(p.nhwc ? 1 : 2) + i] = p.g.grid[3 - p.g.nsp + i];
     return S4D_OK;
+}
+
+/* NHWC on the host: NCHW copies of X and W and the NCHW result, ahead of the column matrix. */
+static size_t nhwc_floats(const conv_plan *p)
+{
+    if (!p->nhwc)
+        return 0;
+    return (size_t)(p->n * p->c * s4d_host_conv_prod3(p->g.img) + p->m * p->cg * s4d_host_conv_prod3(p->g.k) +
+                    p->n * p->m * s4d_host_conv_prod3(p->g.grid));
+}
+
+/* dst [n, c, plane] from src [n, plane, c]; channels_last: the other way. */
+static void swap_channels(const float *src, float *dst, int64_t n, int64_t plane, int64_t c, int channels_last)
+{
+    for (int64_t b = 0; b < n; b++)
+        for (int64_t q = 0; q < plane; q++)
+            for (int64_t ch = 0; ch < c; ch++) {
+                const int64_t first = (b * c + ch) * plane + q, last = (b * plane + q) * c + ch;
+                if (channels_last)
+                    dst[last] = src[first];
+                else
+                    dst[first] = src[last];
+            }
 }
 
 static size_t conv_ws_common(const s4d_op_ctx *ctx, int fused)
 {
     conv_plan p;
-    if (conv_plan_get(ctx, fused, &p) != S4D_OK || p.direct)
+    if (conv_plan_get(ctx, fused, &p) != S4D_OK)
         return 0;
-    return sizeof(float) * (size_t)(p.cg * s4d_host_conv_prod3(p.g.k) * s4d_host_conv_prod3(p.g.grid));
+    const size_t col = p.direct ? 0 : (size_t)(p.cg * s4d_host_conv_prod3(p.g.k) * s4d_host_conv_prod3(p.g.grid));
+    return sizeof(float) * (col + nhwc_floats(&p));
 }
 
 typedef struct post_job {
@@ -173,9 +213,19 @@ static s4d_status conv_run_common(s4d_op_ctx *ctx, int fused)
     float *y = ctx->outputs[0].data;
     const int64_t plane_in = s4d_host_conv_prod3(p.g.img), ncol = s4d_host_conv_prod3(p.g.grid);
     const int64_t kk = p.cg * s4d_host_conv_prod3(p.g.k);
-    if (!p.direct && ctx->workspace_size < sizeof(float) * (size_t)(kk * ncol))
+    if (ctx->workspace_size < sizeof(float) * ((p.direct ? 0 : (size_t)(kk * ncol)) + nhwc_floats(&p)))
         return s4d_op_error(ctx, S4D_ERR_INTERNAL, "workspace of %zu bytes is too small", ctx->workspace_size);
-    float *col = ctx->workspace;
+    float *col = ctx->workspace, *y_nhwc = NULL;
+    if (p.nhwc) {
+        float *xt = col, *wt = xt + p.n * p.c * plane_in, *yt = wt + p.m * kk;
+        swap_channels(x, xt, p.n, plane_in, p.c, 0);
+        swap_channels(w, wt, p.m, kk / p.cg, p.cg, 0);
+        x = xt;
+        w = wt;
+        y_nhwc = y;
+        y = yt;
+        col = yt + p.n * p.m * ncol;
+    }
     for (int64_t n = 0; n < p.n; n++) {
         for (int64_t gi = 0; gi < p.group; gi++) {
             const float *xg = x + (n * p.c + gi * p.cg) * plane_in;
@@ -195,6 +245,10 @@ static s4d_status conv_run_common(s4d_op_ctx *ctx, int fused)
                           yg, ncol);
         }
     }
+    if (y_nhwc) {
+        swap_channels(y, y_nhwc, p.n, ncol, p.m, 1);
+        y = y_nhwc; /* Z has Y's layout */
+    }
     if (p.has_z || p.relu) {
         post_job j = {y, p.has_z ? ctx->inputs[3].data : NULL, p.relu};
         s4d_parallel_for(ctx->pool, p.n * p.m * ncol, 16384, post_range, &j);
@@ -213,7 +267,8 @@ static s4d_status fconv_run(s4d_op_ctx *ctx) { return conv_run_common(ctx, 1); }
     {"auto_pad", S4D_ATTR_STRING}, {"dilations", S4D_ATTR_INTS}, {"group", S4D_ATTR_INT},                \
         {"kernel_shape", S4D_ATTR_INTS}, {"pads", S4D_ATTR_INTS}, {"strides", S4D_ATTR_INTS}
 static const s4d_attr_spec conv_attrs[] = {CONV_ATTRS, {NULL}};
-static const s4d_attr_spec fconv_attrs[] = {CONV_ATTRS, {"activation", S4D_ATTR_STRING}, {NULL}};
+static const s4d_attr_spec fconv_attrs[] = {CONV_ATTRS, {"activation", S4D_ATTR_STRING},
+                                             {"layout", S4D_ATTR_STRING}, {NULL}};
 const s4d_op_schema s4d_op_conv = {"", "Conv", 1, conv_infer, conv_ws, conv_run, sizeof(conv_plan), 0, conv_attrs};
 const s4d_op_schema s4d_op_fused_conv = {"s4d", "FusedConv", 1, fconv_infer, fconv_ws, fconv_run,
                                          sizeof(conv_plan), 0, fconv_attrs};

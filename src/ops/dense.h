@@ -26,6 +26,8 @@ typedef struct s4d_conv_params {
     int has_bias, has_z, relu;      /* FusedConv: residual Z and ReLU */
     int direct;                     /* 1x1, stride 1, no padding: no im2col */
     s4d_dtype dtype;                /* of X, W, B, Z and Y */
+    int nhwc;                       /* FusedConv layout "NHWC" (2-D only): X, Z, Y [N, H, W, C],
+                                       W [M, kh, kw, C/group] */
 } s4d_conv_params;
 
 /* ConvTranspose: g.img is the OUTPUT side (Y), g.grid the input side (X). */

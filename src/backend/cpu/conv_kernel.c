@@ -136,7 +136,8 @@ static void conv_destroy(void *state)
 static int conv_lib_params(const s4d_op_ctx *ctx, s4d_cpuconv_params *cp)
 {
     const s4d_conv_params *p = ctx->params;
-    if (!p || p->dtype != S4D_DTYPE_FLOAT32 || p->g.nsp < 1 || p->g.nsp > 2)
+    /* Channels-last (a test layout on the CPU) runs the host reference. */
+    if (!p || p->dtype != S4D_DTYPE_FLOAT32 || p->g.nsp < 1 || p->g.nsp > 2 || p->nhwc)
         return 0;
     const s4d_conv_geom *g = &p->g;
     memset(cp, 0, sizeof *cp);
