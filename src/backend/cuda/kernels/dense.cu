@@ -504,6 +504,83 @@ extern "C" cudaError_t s4d_cuda_conv_epilogue_f16(void *y, const void *bias, con
     return cudaGetLastError();
 }
 
+// Channels-last: y [rows, channels], the bias varies along the row. V elements per access
+// (16 bytes when channels and the pointers allow); the epilogue in float, one rounding back.
+template <typename T, int V>
+struct alignas(sizeof(T) * V) Pack {
+    T v[V];
+};
+
+__device__ __forceinline__ float to_float(float x) { return x; }
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+__device__ __forceinline__ void from_float(float &d, float x) { d = x; }
+__device__ __forceinline__ void from_float(__half &d, float x) { d = __float2half_rn(x); }
+
+template <typename T, int V>
+__global__ void __launch_bounds__(kThreads) conv_epilogue_nhwc_kernel(Pack<T, V> *__restrict__ y,
+                                                                      const T *__restrict__ bias,
+                                                                      const Pack<T, V> *__restrict__ z, int relu,
+                                                                      int64_t n, int64_t cgroups)
+{
+    S4D_KERNEL_BEGIN();
+    const int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+        Pack<T, V> v = y[i];
+        const Pack<T, V> w = z ? z[i] : Pack<T, V>{};
+        const int64_t c0 = (i % cgroups) * V;
+#pragma unroll
+        for (int e = 0; e < V; e++) {
+            float f = to_float(v.v[e]);
+            if (bias)
+                f += to_float(bias[c0 + e]);
+            if (z)
+                f += to_float(w.v[e]);
+            if (relu)
+                f = relu_keep_nan(f);
+            from_float(v.v[e], f);
+        }
+        y[i] = v;
+    }
+}
+
+template <typename T, int V>
+static void launch_epilogue_nhwc(T *y, const T *bias, const T *z, int relu, int64_t rows, int64_t channels,
+                                 cudaStream_t stream)
+{
+    const int64_t n = rows * channels / V;
+    const unsigned grid = (unsigned)min64(ceil_div(n, kThreads), kMaxGridX);
+    s4d_launch(conv_epilogue_nhwc_kernel<T, V>, dim3(grid), kThreads, 0, stream, (Pack<T, V> *)y, bias,
+               (const Pack<T, V> *)z, relu, n, channels / V);
+}
+
+template <typename T>
+static cudaError_t epilogue_nhwc(T *y, const T *bias, const T *z, int relu, int64_t rows, int64_t channels,
+                                 cudaStream_t stream)
+{
+    if (rows <= 0 || channels <= 0 || (!bias && !z && !relu))
+        return cudaSuccess;
+    constexpr int W = 16 / (int)sizeof(T);
+    const bool vec = channels % W == 0 && ((uintptr_t)y & 15) == 0 && (!z || ((uintptr_t)z & 15) == 0);
+    if (vec)
+        launch_epilogue_nhwc<T, W>(y, bias, z, relu, rows, channels, stream);
+    else
+        launch_epilogue_nhwc<T, 1>(y, bias, z, relu, rows, channels, stream);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t s4d_cuda_conv_epilogue_nhwc_f32(float *y, const float *bias, const float *z, int relu,
+                                                       int64_t rows, int64_t channels, cudaStream_t stream)
+{
+    return epilogue_nhwc<float>(y, bias, z, relu, rows, channels, stream);
+}
+
+extern "C" cudaError_t s4d_cuda_conv_epilogue_nhwc_f16(void *y, const void *bias, const void *z, int relu,
+                                                       int64_t rows, int64_t channels, cudaStream_t stream)
+{
+    return epilogue_nhwc<__half>((__half *)y, (const __half *)bias, (const __half *)z, relu, rows, channels,
+                                 stream);
+}
+
 extern "C" cudaError_t s4d_cuda_pad3_16(const void *x, void *xp, int64_t planes, const int64_t img[3],
                                         const int64_t padded[3], const int64_t off[3], cudaStream_t stream)
 {

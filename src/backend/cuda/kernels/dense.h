@@ -38,6 +38,16 @@ cudaError_t s4d_cuda_conv_epilogue_f16(void *y, const void *bias, const void *z,
                                        int64_t plane, int64_t channels, cudaStream_t stream);
 
 /*
+ * The same epilogue channels-last: y [rows, channels] (rows = N * H * W), the
+ * bias indexed by the column; float32, or float16 (void *) in float with one
+ * rounding.
+ */
+cudaError_t s4d_cuda_conv_epilogue_nhwc_f32(float *y, const float *bias, const float *z, int relu, int64_t rows,
+                                            int64_t channels, cudaStream_t stream);
+cudaError_t s4d_cuda_conv_epilogue_nhwc_f16(void *y, const void *bias, const void *z, int relu, int64_t rows,
+                                            int64_t channels, cudaStream_t stream);
+
+/*
  * Copies x [planes, img0, img1, img2] into xp [planes, pad0, pad1, pad2] at
  * offset (off0, off1, off2), zero elsewhere (pad_i >= img_i + off_i).
  */

@@ -7,8 +7,14 @@
  * configuration: products accumulate in float32, the output rounds once), and
  * tensor-core math (CUDNN_TENSOR_OP_MATH) is allowed, as it loses nothing
  * the float16 storage has not lost already. The own epilogue kernel reads
- * float16, adds in float and rounds once. NHWC, faster for float16 tensor
- * cores, needs the layouts of the tensors around the layer: not done here.
+ * float16, adds in float and rounds once.
+ *
+ * Channels-last (FusedConv layout "NHWC", which the channels-last pass sets
+ * for TF32 and float16 builds, src/passes/layout_nhwc.c): X, Y, Z are NHWC
+ * tensor descriptors and W a KRSC filter ([M, kh, kw, C/g], as the pass
+ * stores it); the own epilogue then indexes the bias along the row. cuDNN's
+ * tensor-core kernels are NHWC, so this saves them converting in and out.
+ * Asymmetric padding is refused in NHWC (the pre-padding copy is NCHW).
  *
  * Build time (prepare): descriptors, then the algorithm. cuDNN's
  * cudnnFind*AlgorithmEx times every algorithm on scratch buffers; only
@@ -96,6 +102,7 @@ typedef struct conv_state {
     int64_t img[3], padded[3], off[3];
     size_t prepad_bytes;
     int has_bias, has_z, relu;
+    int nhwc;        /* channels-last X, Y, Z and a KRSC filter (2-D only) */
     s4d_dtype dtype; /* of every tensor; the descriptors and the epilogue follow it */
     int64_t n, c, m, out_plane;
     void *zero_bias; /* device zeros [m]: the fused call needs a bias */
@@ -197,9 +204,18 @@ static s4d_status make_descs(s4d_op_ctx *ctx, conv_state *st, const s4d_conv_geo
     /* The convolution itself (conv(x) of the fused call) runs through the conv descriptor's math type. */
     /* Data in the layer's dtype; products accumulate in float (the compute type) for every dtype. */
     const cudnnDataType_t dt = (cudnnDataType_t)s4d_cudnn_data_type(st->dtype);
-    if (!nchw_desc(st->x, dt, nd, st->n, in_ch, in_sp) || !nchw_desc(st->y, dt, nd, st->n, out_ch, out_sp) ||
-        !nchw_desc(st->bias, dt, nd, 1, out_ch, one3) ||
-        cudnnSetFilterNdDescriptor(st->w, dt, CUDNN_TENSOR_NCHW, nd, wd) != CUDNN_STATUS_SUCCESS ||
+    int io_ok;
+    if (st->nhwc) /* 2-D: the spatial sizes in slots 1 and 2 */
+        io_ok = cudnnSetTensor4dDescriptor(st->x, CUDNN_TENSOR_NHWC, dt, (int)st->n, (int)in_ch, (int)in_sp[1],
+                                           (int)in_sp[2]) == CUDNN_STATUS_SUCCESS &&
+                cudnnSetTensor4dDescriptor(st->y, CUDNN_TENSOR_NHWC, dt, (int)st->n, (int)out_ch, (int)out_sp[1],
+                                           (int)out_sp[2]) == CUDNN_STATUS_SUCCESS &&
+                cudnnSetFilter4dDescriptor(st->w, dt, CUDNN_TENSOR_NHWC, wd[0], wd[1], wd[2], wd[3]) ==
+                    CUDNN_STATUS_SUCCESS;
+    else
+        io_ok = nchw_desc(st->x, dt, nd, st->n, in_ch, in_sp) && nchw_desc(st->y, dt, nd, st->n, out_ch, out_sp) &&
+                cudnnSetFilterNdDescriptor(st->w, dt, CUDNN_TENSOR_NCHW, nd, wd) == CUDNN_STATUS_SUCCESS;
+    if (!io_ok || !nchw_desc(st->bias, dt, nd, 1, out_ch, one3) ||
         cudnnSetConvolutionNdDescriptor(st->conv, ns, pads, strides, dils, CUDNN_CROSS_CORRELATION,
                                         CUDNN_DATA_FLOAT) != CUDNN_STATUS_SUCCESS ||
         cudnnSetConvolutionGroupCount(st->conv, (int)group) != CUDNN_STATUS_SUCCESS ||
@@ -238,6 +254,10 @@ typedef struct conv_args {
 static cudaError_t conv_epilogue(const conv_state *st, void *y, const void *b, const void *z, int relu,
                                  cudaStream_t s)
 {
+    if (st->nhwc)
+        return st->dtype == S4D_DTYPE_FLOAT16
+                   ? s4d_cuda_conv_epilogue_nhwc_f16(y, b, z, relu, st->n * st->out_plane, st->m, s)
+                   : s4d_cuda_conv_epilogue_nhwc_f32(y, b, z, relu, st->n * st->out_plane, st->m, s);
     if (st->dtype == S4D_DTYPE_FLOAT16)
         return s4d_cuda_conv_epilogue_f16(y, b, z, relu, st->n * st->m, st->out_plane, st->m, s);
     return s4d_cuda_conv_epilogue_f32(y, b, z, relu, st->n * st->m, st->out_plane, st->m, s);
@@ -333,7 +353,7 @@ static size_t conv_ws(const s4d_op_ctx *ctx)
 /* ---- choosing ---- */
 
 typedef struct conv_key {
-    int32_t tag, device, tf32, transpose, has_bias, has_z, relu, nsp, dtype, pad_;
+    int32_t tag, device, tf32, transpose, has_bias, has_z, relu, nsp, dtype, nhwc;
     int64_t n, c, m, group, k[3], stride[3], dil[3], pad[3], in_sp[3], out_sp[3];
 } conv_key;
 
@@ -601,6 +621,7 @@ static void conv_key_make(conv_key *k, const conv_state *st, const s4d_conv_geom
     k->has_bias = st->has_bias;
     k->has_z = st->has_z;
     k->relu = st->relu;
+    k->nhwc = st->nhwc;
     k->nsp = g->nsp;
     k->dtype = (int32_t)st->dtype;
     k->n = st->n;
@@ -680,8 +701,14 @@ static s4d_status conv_supports(s4d_op_ctx *ctx)
     if (p->c < 1 || p->m < 1)
         return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "a convolution without input or output channels");
     const s4d_conv_geom *g = &p->g;
+    if (p->nhwc && g->nsp != 2)
+        return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "channels-last (NHWC) convolutions are 2-D only");
     int64_t padded[3];
     for (int j = 0; j < 3; j++) {
+        if (p->nhwc && g->pad_b[j] != g->pad_e[j])
+            return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED,
+                                "asymmetric padding in a channels-last (NHWC) convolution (the padding "
+                                "copy is NCHW)");
         int64_t extra = g->pad_b[j] > g->pad_e[j] ? g->pad_b[j] - g->pad_e[j] : g->pad_e[j] - g->pad_b[j];
         padded[j] = g->img[j] + extra;
         if (!fits_int(g->k[j]) || !fits_int(g->stride[j]) || !fits_int(g->dil[j]) || !fits_int(g->pad_b[j]) ||
@@ -712,6 +739,7 @@ static s4d_status conv_prepare(s4d_op_ctx *ctx, const void *payload, size_t size
     st->has_bias = p->has_bias;
     st->has_z = p->has_z;
     st->relu = p->relu;
+    st->nhwc = p->nhwc;
     st->out_plane = s4d_host_conv_prod3(p->g.grid);
     if (p->n == 0) {
         st->empty = 1;
@@ -854,7 +882,7 @@ static int conv_describe(const void *state, char *buf, size_t size)
     else
         snprintf(how, sizeof how, "%s",
                  st->pick.how == CONV_HOW_HEURISTIC ? "cuDNN heuristics" : "from the engine file");
-    return snprintf(buf, size, "%s, algo %s (%d), %s, workspace %zu KiB%s, %s", mode,
+    return snprintf(buf, size, "%s%s, algo %s (%d), %s, workspace %zu KiB%s, %s", mode, st->nhwc ? " (NHWC)" : "",
                     st->transpose ? bwd_data_algo_name(ch->algo) : fwd_algo_name(ch->algo), (int)ch->algo,
                     math_name(ch->math), st->algo_ws >> 10, st->prepad ? ", padded copy" : "", how);
 }
