@@ -125,6 +125,20 @@ typedef struct s4d_output_metric {
     s4d_accuracy_metric metric;
 } s4d_output_metric;
 
+/*
+ * The memory layout of 2-D convolutions (--convLayout; docs/cuda-backend.md,
+ * "Channels-last convolutions"). A network's tensors keep the layout of the
+ * model; only the convolutions' own inputs and outputs change, with Transpose
+ * layers at the borders (those that cancel are removed).
+ */
+typedef enum s4d_conv_layout {
+    S4D_CONV_LAYOUT_AUTO = 0, /* NHWC on CUDA when TF32 or float16 is allowed (cuDNN's tensor-core
+                                 kernels are channels-last), else NCHW */
+    S4D_CONV_LAYOUT_NCHW = 1, /* as the model has it */
+    S4D_CONV_LAYOUT_NHWC = 2  /* channels-last wherever the device's convolution takes it (any
+                                 device; on the CPU for tests) */
+} s4d_conv_layout;
+
 /* Build options. */
 typedef struct s4d_build_options {
     size_t struct_size;
@@ -151,6 +165,8 @@ typedef struct s4d_build_options {
     int num_output_tolerances;
     const s4d_output_metric *output_metrics; /* per output metrics (borrowed); others: AUTO */
     int num_output_metrics;
+    /* since 0.4 */
+    s4d_conv_layout conv_layout; /* default AUTO */
 } s4d_build_options;
 
 /* Load options. */

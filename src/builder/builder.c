@@ -142,6 +142,13 @@ static s4d_status resolve(s4d_ir_graph *g, const s4d_build_config *cfg, char *er
     return st;
 }
 
+int s4d_build_nhwc(const s4d_build_config *cfg)
+{
+    if (cfg->conv_layout == S4D_CONV_LAYOUT_AUTO)
+        return cfg->device == S4D_DEVICE_CUDA && (cfg->fp16 || cfg->tf32);
+    return cfg->conv_layout == S4D_CONV_LAYOUT_NHWC;
+}
+
 s4d_status s4d_build_plan(s4d_ir_graph *g, const s4d_build_config *cfg, s4d_plan **out, char *err,
                           size_t errsz)
 {
@@ -188,6 +195,13 @@ s4d_status s4d_build_plan(s4d_ir_graph *g, const s4d_build_config *cfg, s4d_plan
         st = s4d_pass_fuse(g, err, errsz);
     if (st == S4D_OK)
         st = s4d_pass_remove_dead(g, err, errsz);
+    /* After the fusions, which match the model's NCHW chains; before precision, so that the
+       Transpose layers it adds get their precision like any other layer. */
+    if (st == S4D_OK && s4d_build_nhwc(cfg)) {
+        st = s4d_pass_layout_nhwc(g, err, errsz);
+        if (st == S4D_OK)
+            st = s4d_pass_remove_dead(g, err, errsz);
+    }
     char *notes = NULL;
     if (st == S4D_OK && cfg->fp16)
         st = s4d_pass_precision(g, cfg, &notes, err, errsz);

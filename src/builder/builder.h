@@ -38,7 +38,11 @@ typedef struct s4d_build_config {
     int obey_precisions;
     const char *const *guard_fp32; /* layers the accuracy guard keeps in float32 */
     int num_guard_fp32;
+    s4d_conv_layout conv_layout; /* as asked; s4d_build_nhwc() resolves AUTO */
 } s4d_build_config;
+
+/* Whether the build makes 2-D convolutions channels-last (conv_layout, AUTO resolved). */
+int s4d_build_nhwc(const s4d_build_config *cfg);
 
 /*
  * Runs the pipeline above on g and lowers it to a plan. An unsupported model

@@ -571,6 +571,12 @@ s4d_status s4d_engine_build_onnx_memory(const void *data, size_t size,
     cfg.fold_constants = o.fold_constants != 0;
     cfg.allow_fallback = o.allow_fallback != 0;
     cfg.registry = o.registry;
+    if (o.conv_layout != S4D_CONV_LAYOUT_AUTO && o.conv_layout != S4D_CONV_LAYOUT_NCHW &&
+        o.conv_layout != S4D_CONV_LAYOUT_NHWC)
+        return s4d_fmt_err(ERRBUF(err), S4D_ERR_INVALID_ARG,
+                           "conv_layout %d: give S4D_CONV_LAYOUT_AUTO, _NCHW or _NHWC",
+                           (int)o.conv_layout);
+    cfg.conv_layout = o.conv_layout;
     cfg.input_specs = o.input_specs;
     cfg.num_input_specs = o.num_input_specs;
 

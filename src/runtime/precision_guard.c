@@ -933,6 +933,8 @@ s4d_status s4d_precision_guard(const void *data, size_t size, const s4d_build_op
 
     /* The float32 reference: the same pipeline without the precision pass. */
     s4d_build_config c32 = *cfg;
+    /* The same convolution layouts as the candidates, so that layers compare element by element. */
+    c32.conv_layout = s4d_build_nhwc(cfg) ? S4D_CONV_LAYOUT_NHWC : S4D_CONV_LAYOUT_NCHW;
     c32.fp16 = 0;
     c32.layer_precisions = NULL;
     c32.num_layer_precisions = 0;

@@ -187,7 +187,7 @@ def run_half(args, case, d, common, ref):
         ref_cmd.append("--loadInputs=" + ",".join(specs))
     out_b = os.path.join(d, "out_" + args.b)
     extra = ["--allowFallback"] if args.fallback else []
-    b = run(common + extra + [f"--device={args.b}", f"--exportOutput={out_b}"])
+    b = run(common + extra + list(case.b_flags) + [f"--device={args.b}", f"--exportOutput={out_b}"])
     said = b.stderr + b.stdout
     if b.returncode != 0:
         if args.b == "cuda" and ("no usable CUDA device" in said or "no CUDA device" in said

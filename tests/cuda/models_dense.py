@@ -470,9 +470,47 @@ def half_cases(rng):
     return h
 
 
+# TF32 convolutions: products of 10-bit mantissas, sums of up to 2048 terms in float32.
+CONV_TF32_TOL = dict(rtol=5e-3, atol=5e-3)
+
+
+def nhwc_cases(rng):
+    """Convolutions channels-last on the device (--convLayout=nhwc: Transposes at the borders,
+    a KRSC filter, the epilogue along the rows), strict float32 and TF32 (--tf32: channels-last
+    by default); asymmetric padding keeps NCHW on CUDA, which these cases check too."""
+    def nhwc(c, flags=("--convLayout=nhwc",), tol=None, tag="_nhwc"):
+        t = tol or {"rtol": c.rtol, "atol": c.atol}
+        return Case(c.name + tag, c.model, c.inputs, b_flags=list(flags), **t)
+    c = [
+        conv_case(rng, "conv2d_3x3_pad1", (2, 8, 17, 19), (16, 8, 3, 3), dict(pads=[1, 1, 1, 1]), (17, 19)),
+        conv_case(rng, "conv2d_groups4_stride2", (2, 16, 12, 13), (12, 4, 3, 3),
+                  dict(group=4, pads=[1, 1, 1, 1], strides=[2, 2]), (6, 7)),
+        conv_case(rng, "conv2d_depthwise", (1, 32, 20, 20), (32, 1, 5, 5), dict(group=32, pads=[2, 2, 2, 2]),
+                  (20, 20)),
+        conv_case(rng, "conv2d_odd_channels_nobias", (2, 5, 9, 11), (7, 5, 3, 3), {}, (7, 9), bias=False),
+        conv_case(rng, "conv2d_asym_pads", (2, 3, 14, 15), (4, 3, 3, 2), dict(pads=[0, 2, 1, 0]),
+                  (conv_out(14, 3, 1, 1, 0, 1), conv_out(15, 2, 1, 1, 2, 0))),
+        conv_case(rng, "conv2d_1x1_direct", (3, 24, 9, 11), (10, 24, 1, 1), {}, (9, 11)),
+        fused_conv_case(rng, "fusedconv_bias_add_relu", (2, 8, 15, 17), (8, 8, 3, 3), dict(pads=[1, 1, 1, 1]),
+                        (15, 17)),
+        fused_conv_case(rng, "fusedconv_add_only", (2, 8, 15, 17), (8, 8, 1, 1), {}, (15, 17), relu=False),
+        fused_conv_case(rng, "fusedconv_relu_nobias", (2, 6, 9, 10), (12, 6, 3, 3), dict(pads=[1, 1, 1, 1]),
+                        (9, 10), bias=False, residual=False),
+        fused_conv_case(rng, "fusedconv_rows_over_65535", (700, 4, 5, 5), (100, 4, 3, 3),
+                        dict(pads=[1, 1, 1, 1]), (5, 5)),
+        conv_bn_relu_case(rng, "r50_stem_7x7s2", (6, 3, 256, 704), (64, 3, 7, 7),
+                          dict(strides=[2, 2], pads=[3, 3, 3, 3]), (128, 352)),
+        fused_conv_case(rng, "r50_layer1_expand_residual", (6, 64, 64, 176), (256, 64, 1, 1), {}, (64, 176)),
+    ]
+    out = [nhwc(x) for x in c]
+    out += [nhwc(x, ("--tf32",), CONV_TF32_TOL, "_tf32_auto_nhwc") for x in (c[0], c[2], c[6], c[10], c[11])]
+    return out
+
+
 def cases():
     rng = np.random.default_rng(20240611)
-    return conv_cases(rng) + conv_transpose_cases(rng) + product_cases(rng) + pool_cases(rng)
+    return (conv_cases(rng) + conv_transpose_cases(rng) + product_cases(rng) + pool_cases(rng) +
+            nhwc_cases(rng))
 
 
 # ---- refusals (run directly) ----

@@ -139,6 +139,8 @@ def case_bad_flags():
     expect(p.stderr, "'nope'")
     p = run(f"--onnx={m('unsupported.onnx')}", ok=False)
     expect(p.stderr, "FooOp", "foo1", "foo2", "BarOp")
+    p = run(f"--onnx={m('mlp.onnx')}", "--convLayout=nhcw", ok=False)
+    expect(p.stderr, "--convLayout", "'nhcw'")
     trunc = scratch("trunc.onnx")
     data = open(m("mlp.onnx"), "rb").read()
     open(trunc, "wb").write(data[: len(data) // 2])
@@ -154,6 +156,8 @@ def case_bad_flags():
     open(scratch("short.s4de"), "wb").write(blob[:100])
     p = run(f"--loadEngine={scratch('short.s4de')}", ok=False)
     expect(p.stderr, "truncated")
+    p = run(f"--loadEngine={eng}", "--convLayout=nhwc", ok=False)
+    expect(p.stderr, "--convLayout", "apply when building")
 
 
 def case_bad_npy():

@@ -851,6 +851,10 @@ static void case_bind_errors(void)
     bo.struct_size = 3;
     st = s4d_engine_build_onnx_file(model_path("mlp.onnx"), &bo, &e2, &err);
     CHECK(st == S4D_ERR_INVALID_ARG && strstr(err.msg, "struct_size"), "%s", err.msg);
+    s4d_build_options_init(&bo);
+    bo.conv_layout = (s4d_conv_layout)7;
+    st = s4d_engine_build_onnx_file(model_path("mlp.onnx"), &bo, &e2, &err);
+    CHECK(st == S4D_ERR_INVALID_ARG && strstr(err.msg, "conv_layout 7"), "%s", err.msg);
     s4d_engine_destroy(NULL);
     s4d_context_destroy(NULL);
     s4d_engine_destroy(e);

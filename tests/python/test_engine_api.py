@@ -8,6 +8,7 @@ import os
 import numpy as np
 import onnx
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 import torch
 
 import engine_util as u
@@ -338,3 +339,32 @@ def test_device_buffer_keeps_an_output_in_the_contexts_buffer_and_chains(models)
     gc.collect()
     assert np.array_equal(view, saved)
     assert np.array_equal(c2.run()["y"], saved + saved)
+
+
+def _conv_model():
+    rng = np.random.default_rng(5)
+    w = numpy_helper.from_array(rng.normal(0, 0.3, (6, 4, 3, 3)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.uniform(-0.2, 0.2, 6).astype(np.float32), "b")
+    n1 = helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1])
+    n2 = helper.make_node("Relu", ["c"], ["y"], name="relu")
+    g = helper.make_graph([n1, n2], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                          [2, 4, 7, 9])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w, b])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_conv_layout_option_builds_channels_last_and_checks_its_value():
+    u.require_build()
+    model = _conv_model()
+    x = np.random.default_rng(6).uniform(-1, 1, (2, 4, 7, 9)).astype(np.float32)
+    outs = {}
+    for layout in ("nchw", "nhwc", "auto"):
+        with se.build(model, conv_layout=layout) as e, e.create_context() as ctx:
+            outs[layout] = ctx.run({"x": x})["y"]
+            ops = [layer["op"] for layer in e.layer_info()]
+            # channels-last: a Transpose in and one out around the convolution
+            assert ops.count("Transpose") == (2 if layout == "nhwc" else 0), ops
+    _close(outs["nhwc"], outs["nchw"], 1e-5)
+    assert outs["auto"].tobytes() == outs["nchw"].tobytes()  # AUTO is NCHW on the CPU
+    with pytest.raises(ValueError, match="conv_layout"):
+        se.Builder(conv_layout="NHWC_")

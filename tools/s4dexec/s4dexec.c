@@ -55,6 +55,7 @@ typedef struct options {
     int graph_streams;
     int no_transfers;
     int tf32;
+    int conv_layout; /* s4d_conv_layout; 0: AUTO */
     s4d_layer_precision precisions[MAX_LOADS];
     int num_precisions;
     int obey;
@@ -106,6 +107,10 @@ static const char *usage_text =
     "                         it such nodes fail the build, all listed in one message\n"
     "  --tf32 / --noTF32      CUDA float32 layers may use TF32 tensor cores (default\n"
     "                         --noTF32: strict float32, unlike trtexec; see docs/s4dexec.md)\n"
+    "  --convLayout=auto|nchw|nhwc\n"
+    "                         memory layout of 2-D convolutions (default auto: channels-last\n"
+    "                         on CUDA with --tf32 or --fp16, where cuDNN's tensor cores want\n"
+    "                         it; Transpose layers at the borders)\n"
     "\n"
     "Inputs and outputs (.npy files):\n"
     "  --loadInputs=name:file.npy[,name:file.npy...]\n"
@@ -534,6 +539,15 @@ static int parse_args(int argc, char **argv, options *o, int *help)
             o->tf32 = 1;
         } else if (strcmp(a, "--noTF32") == 0) {
             o->tf32 = 0;
+        } else if ((v = flag_value(a, "--convLayout"))) {
+            if (strcmp(v, "auto") == 0)
+                o->conv_layout = S4D_CONV_LAYOUT_AUTO;
+            else if (strcmp(v, "nchw") == 0)
+                o->conv_layout = S4D_CONV_LAYOUT_NCHW;
+            else if (strcmp(v, "nhwc") == 0)
+                o->conv_layout = S4D_CONV_LAYOUT_NHWC;
+            else
+                return fail("--convLayout expects auto, nchw or nhwc, got '%s'", v);
         } else if ((v = flag_value(a, "--layerPrecisions"))) {
             if (parse_precisions(o, v))
                 return 1;
@@ -996,6 +1010,7 @@ static int run_main(const options *o)
         bo.num_input_specs = o->num_shapes;
         bo.allow_fallback = o->allow_fallback;
         bo.tf32 = o->tf32;
+        bo.conv_layout = (s4d_conv_layout)o->conv_layout;
         bo.layer_precisions = o->precisions;
         bo.num_layer_precisions = o->num_precisions;
         bo.obey_precisions = o->obey;
@@ -1015,8 +1030,8 @@ static int run_main(const options *o)
     } else {
         if (o->fp16 || o->num_shapes || o->allow_fallback || o->tf32 || o->num_precisions ||
             o->obey || o->calib || o->accuracy > 0 || o->num_tolerances ||
-            o->num_metrics)
-            return fail("--fp16, --shapes, --allowFallback, --tf32, --layerPrecisions, "
+            o->num_metrics || o->conv_layout)
+            return fail("--fp16, --shapes, --allowFallback, --tf32, --convLayout, --layerPrecisions, "
                         "--precisionConstraints, --calib and --accuracy apply when building "
                         "(--onnx); a loaded engine keeps what it was built with");
         if (s4d_engine_load_file(o->load_engine, NULL, &e, &err) != S4D_OK)

@@ -64,7 +64,7 @@ class BuildOptions(ctypes.Structure):
                 ("output_tolerances", ctypes.POINTER(OutputTolerance)),
                 ("num_output_tolerances", ctypes.c_int),
                 ("output_metrics", ctypes.POINTER(OutputMetric)),
-                ("num_output_metrics", ctypes.c_int)]
+                ("num_output_metrics", ctypes.c_int), ("conv_layout", ctypes.c_int)]
 
 
 class LoadOptions(ctypes.Structure):

@@ -349,13 +349,19 @@ class Builder:
     default relative L2 tolerance per output (None: 1e-2); output_tolerances:
     {output: tolerance} overrides; output_metrics: {output: "ordered" | "matched" |
     "auto"}, how the guard compares an output (auto: rows matched where their order
-    follows a TopK, else element by element).
+    follows a TopK, else element by element). conv_layout: "auto" (channels-last
+    2-D convolutions on CUDA with tf32 or fp16), "nchw" or "nhwc".
     """
+
+    _LAYOUTS = {"auto": 0, "nchw": 1, "nhwc": 2}
 
     def __init__(self, device="cpu", fp16=False, tf32=False, shapes=None, values=None,
                  plugins=None, registry=None, allow_fallback=False, fold_constants=True,
                  layer_precisions=None, obey_precisions=False, calib_dir=None, accuracy=None,
-                 output_tolerances=None, output_metrics=None):
+                 output_tolerances=None, output_metrics=None, conv_layout="auto"):
+        if conv_layout not in self._LAYOUTS:
+            raise ValueError(f"conv_layout {conv_layout!r}: give 'auto', 'nchw' or 'nhwc'")
+        self.conv_layout = conv_layout
         self.device = device
         self.fp16 = fp16
         self.tf32 = tf32
@@ -383,6 +389,7 @@ class Builder:
         opts.device = device
         opts.fp16 = int(bool(self.fp16))
         opts.tf32 = int(bool(self.tf32))
+        opts.conv_layout = self._LAYOUTS[self.conv_layout]
         opts.allow_fallback = int(bool(self.allow_fallback))
         opts.fold_constants = int(bool(self.fold_constants))
         specs, n, keep = _make_specs(self.shapes, self.values, self._auto)
@@ -471,15 +478,15 @@ def _precision_options(opts, b):
 def build(onnx, device="cpu", fp16=False, tf32=False, shapes=None, values=None, plugins=None,
           registry=None, allow_fallback=False, fold_constants=True, layer_precisions=None,
           obey_precisions=False, calib_dir=None, accuracy=None,
-          output_tolerances=None, output_metrics=None) -> "Engine":
+          output_tolerances=None, output_metrics=None, conv_layout="auto") -> "Engine":
     """Builds an engine from an ONNX model (path, bytes or onnx.ModelProto);
     the options are Builder's."""
     return Builder(device=device, fp16=fp16, tf32=tf32, shapes=shapes, values=values,
                    plugins=plugins, registry=registry, allow_fallback=allow_fallback,
                    fold_constants=fold_constants, layer_precisions=layer_precisions,
                    obey_precisions=obey_precisions, calib_dir=calib_dir, accuracy=accuracy,
-                   output_tolerances=output_tolerances,
-                   output_metrics=output_metrics).build(onnx)
+                   output_tolerances=output_tolerances, output_metrics=output_metrics,
+                   conv_layout=conv_layout).build(onnx)
 
 
 # ---------------------------------------------------------------- engines
