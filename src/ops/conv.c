@@ -157,20 +157,6 @@ static size_t nhwc_floats(const conv_plan *p)
                     p->n * p->m * s4d_host_conv_prod3(p->g.grid));
 }
 
-/* dst [n, c, plane] from src [n, plane, c]; channels_last: the other way. */
-static void swap_channels(const float *src, float *dst, int64_t n, int64_t plane, int64_t c, int channels_last)
-{
-    for (int64_t b = 0; b < n; b++)
-        for (int64_t q = 0; q < plane; q++)
-            for (int64_t ch = 0; ch < c; ch++) {
-                const int64_t first = (b * c + ch) * plane + q, last = (b * plane + q) * c + ch;
-                if (channels_last)
-                    dst[last] = src[first];
-                else
-                    dst[first] = src[last];
-            }
-}
-
 static size_t conv_ws_common(const s4d_op_ctx *ctx, int fused)
 {
     conv_plan p;
@@ -218,8 +204,8 @@ static s4d_status conv_run_common(s4d_op_ctx *ctx, int fused)
     float *col = ctx->workspace, *y_nhwc = NULL;
     if (p.nhwc) {
         float *xt = col, *wt = xt + p.n * p.c * plane_in, *yt = wt + p.m * kk;
-        swap_channels(x, xt, p.n, plane_in, p.c, 0);
-        swap_channels(w, wt, p.m, kk / p.cg, p.cg, 0);
+        s4d_host_swap_channels(x, xt, p.n, plane_in, p.c, 0);
+        s4d_host_swap_channels(w, wt, p.m, kk / p.cg, p.cg, 0);
         x = xt;
         w = wt;
         y_nhwc = y;
@@ -246,7 +232,7 @@ static s4d_status conv_run_common(s4d_op_ctx *ctx, int fused)
         }
     }
     if (y_nhwc) {
-        swap_channels(y, y_nhwc, p.n, ncol, p.m, 1);
+        s4d_host_swap_channels(y, y_nhwc, p.n, ncol, p.m, 1);
         y = y_nhwc; /* Z has Y's layout */
     }
     if (p.has_z || p.relu) {

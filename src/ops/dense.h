@@ -74,6 +74,7 @@ typedef struct s4d_pool_params {
     int64_t n, c;
     s4d_pool_kind kind;
     int count_include_pad, storage_order, with_indices;
+    int nhwc; /* s4d::MaxPool (layout NHWC, 2-D): X and Y [N, H, W, C], no Indices */
 } s4d_pool_params;
 
 /* GlobalAveragePool / GlobalMaxPool: one value per (n, c) plane. */

@@ -191,3 +191,16 @@ void s4d_host_sgemm_batched(struct s4d_threadpool *pool, int64_t nbatch, int tra
     else
         batched_range(&j, 0, nbatch);
 }
+
+void s4d_host_swap_channels(const float *src, float *dst, int64_t n, int64_t plane, int64_t c, int channels_last)
+{
+    for (int64_t b = 0; b < n; b++)
+        for (int64_t q = 0; q < plane; q++)
+            for (int64_t ch = 0; ch < c; ch++) {
+                const int64_t first = (b * c + ch) * plane + q, last = (b * plane + q) * c + ch;
+                if (channels_last)
+                    dst[last] = src[first];
+                else
+                    dst[first] = src[last];
+            }
+}

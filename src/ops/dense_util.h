@@ -45,6 +45,9 @@ int s4d_host_blas_get_threads(void);
 /* Nonzero when optional input i is present (not an empty name in the node). */
 int s4d_host_has_input(const s4d_op_ctx *ctx, int i);
 
+/* dst [n, c, plane] from src [n, plane, c] (channels_last 0), or the other way (1). */
+void s4d_host_swap_channels(const float *src, float *dst, int64_t n, int64_t plane, int64_t c, int channels_last);
+
 /*
  * Multidirectional (numpy) broadcast of shapes a and b into out; returns
  * S4D_ERR_SHAPE through the op error when they do not broadcast.

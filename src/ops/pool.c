@@ -7,6 +7,11 @@
  * inside the input, or with count_include_pad the taps inside the padded
  * input. MaxPool's optional Indices output holds flat indices into X (row
  * major, or column major over the spatial dims with storage_order = 1).
+ *
+ * s4d::MaxPool (made by the channels-last pass, never in a user's model):
+ * MaxPool of 2-D maps with the channels last, attribute layout = "NHWC",
+ * X and Y [N, H, W, C], no Indices. The host runs it by transposing into
+ * its workspace around the NCHW computation.
  */
 #include <float.h>
 #include <math.h>
@@ -24,6 +29,13 @@ typedef s4d_pool_params pool_plan;
 
 static s4d_status pool_plan_make(s4d_op_ctx *ctx, pool_kind kind, pool_plan *p)
 {
+    const int nhwc = strcmp(ctx->schema->domain, "s4d") == 0;
+    if (nhwc && strcmp(s4d_op_attr_string(ctx, "layout", ""), "NHWC") != 0)
+        return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "layout '%s' (s4d::MaxPool is NHWC)",
+                            s4d_op_attr_string(ctx, "layout", ""));
+    if (nhwc && (ctx->num_outputs != 1 || ctx->num_inputs != 1 || ctx->inputs[0].rank != 4))
+        return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "s4d::MaxPool takes one rank-4 NHWC input and "
+                            "gives one output");
     int max_out = kind == POOL_MAX ? 2 : 1;
     if (ctx->num_inputs != 1 || ctx->num_outputs < 1 || ctx->num_outputs > max_out)
         return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "expects 1 input and 1 to %d outputs, got %d and %d", max_out,
@@ -41,6 +53,7 @@ static s4d_status pool_plan_make(s4d_op_ctx *ctx, pool_kind kind, pool_plan *p)
         return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "attribute kernel_shape must list %d ints", nsp);
     memset(p, 0, sizeof *p);
     p->kind = kind;
+    p->nhwc = nhwc;
     s4d_auto_pad ap;
     s4d_status st = s4d_host_conv_attrs(ctx, nsp, ka->ints, &p->g, &ap);
     if (st != S4D_OK)
@@ -50,11 +63,11 @@ static s4d_status pool_plan_make(s4d_op_ctx *ctx, pool_kind kind, pool_plan *p)
     p->storage_order = s4d_op_attr_int(ctx, "storage_order", 0) != 0;
     p->with_indices = ctx->num_outputs > 1;
     p->n = x->dims[0];
-    p->c = x->dims[1];
+    p->c = x->dims[nhwc ? 3 : 1];
     s4d_conv_geom *g = &p->g;
     for (int i = 0; i < nsp; i++) {
         int j = 3 - nsp + i;
-        int64_t in = x->dims[2 + i], ext, span;
+        int64_t in = x->dims[(nhwc ? 1 : 2) + i], ext, span;
         if (!s4d_host_conv_extent(g, j, &ext) || s4d_add_i64(in, g->pad_b[j], &span) ||
             s4d_add_i64(span, g->pad_e[j], &span))
             return s4d_op_error(ctx, S4D_ERR_SHAPE, "spatial dim %d: the padded input or the dilated window "
@@ -106,9 +119,9 @@ static s4d_status pool_infer(s4d_op_ctx *ctx, pool_kind kind)
         y->dtype = o == 0 ? x->dtype : S4D_DTYPE_INT64;
         y->rank = x->rank;
         y->dims[0] = p.n;
-        y->dims[1] = p.c;
+        y->dims[p.nhwc ? 3 : 1] = p.c;
         for (int i = 0; i < p.g.nsp; i++)
-            y->dims[2 + i] = p.g.grid[3 - p.g.nsp + i];
+            y->dims[(p.nhwc ? 1 : 2) + i] = p.g.grid[3 - p.g.nsp + i];
     }
     return S4D_OK;
 }
@@ -207,12 +220,22 @@ static s4d_status pool_run(s4d_op_ctx *ctx, pool_kind kind)
     if (ctx->inputs[0].dtype != S4D_DTYPE_FLOAT32)
         return s4d_op_error(ctx, S4D_ERR_DTYPE, "X is %s: the host pools run float32 only",
                             s4d_dtype_name(ctx->inputs[0].dtype));
-    size_t need = sizeof(pool_taps) * (size_t)(p.g.grid[0] + p.g.grid[1] + p.g.grid[2]);
+    const int64_t plane_in = s4d_host_conv_prod3(p.g.img), plane_out = s4d_host_conv_prod3(p.g.grid);
+    size_t taps = sizeof(pool_taps) * (size_t)(p.g.grid[0] + p.g.grid[1] + p.g.grid[2]);
+    size_t need = taps + (p.nhwc ? sizeof(float) * (size_t)(p.n * p.c * (plane_in + plane_out)) : 0);
     if (ctx->workspace_size < need)
         return s4d_op_error(ctx, S4D_ERR_INTERNAL, "workspace of %zu bytes is too small", ctx->workspace_size);
     pool_taps *tp = ctx->workspace;
     pool_job j = {&p, kind, ctx->inputs[0].data, ctx->outputs[0].data,
                   p.with_indices ? ctx->outputs[1].data : NULL, {NULL, NULL, NULL}};
+    float *xt = NULL, *yt = NULL;
+    if (p.nhwc) { /* NCHW copies after the tap tables */
+        xt = (float *)((char *)ctx->workspace + taps);
+        yt = xt + p.n * p.c * plane_in;
+        s4d_host_swap_channels(j.x, xt, p.n, plane_in, p.c, 0);
+        j.x = xt;
+        j.y = yt;
+    }
     for (int q = 0; q < 3; q++) {
         const s4d_conv_geom *g = &p.g;
         j.taps[q] = tp;
@@ -224,6 +247,8 @@ static s4d_status pool_run(s4d_op_ctx *ctx, pool_kind kind)
         }
     }
     s4d_parallel_for(ctx->pool, p.n * p.c, 1, pool_planes, &j);
+    if (yt)
+        s4d_host_swap_channels(yt, ctx->outputs[0].data, p.n, plane_out, p.c, 1);
     return S4D_OK;
 }
 
@@ -232,7 +257,10 @@ static size_t pool_ws(const s4d_op_ctx *ctx, pool_kind kind)
     pool_plan p;
     if (pool_plan_get(ctx, kind, &p) != S4D_OK)
         return 0;
-    return sizeof(pool_taps) * (size_t)(p.g.grid[0] + p.g.grid[1] + p.g.grid[2]);
+    size_t nhwc = p.nhwc ? sizeof(float) * (size_t)(p.n * p.c * (s4d_host_conv_prod3(p.g.img) +
+                                                                 s4d_host_conv_prod3(p.g.grid)))
+                         : 0;
+    return sizeof(pool_taps) * (size_t)(p.g.grid[0] + p.g.grid[1] + p.g.grid[2]) + nhwc;
 }
 
 static size_t maxpool_ws(const s4d_op_ctx *ctx) { return pool_ws(ctx, POOL_MAX); }
@@ -340,6 +368,10 @@ static const s4d_attr_spec maxpool_attrs[] = {POOL_ATTRS, {"storage_order", S4D_
 static const s4d_attr_spec avgpool_attrs[] = {POOL_ATTRS, {"count_include_pad", S4D_ATTR_INT, S4D_ATTR_BOOL}, {NULL}};
 const s4d_op_schema s4d_op_maxpool = {"", "MaxPool", 1, maxpool_infer, maxpool_ws, maxpool_run,
                                       sizeof(pool_plan), 0, maxpool_attrs};
+static const s4d_attr_spec maxpool_nhwc_attrs[] = {POOL_ATTRS, {"storage_order", S4D_ATTR_INT, S4D_ATTR_BOOL},
+                                                   {"layout", S4D_ATTR_STRING}, {NULL}};
+const s4d_op_schema s4d_op_maxpool_nhwc = {"s4d", "MaxPool", 1, maxpool_infer, maxpool_ws, maxpool_run,
+                                           sizeof(pool_plan), 0, maxpool_nhwc_attrs};
 const s4d_op_schema s4d_op_avgpool = {"", "AveragePool", 1, avgpool_infer, avgpool_ws, avgpool_run,
                                       sizeof(pool_plan), 0, avgpool_attrs};
 const s4d_op_schema s4d_op_global_avgpool = {"", "GlobalAveragePool", 1, gpool_infer, NULL, gavg_run,

@@ -27,6 +27,7 @@ extern const s4d_op_schema s4d_op_matmul_integer;
 extern const s4d_op_schema s4d_op_mvn;
 extern const s4d_op_schema s4d_op_qlinear_matmul;
 extern const s4d_op_schema s4d_op_maxpool;
+extern const s4d_op_schema s4d_op_maxpool_nhwc;
 extern const s4d_op_schema s4d_op_max_unpool;
 extern const s4d_op_schema s4d_op_resize;
 extern const s4d_op_schema s4d_op_roi_align;
@@ -76,6 +77,7 @@ const s4d_op_schema *const s4d_op_schemas_b[] = {
     &s4d_op_mvn,
     &s4d_op_qlinear_matmul,
     &s4d_op_maxpool,
+    &s4d_op_maxpool_nhwc,
     &s4d_op_max_unpool,
     &s4d_op_resize,
     &s4d_op_roi_align,

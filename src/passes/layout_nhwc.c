@@ -18,6 +18,12 @@
  *   - Resize(Transpose(x)) -> Transpose(Resize'(x)), with the scales (or
  *     sizes) permuted: the FPN's upsampling then runs channels-last and the
  *     Transpose meets the next convolution's and cancels;
+ *   - MaxPool(Transpose(x)) -> Transpose(s4d::MaxPool(x)), the pool
+ *     channels-last (a ResNet's stem);
+ *   - an element-wise node (an activation, an Add, a FusedPointwise) whose
+ *     inputs are Transposes of one perm (or scalars) runs on their inputs and
+ *     one Transpose follows it: activations between convolutions that no
+ *     fusion took (ReLU6, SiLU) cost no Transposes;
  *   - Transpose(Reshape(Transpose(x))) whose net effect keeps the element
  *     order -> Reshape(x), a view: the export's flattening of the feature
  *     maps to [.., H*W, C] reads the channels-last maps as they are.
@@ -361,6 +367,145 @@ static s4d_status try_resize(lay *l, int ni, int *done)
     return st;
 }
 
+/* ---- MaxPool after a Transpose to NCHW ---- */
+
+/* A 2-D MaxPool (no Indices) of Transpose(x, 0,3,1,2): s4d::MaxPool on x, then the Transpose. */
+static s4d_status try_pool(lay *l, int ni, int *done)
+{
+    s4d_ir_graph *g = l->g;
+    const s4d_ir_node *n = &g->nodes[ni];
+    if (!s4d_fuse_is_op(g, ni, "MaxPool") || !n->params || n->num_inputs != 1 || n->outputs[0] < 0 ||
+        (n->num_outputs > 1 && n->outputs[1] >= 0))
+        return S4D_OK;
+    const s4d_pool_params *pp = n->params;
+    const int t = transpose_of(g, n->inputs[0]);
+    if (pp->g.nsp != 2 || t < 0 || memcmp(((const s4d_transpose_params *)g->nodes[t].params)->perm,
+                                           (const int[]){0, 3, 1, 2}, sizeof(int) * 4) != 0)
+        return S4D_OK;
+    const int x = g->nodes[t].inputs[0], y = n->outputs[0];
+    int64_t yd[4];
+    for (int d = 0; d < 4; d++)
+        yd[d] = g->values[y].t.dims[TO_NHWC[d]];
+    s4d_attr *attrs = calloc((size_t)n->num_attrs + 1, sizeof *attrs);
+    if (!attrs)
+        return oom(l);
+    int na = 0, bad = 0;
+    for (int i = 0; i < n->num_attrs && !bad; i++)
+        bad = s4d_attr_copy(&attrs[na++], &n->attrs[i]) != 0;
+    bad = bad || s4d_fuse_attr_string(&attrs[na++], "layout", "NHWC") != 0;
+    int ok = 0;
+    s4d_tensor want = g->values[y].t;
+    memcpy(want.dims, yd, sizeof yd);
+    s4d_status st = bad ? oom(l) : s4d_fuse_supported_as(g, ni, "MaxPool", &x, 1, attrs, na, &want, &ok);
+    for (int i = 0; i < na; i++)
+        s4d_attr_clear(&attrs[i]);
+    free(attrs);
+    if (st != S4D_OK || !ok)
+        return st;
+    int yv = add_activation(l, n->name, "pooled", g->values[y].t.dtype, 4, yd);
+    if (yv < 0)
+        return oom(l);
+    s4d_ir_node *m = &g->nodes[ni];
+    if (s4d_fuse_set_op(m, "s4d", "MaxPool", 1) != 0 || s4d_fuse_add_attr_string(m, "layout", "NHWC") != 0)
+        return oom(l);
+    m->inputs[0] = x;
+    m->outputs[0] = yv;
+    m->num_outputs = 1;
+    int tn = add_transpose(l, ni, 1, "after", yv, y, TO_NCHW);
+    if (tn < 0)
+        return oom(l);
+    st = finish_node(l, ni);
+    if (st == S4D_OK)
+        st = finish_node(l, tn);
+    *done = st == S4D_OK;
+    return st;
+}
+
+/* ---- element-wise nodes after Transposes ---- */
+
+/* Element-wise ops whose output element depends only on the inputs' elements at its index. */
+static const char *const ELTWISE[] = {
+    "Relu", "Sigmoid", "Tanh", "Clip", "LeakyRelu", "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus",
+    "Neg", "Abs", "Exp", "Log", "Sqrt", "Reciprocal", "Erf", "Cast", "Add", "Sub", "Mul", "Div", "Max",
+    "Min", "Pow", "Sum", "Mean",
+};
+
+static int is_eltwise(const s4d_ir_graph *g, int ni)
+{
+    if (is_s4d_op(g, ni, "FusedPointwise"))
+        return 1;
+    for (size_t i = 0; i < sizeof ELTWISE / sizeof ELTWISE[0]; i++)
+        if (s4d_fuse_is_op(g, ni, ELTWISE[i]))
+            return 1;
+    return 0;
+}
+
+/*
+ * An element-wise node whose every input is a scalar or, with the output's shape, a Transpose of
+ * one perm (rank 4): it runs on the Transposes' inputs instead, and one Transpose follows it.
+ * Never more Transposes than before; the one after it may then cancel against a convolution's.
+ */
+static s4d_status try_eltwise(lay *l, int ni, int *done)
+{
+    s4d_ir_graph *g = l->g;
+    const s4d_ir_node *n = &g->nodes[ni];
+    if (!is_eltwise(g, ni) || n->num_outputs != 1 || n->outputs[0] < 0 || n->num_inputs > 8)
+        return S4D_OK;
+    const int y = n->outputs[0];
+    const s4d_tensor *yt = &g->values[y].t;
+    if (yt->rank != 4)
+        return S4D_OK;
+    const int *perm = NULL;
+    int srcs[8];
+    for (int j = 0; j < n->num_inputs; j++) {
+        const int v = n->inputs[j];
+        srcs[j] = v;
+        if (v < 0 || s4d_tensor_numel(&g->values[v].t) == 1)
+            continue; /* absent, or a scalar: the same after any permutation */
+        const s4d_tensor *vt = &g->values[v].t;
+        const int t = transpose_of(g, v);
+        if (t < 0 || vt->rank != 4 || memcmp(vt->dims, yt->dims, sizeof(int64_t) * 4) != 0)
+            return S4D_OK;
+        const int *p = ((const s4d_transpose_params *)g->nodes[t].params)->perm;
+        if (perm && memcmp(perm, p, sizeof(int) * 4) != 0)
+            return S4D_OK;
+        perm = p;
+        srcs[j] = g->nodes[t].inputs[0];
+    }
+    if (!perm)
+        return S4D_OK;
+    int64_t back[4], xd[4];
+    for (int i = 0; i < 4; i++) {
+        back[i] = perm[i];
+        xd[perm[i]] = yt->dims[i];
+    }
+    int yv = add_activation(l, n->name, "out", yt->dtype, 4, xd);
+    if (yv < 0)
+        return oom(l);
+    s4d_ir_node *e = &g->nodes[ni];
+    int old[8];
+    memcpy(old, e->inputs, sizeof(int) * (size_t)e->num_inputs);
+    memcpy(e->inputs, srcs, sizeof(int) * (size_t)e->num_inputs);
+    e->outputs[0] = yv;
+    s4d_status st = s4d_fuse_infer_node(g, ni, l->err, l->errsz);
+    char why[600];
+    if (st == S4D_OK && s4d_node_supported(g, e, s4d_backend_get(e->device), why, sizeof why) != S4D_OK)
+        st = S4D_ERR_UNSUPPORTED;
+    if (st != S4D_OK) {
+        memcpy(e->inputs, old, sizeof(int) * (size_t)e->num_inputs);
+        e->outputs[0] = y;
+        if (l->errsz)
+            l->err[0] = 0;
+        return s4d_fuse_infer_node(g, ni, l->err, l->errsz);
+    }
+    int tn = add_transpose(l, ni, 1, "after", yv, y, back);
+    if (tn < 0)
+        return oom(l);
+    st = finish_node(l, tn);
+    *done = st == S4D_OK;
+    return st;
+}
+
 /* ---- Transpose(Reshape(Transpose(x))) that keeps the element order ---- */
 
 /*
@@ -508,6 +653,10 @@ s4d_status s4d_pass_layout_nhwc(s4d_ir_graph *g, char *err, size_t errsz)
         st = s4d_pass_simplify_movement(g, err, errsz);
         if (st == S4D_OK)
             st = sweep(&l, try_resize, &changed);
+        if (st == S4D_OK)
+            st = sweep(&l, try_eltwise, &changed);
+        if (st == S4D_OK)
+            st = sweep(&l, try_pool, &changed);
         if (st == S4D_OK)
             st = sweep(&l, try_chain, &changed);
     }

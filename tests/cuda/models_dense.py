@@ -502,6 +502,14 @@ def nhwc_cases(rng):
                           dict(strides=[2, 2], pads=[3, 3, 3, 3]), (128, 352)),
         fused_conv_case(rng, "r50_layer1_expand_residual", (6, 64, 64, 176), (256, 64, 1, 1), {}, (64, 176)),
     ]
+    x = rand(rng, (2, 3, 64, 96))
+    consts = {"W": weights(rng, (16, 3, 7, 7), 147), "B": rand(rng, (16,), lo=-0.5, hi=0.5)}
+    nodes = [helper.make_node("Conv", ["X", "W", "B"], ["c"], name="conv", strides=[2, 2], pads=[3, 3, 3, 3]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("MaxPool", ["r"], ["Y"], name="pool", kernel_shape=[3, 3], strides=[2, 2],
+                              pads=[1, 1, 1, 1])]
+    c.append(Case("stem_conv_relu_maxpool", graph(nodes, {"X": x}, {"Y": ([2, 16, 16, 24], TensorProto.FLOAT)},
+                                                 consts), {"X": x}, **CONV_TOL))
     out = [nhwc(x) for x in c]
     out += [nhwc(x, ("--tf32",), CONV_TF32_TOL, "_tf32_auto_nhwc") for x in (c[0], c[2], c[6], c[10], c[11])]
     return out

@@ -10,6 +10,7 @@ import os
 import sys
 
 import numpy as np
+from onnx import TensorProto, helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import models_dense  # noqa: E402
@@ -31,6 +32,15 @@ def nhwc_half_cases(rng):
         md.conv_case(rng, "v3_fpn_p2_3x3_256", (6, 256, 64, 176), (256, 256, 3, 3), dict(pads=[1, 1, 1, 1]),
                      (64, 176)),
     ]
+    # the stem: convolution, ReLU and MaxPool, all three channels-last
+    x = md.rand(rng, (2, 3, 64, 96))
+    consts = {"W": md.weights(rng, (16, 3, 7, 7), 147), "B": md.rand(rng, (16,), lo=-0.5, hi=0.5)}
+    nodes = [helper.make_node("Conv", ["X", "W", "B"], ["c"], name="conv", strides=[2, 2], pads=[3, 3, 3, 3]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("MaxPool", ["r"], ["Y"], name="pool", kernel_shape=[3, 3], strides=[2, 2],
+                              pads=[1, 1, 1, 1])]
+    stem = md.graph(nodes, {"X": x}, {"Y": ([2, 16, 16, 24], TensorProto.FLOAT)}, consts)
+    f32.append(md.Case("stem_conv_relu_maxpool", stem, {"X": x}, **md.CONV_TOL))
     out = []
     for c in f32:
         h = md.half_case(c, **md.CONV16_TOL)

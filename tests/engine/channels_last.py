@@ -3,11 +3,12 @@
 usage: channels_last.py S4DEXEC PLUGINS SCRATCH [--device cpu|cuda] [-k NAME]
 
 Each case is a small ONNX graph of 2-D convolutions as backbones export them: a ResNet stem (7x7
-stride 2, MaxPool), residual blocks (the Add and ReLU fused into the convolution), a strided
+stride 2, MaxPool, which runs channels-last too), residual blocks (the Add and ReLU fused into the convolution), a strided
 block with a 1x1 downsample, an FPN (1x1 laterals, nearest Resize x2 and Add, 3x3 outputs) and the
 flattening of the maps to [N, H*W, C] (Reshape, Transpose, Concat); grouped, dilated and
 bias-free convolutions with a residual; asymmetric padding; a 1-D convolution and a convolution
-whose output is a graph output and also feeds a Sigmoid. Each is built with --convLayout=nchw and
+whose output is a graph output and also feeds a Sigmoid; activations between convolutions
+(ReLU6 as Clip, SiLU, LeakyRelu). Each is built with --convLayout=nchw and
 --convLayout=nhwc. Checks, per case:
   - the NHWC engine file (tests/fuzz/engine_file.py) has the expected number of FusedConv layers
     with layout NHWC and at most the expected number of Transpose layers (those that cancel, or
@@ -18,7 +19,7 @@ whose output is a graph output and also feeds a Sigmoid. Each is built with --co
   - both agree with a float64 NumPy evaluation within rtol 1e-5, atol 1e-5;
   - the saved NHWC engine loads and gives the outputs it gave when built.
 Hostile: an engine whose FusedConv layer names layout "NHCW", or is NHWC with its W in NCHW
-order, is refused at load naming the layer.
+order, or whose s4d::MaxPool names layout NCHW, is refused at load naming the layer.
 With --device cuda (a GPU, or the guarded test device): the NHWC build against float64 only,
 and the layer counts for the cases whose convolutions the device takes channels-last (CUDA
 refuses asymmetric padding in NHWC; the guarded device runs the CPU's kernels and takes it).
@@ -41,11 +42,13 @@ NO_GPU = 77
 
 
 class Case:
-    def __init__(self, name, gr, nhwc, transposes, nhwc_cuda=None):
+    def __init__(self, name, gr, nhwc, transposes, nhwc_cuda=None, transposes_cuda=None):
         self.name, self.gr = name, gr
         self.nhwc = nhwc              # FusedConv layers with layout NHWC expected
         self.transposes = transposes  # at most this many Transpose layers in the NHWC engine
+        # on a GPU, where other fusions apply (no FusedConvAct) and asymmetric padding stays NCHW
         self.nhwc_cuda = nhwc if nhwc_cuda is None else nhwc_cuda
+        self.transposes_cuda = transposes if transposes_cuda is None else transposes_cuda
 
 
 def maxpool64(x, k, s, p):
@@ -85,6 +88,14 @@ def evaluate(gr):
             r = conv64(x[0], x[1], x[2] if len(x) > 2 else None, a)
         elif op == "Relu":
             r = np.maximum(x[0], 0)
+        elif op == "Clip":
+            r = np.minimum(np.maximum(x[0], x[1]), x[2])
+        elif op == "LeakyRelu":
+            r = np.where(x[0] < 0, a["alpha"] * x[0], x[0])
+        elif op == "Mul":
+            r = x[0] * x[1]
+        elif op == "Max":
+            r = np.maximum(x[0], x[1])
         elif op == "Sigmoid":
             r = 1.0 / (1.0 + np.exp(-x[0]))
         elif op == "Add":
@@ -136,8 +147,8 @@ def resnet_fpn(rng):
         outs.append(gr.node("Transpose", [r], perm=[0, 2, 1]))
     feats = gr.node("Concat", outs, axis=1)
     gr.model([feats])
-    # 10 convolutions; left: the input's Transpose and the pair around the MaxPool
-    return Case("resnet_fpn", gr, nhwc=10, transposes=3)
+    # 10 convolutions and the MaxPool channels-last; left: the input's Transpose
+    return Case("resnet_fpn", gr, nhwc=10, transposes=1)
 
 
 def grouped(rng):
@@ -179,13 +190,36 @@ def mixed(rng):
     return Case("graph_output_and_1d", gr, nhwc=2, transposes=4)
 
 
-CASES = [resnet_fpn, grouped, asymmetric, mixed]
+def activations(rng):
+    gr = Graph(rng, "activations")
+    x = gr.input("x", (2, 6, 9, 11))
+    h = gr.node("Clip", [gr.conv(x, 6, 8, 3), gr.const("lo", 0.0), gr.const("hi", 6.0)])
+    h = gr.conv(h, 8, 8, 1, pad=0)
+    h = gr.node("Mul", [h, gr.node("Sigmoid", [h])])
+    h = gr.node("LeakyRelu", [gr.conv(h, 8, 5, 3)], alpha=0.1)
+    m = gr.node("Max", [gr.conv(h, 5, 7, 3), gr.conv(h, 5, 7, 1, pad=0)])
+    y = gr.conv(m, 7, 4, 3)
+    gr.model([y])
+    # CPU: each of the first three convolutions and its activation become one FusedConvAct, which
+    # stays NCHW; the other three run channels-last, the Max between them too: left, the
+    # Transpose of h (both readers share it) and the output's.
+    # CUDA: the activations (ReLU6, SiLU as a FusedPointwise, LeakyRelu) follow the convolutions
+    # channels-last as well; left: the input's Transpose and the output's
+    return Case("activations_between_convolutions", gr, nhwc=3, transposes=2, nhwc_cuda=6,
+                transposes_cuda=2)
+
+
+CASES = [resnet_fpn, grouped, asymmetric, mixed, activations]
 
 
 def nhwc_layers(engine_path):
     e = EngineFile.load(engine_path)
     n = sum(1 for l in e.layers if l["op_type"] == "FusedConv" and any(
         a["name"] == "layout" and a["value"] == b"NHWC" for a in l["attrs"]))
+    pools = sum(1 for l in e.layers if l["op_type"] == "MaxPool" and any(
+        a["name"] == "layout" and a["value"] == b"NHWC" for a in l["attrs"]))
+    if pools and not n:
+        raise AssertionError("a channels-last MaxPool without channels-last convolutions")
     t = sum(1 for l in e.layers if l["op_type"] == "Transpose")
     return n, t
 
@@ -208,7 +242,8 @@ def check_hostile(args, scratch):
     rng = np.random.default_rng(3)
     gr = Graph(rng, "one")
     x = gr.input("x", (1, 4, 6, 7))
-    gr.model([gr.conv(x, 4, 6, 3)])
+    c = gr.conv(x, 4, 6, 3)
+    gr.model([c, gr.node("MaxPool", [c], kernel_shape=[2, 2], strides=[2, 2])])
     d = os.path.join(scratch, "hostile")
     os.makedirs(d, exist_ok=True)
     onnx.save(gr.model(gr.outputs), os.path.join(d, "model.onnx"))
@@ -231,10 +266,16 @@ def check_hostile(args, scratch):
             if a["name"] == "layout":
                 a["value"] = b"NCHW"  # W stays [M, kh, kw, C]: C no longer matches X's
 
-    for case, edit, want in (("layout_unknown", layout_to(b"NHCW"), "layout 'NHCW'"),
-                             ("layout_swapped", to_nchw_weights_shape, "input channels per group")):
+    for case, op, edit, want in (
+            ("layout_unknown", "FusedConv", layout_to(b"NHCW"), "layout 'NHCW'"),
+            ("layout_swapped", "FusedConv", to_nchw_weights_shape, "input channels per group"),
+            ("pool_layout_nchw", "MaxPool", layout_to(b"NCHW"), "s4d::MaxPool is NHWC")):
         e = EngineFile.load(engine)
-        convs = [l for l in e.layers if l["op_type"] == "FusedConv"]
+        convs = [l for l in e.layers if l["op_type"] == op]
+        if len(convs) != 1:
+            print(f"FAIL hostile {case}: {len(convs)} {op} layers in the NHWC engine, expected 1")
+            failures += 1
+            continue
         edit(convs[0])
         path = os.path.join(d, f"{case}.s4de")
         e.save(path)
@@ -264,7 +305,7 @@ def main():
         onnx.save(case.gr.model(case.gr.outputs), os.path.join(d, "model.onnx"))
         inputs = load_inputs_flag(d, case.gr.inputs)
         msgs = []
-        host = dict(os.environ, S4D_CPU_HOST_ONLY="1")
+        host_env = dict(os.environ, S4D_CPU_HOST_ONLY="1")
         e_nhwc, out_nhwc, why = build(args, d, case.gr, "nhwc", inputs, "nhwc")
         if e_nhwc is None:
             if "no usable CUDA device" in why or "has no backend" in why:
@@ -273,10 +314,11 @@ def main():
             msgs.append(f"NHWC build failed: {why}")
         else:
             n, t = nhwc_layers(e_nhwc)
-            want = case.nhwc if on_cpu or guarded else case.nhwc_cuda
-            if n != want or (case.nhwc == want and t > case.transposes):
+            host = on_cpu or guarded
+            want, want_t = (case.nhwc, case.transposes) if host else (case.nhwc_cuda, case.transposes_cuda)
+            if n != want or t > want_t:
                 msgs.append(f"NHWC engine: {n} channels-last convolutions (expected {want}), "
-                            f"{t} Transposes (expected at most {case.transposes})")
+                            f"{t} Transposes (expected at most {want_t})")
             ref = evaluate(case.gr)
             for k in case.gr.outputs:
                 ok, what = close(out_nhwc[k], ref[k], 1e-5, 1e-5)
@@ -296,8 +338,8 @@ def main():
                 msgs.append(f"NCHW build failed: {why}")
             elif nhwc_layers(e_nchw)[0] != 0:
                 msgs.append("--convLayout=nchw made channels-last convolutions")
-            _, a, why_a = build(args, d, case.gr, "nhwc", inputs, "nhwc_host", env=host)
-            _, b, why_b = build(args, d, case.gr, "nchw", inputs, "nchw_host", env=host)
+            _, a, why_a = build(args, d, case.gr, "nhwc", inputs, "nhwc_host", env=host_env)
+            _, b, why_b = build(args, d, case.gr, "nchw", inputs, "nchw_host", env=host_env)
             if a is None or b is None:
                 msgs.append(f"host-only builds failed: {why_a or why_b}")
             else:

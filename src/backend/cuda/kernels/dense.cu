@@ -461,6 +461,57 @@ cudaError_t launch_global_pool(const T *x, T *y, int64_t planes, int64_t plane, 
 
 } // namespace
 
+// Channels-last 2-D MaxPool: one thread per output element [n, oh, ow, c], channels fastest; the
+// taps in the host reference's order, NaN winning as there.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) maxpool_nhwc_kernel(const T *__restrict__ x, T *__restrict__ y,
+                                                                s4d_cuda_pool_geom g, int64_t n, int64_t c)
+{
+    S4D_KERNEL_BEGIN();
+    const int64_t ih = g.img[1], iw = g.img[2], oh = g.grid[1], ow = g.grid[2];
+    const int64_t total = n * oh * ow * c, step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += step) {
+        const int64_t ch = i % c;
+        int64_t r = i / c;
+        const int64_t o2 = r % ow;
+        r /= ow;
+        const int64_t o1 = r % oh, b = r / oh;
+        const int64_t s1 = o1 * g.stride[1] - g.pad_b[1], s2 = o2 * g.stride[2] - g.pad_b[2];
+        int64_t b1, e1, b2, e2;
+        tap_range(s1, g.dil[1], g.k[1], 0, ih, &b1, &e1);
+        tap_range(s2, g.dil[2], g.k[2], 0, iw, &b2, &e2);
+        float best = -INFINITY;
+        bool any = false;
+        for (int64_t k1 = b1; k1 < e1; k1++) {
+            const T *xr = x + ((b * ih + s1 + k1 * g.dil[1]) * iw + s2) * c + ch;
+            for (int64_t k2 = b2; k2 < e2; k2++) {
+                const float v = ld_f(xr + k2 * g.dil[2] * c);
+                if (!any || v > best || (v != v && best == best)) {
+                    best = v;
+                    any = true;
+                }
+            }
+        }
+        st_f(y + i, best);
+    }
+}
+
+extern "C" cudaError_t s4d_cuda_maxpool_nhwc(const void *x, void *y, int half, int64_t n, int64_t c,
+                                             const s4d_cuda_pool_geom *g, cudaStream_t stream)
+{
+    const int64_t total = n * g->grid[1] * g->grid[2] * c;
+    if (total <= 0)
+        return cudaSuccess;
+    const unsigned grid = (unsigned)min64(ceil_div(total, kThreads), kMaxGridX);
+    if (half)
+        s4d_launch(maxpool_nhwc_kernel<__half>, dim3(grid), kThreads, 0, stream, (const __half *)x, (__half *)y, *g,
+                   n, c);
+    else
+        s4d_launch(maxpool_nhwc_kernel<float>, dim3(grid), kThreads, 0, stream, (const float *)x, (float *)y, *g, n,
+                   c);
+    return cudaGetLastError();
+}
+
 extern "C" cudaError_t s4d_cuda_pool_f32(const float *x, float *y, int64_t *idx, const s4d_cuda_pool_geom *g,
                                          cudaStream_t stream)
 {

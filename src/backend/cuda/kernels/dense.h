@@ -86,6 +86,13 @@ cudaError_t s4d_cuda_pool_f32(const float *x, float *y, int64_t *idx, const s4d_
 cudaError_t s4d_cuda_pool_f16(const void *x, void *y, int64_t *idx, const s4d_cuda_pool_geom *g,
                               cudaStream_t stream);
 
+/*
+ * Channels-last 2-D MaxPool: x [n, img1, img2, c] -> y [n, grid1, grid2, c] (the spatial sizes in
+ * slots 1 and 2 of g; planes, is_avg and storage_order unused); float16 when half != 0.
+ */
+cudaError_t s4d_cuda_maxpool_nhwc(const void *x, void *y, int half, int64_t n, int64_t c,
+                                  const s4d_cuda_pool_geom *g, cudaStream_t stream);
+
 /* y[p] = max or mean of x[p, 0 .. plane) for p < planes (an empty plane: -inf / 0). */
 cudaError_t s4d_cuda_global_pool_f32(const float *x, float *y, int64_t planes, int64_t plane, int is_max,
                                      cudaStream_t stream);

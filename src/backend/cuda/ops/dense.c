@@ -13,7 +13,7 @@
 const s4d_kernel *const s4d_cuda_kernels_dense[] = {
     &s4d_cuda_k_conv,           &s4d_cuda_k_fused_conv,     &s4d_cuda_k_conv_transpose,
     &s4d_cuda_k_matmul,         &s4d_cuda_k_fused_matmul,   &s4d_cuda_k_gemm,
-    &s4d_cuda_k_einsum,         &s4d_cuda_k_maxpool,        &s4d_cuda_k_avgpool,
+    &s4d_cuda_k_einsum,         &s4d_cuda_k_maxpool,        &s4d_cuda_k_maxpool_nhwc,        &s4d_cuda_k_avgpool,
     &s4d_cuda_k_global_avgpool, &s4d_cuda_k_global_maxpool,
 };
 const size_t s4d_cuda_kernels_dense_count =

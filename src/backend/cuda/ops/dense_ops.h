@@ -6,7 +6,8 @@
  *
  *   dense_conv.c   Conv, s4d::FusedConv, ConvTranspose (cuDNN)
  *   dense_gemm.c   MatMul, s4d::FusedMatMul, Gemm, Einsum (cuBLASLt)
- *   dense_pool.c   MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool
+ *   dense_pool.c   MaxPool (and s4d::MaxPool, channels-last), AveragePool, GlobalAveragePool,
+ *                  GlobalMaxPool
  *   dense.c        the family's kernel table and the helpers below
  */
 #ifndef S4D_BACKEND_CUDA_OPS_DENSE_OPS_H
@@ -25,6 +26,7 @@ extern const s4d_kernel s4d_cuda_k_fused_matmul;
 extern const s4d_kernel s4d_cuda_k_gemm;
 extern const s4d_kernel s4d_cuda_k_einsum;
 extern const s4d_kernel s4d_cuda_k_maxpool;
+extern const s4d_kernel s4d_cuda_k_maxpool_nhwc;
 extern const s4d_kernel s4d_cuda_k_avgpool;
 extern const s4d_kernel s4d_cuda_k_global_avgpool;
 extern const s4d_kernel s4d_cuda_k_global_maxpool;

@@ -6,7 +6,9 @@
  * pick the same element), averages summed in double as the host does. The
  * global pools reduce each plane in one block with a fixed-order tree.
  * float16 tensors run the same kernels with float arithmetic: a maximum is
- * exact, an average rounds once to float16.
+ * exact, an average rounds once to float16. s4d::MaxPool (channels-last, from
+ * the channels-last pass) has a kernel of its own: one thread per output
+ * element, channels fastest, so that a warp reads adjacent channels.
  */
 #include <string.h>
 
@@ -22,6 +24,8 @@ static s4d_status pool_supports(s4d_op_ctx *ctx)
     if (ctx->inputs[0].dtype != S4D_DTYPE_FLOAT32 && ctx->inputs[0].dtype != S4D_DTYPE_FLOAT16)
         return s4d_op_error(ctx, S4D_ERR_DTYPE, "X is %s: the CUDA pools run float32 and float16 only",
                             s4d_dtype_name(ctx->inputs[0].dtype));
+    if (p->nhwc && (p->kind != S4D_POOL_MAX || p->with_indices || p->g.nsp != 2))
+        return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "channels-last pools are 2-D MaxPools without Indices");
     return S4D_OK;
 }
 
@@ -43,6 +47,12 @@ static s4d_status pool_run(s4d_op_ctx *ctx)
     g.is_avg = p->kind == S4D_POOL_AVG;
     g.count_include_pad = p->count_include_pad;
     g.storage_order = p->storage_order;
+    if (p->nhwc) {
+        const cudaError_t e = s4d_cuda_maxpool_nhwc(ctx->inputs[0].data, ctx->outputs[0].data,
+                                                    ctx->inputs[0].dtype == S4D_DTYPE_FLOAT16, p->n, p->c, &g,
+                                                    s4d_cuda_stream(ctx));
+        return s4d_cuda_check(ctx, e, "the channels-last MaxPool kernel");
+    }
     int64_t *idx = p->kind == S4D_POOL_MAX && p->with_indices ? ctx->outputs[1].data : NULL;
     const cudaError_t e =
         ctx->inputs[0].dtype == S4D_DTYPE_FLOAT16
@@ -77,6 +87,10 @@ static s4d_status gmax_run(s4d_op_ctx *ctx) { return gpool_run_common(ctx, 1); }
 
 const s4d_kernel s4d_cuda_k_maxpool = {
     .domain = "", .op_type = "MaxPool", .since_version = 1, .supports = pool_supports, .run = pool_run,
+};
+
+const s4d_kernel s4d_cuda_k_maxpool_nhwc = {
+    .domain = "s4d", .op_type = "MaxPool", .since_version = 1, .supports = pool_supports, .run = pool_run,
 };
 
 const s4d_kernel s4d_cuda_k_avgpool = {
