@@ -189,6 +189,35 @@ static s4d_status finish_node(lay *l, int ni)
     return s4d_fuse_reinfer(l->g, ni, l->err, l->errsz);
 }
 
+/*
+ * Node ni reading ins[0 .. num_inputs) and writing out as its first output: inferred again and
+ * offered to its device's kernel. *ok 0 when either refuses; the node is then put back as it
+ * was (and inferred as before).
+ */
+static s4d_status retarget(lay *l, int ni, const int *ins, int out, int *ok)
+{
+    s4d_ir_graph *g = l->g;
+    s4d_ir_node *n = &g->nodes[ni];
+    int old[8], old_out = n->outputs[0];
+    if (n->num_inputs > 8)
+        return (*ok = 0), S4D_OK;
+    memcpy(old, n->inputs, sizeof(int) * (size_t)n->num_inputs);
+    memcpy(n->inputs, ins, sizeof(int) * (size_t)n->num_inputs);
+    n->outputs[0] = out;
+    s4d_status st = s4d_fuse_infer_node(g, ni, l->err, l->errsz);
+    char why[600];
+    if (st == S4D_OK && s4d_node_supported(g, n, s4d_backend_get(n->device), why, sizeof why) != S4D_OK)
+        st = S4D_ERR_UNSUPPORTED;
+    *ok = st == S4D_OK;
+    if (*ok)
+        return S4D_OK;
+    memcpy(n->inputs, old, sizeof(int) * (size_t)n->num_inputs);
+    n->outputs[0] = old_out;
+    if (l->errsz)
+        l->err[0] = 0;
+    return s4d_fuse_infer_node(g, ni, l->err, l->errsz);
+}
+
 /* ---- the convolutions ---- */
 
 /* Conv or FusedConv node ni as channels-last; *done when rewritten. */
@@ -337,24 +366,14 @@ static s4d_status try_resize(lay *l, int ni, int *done)
     int rv = cv < 0 ? -1 : add_activation(l, g->nodes[ni].name, "resized", g->values[y].t.dtype, 4, rd);
     if (rv < 0)
         return oom(l);
-    /* Would the device resize the channels-last tensor? Try the node itself, then put it back. */
-    s4d_ir_node *r = &g->nodes[ni];
-    const int old_x = r->inputs[0], old_c = r->inputs[which];
-    r->inputs[0] = x;
-    r->inputs[which] = cv;
-    r->outputs[0] = rv;
-    s4d_status st = s4d_fuse_infer_node(g, ni, l->err, l->errsz);
-    char why[600];
-    if (st == S4D_OK && s4d_node_supported(g, r, s4d_backend_get(r->device), why, sizeof why) != S4D_OK)
-        st = S4D_ERR_UNSUPPORTED;
-    if (st != S4D_OK) {
-        r->inputs[0] = old_x;
-        r->inputs[which] = old_c;
-        r->outputs[0] = y;
-        if (l->errsz)
-            l->err[0] = 0;
-        return s4d_fuse_infer_node(g, ni, l->err, l->errsz);
-    }
+    /* Would the device resize the channels-last tensor? Try the node itself. */
+    int ins[4], ok = 0;
+    memcpy(ins, g->nodes[ni].inputs, sizeof(int) * (size_t)g->nodes[ni].num_inputs);
+    ins[0] = x;
+    ins[which] = cv;
+    s4d_status st = retarget(l, ni, ins, rv, &ok);
+    if (st != S4D_OK || !ok)
+        return st;
     int64_t back[4];
     for (int i = 0; i < 4; i++)
         back[i] = perm[i];
@@ -482,22 +501,10 @@ static s4d_status try_eltwise(lay *l, int ni, int *done)
     int yv = add_activation(l, n->name, "out", yt->dtype, 4, xd);
     if (yv < 0)
         return oom(l);
-    s4d_ir_node *e = &g->nodes[ni];
-    int old[8];
-    memcpy(old, e->inputs, sizeof(int) * (size_t)e->num_inputs);
-    memcpy(e->inputs, srcs, sizeof(int) * (size_t)e->num_inputs);
-    e->outputs[0] = yv;
-    s4d_status st = s4d_fuse_infer_node(g, ni, l->err, l->errsz);
-    char why[600];
-    if (st == S4D_OK && s4d_node_supported(g, e, s4d_backend_get(e->device), why, sizeof why) != S4D_OK)
-        st = S4D_ERR_UNSUPPORTED;
-    if (st != S4D_OK) {
-        memcpy(e->inputs, old, sizeof(int) * (size_t)e->num_inputs);
-        e->outputs[0] = y;
-        if (l->errsz)
-            l->err[0] = 0;
-        return s4d_fuse_infer_node(g, ni, l->err, l->errsz);
-    }
+    int ok = 0;
+    s4d_status st = retarget(l, ni, srcs, yv, &ok);
+    if (st != S4D_OK || !ok)
+        return st;
     int tn = add_transpose(l, ni, 1, "after", yv, y, back);
     if (tn < 0)
         return oom(l);
