@@ -198,7 +198,7 @@ s4d_status s4d_build_plan(s4d_ir_graph *g, const s4d_build_config *cfg, s4d_plan
     /* After the fusions, which match the model's NCHW chains; before precision, so that the
        Transpose layers it adds get their precision like any other layer. */
     if (st == S4D_OK && s4d_build_nhwc(cfg)) {
-        st = s4d_pass_layout_nhwc(g, err, errsz);
+        st = s4d_pass_layout_nhwc(g, cfg->conv_layout == S4D_CONV_LAYOUT_NHWC, err, errsz);
         if (st == S4D_OK)
             st = s4d_pass_remove_dead(g, err, errsz);
     }

@@ -80,9 +80,10 @@ s4d_status s4d_pass_simplify_movement(s4d_ir_graph *g, char *err, size_t errsz);
  * Channels-last convolutions (layout_nhwc.c), after the fusions: each 2-D Conv or FusedConv whose
  * device runs s4d::FusedConv with layout "NHWC" becomes Transpose(X) -> FusedConv(NHWC, W as
  * [M, kh, kw, C/group]) -> Transpose back; Transposes that cancel, or that a Resize or a Reshape
- * chain lets through, are then removed.
+ * chain lets through, are then removed. any_device 0: convolutions placed on a host-memory
+ * device (a CPU fallback of a CUDA build) keep NCHW.
  */
-s4d_status s4d_pass_layout_nhwc(s4d_ir_graph *g, char *err, size_t errsz);
+s4d_status s4d_pass_layout_nhwc(s4d_ir_graph *g, int any_device, char *err, size_t errsz);
 
 /* Helpers shared by the fusion passes (fuse_common.c). */
 

@@ -45,6 +45,7 @@ static const int64_t TO_NHWC[4] = {0, 2, 3, 1}, TO_NCHW[4] = {0, 3, 1, 2};
 
 typedef struct lay {
     s4d_ir_graph *g;
+    int any_device;           /* 0: convolutions on host-memory devices (a CPU fallback) keep NCHW */
     int first;                /* nodes from here on were appended by this sweep */
     s4d_fuse_anchor *anchors; /* per appended node */
     int num_anchors, cap_anchors;
@@ -231,6 +232,9 @@ static s4d_status try_conv(lay *l, int ni, int *done)
     const s4d_conv_params *p = n->params;
     if (!p || p->nhwc || p->g.nsp != 2 || n->num_outputs != 1 || n->outputs[0] < 0)
         return S4D_OK;
+    const s4d_backend *be = s4d_backend_get(n->device);
+    if (!l->any_device && (!be || be->host_memory))
+        return S4D_OK; /* the CPU runs channels-last through its slow host reference only */
     const s4d_tensor *w = s4d_fuse_const(g, n->inputs[1]);
     const int x = n->inputs[0], y = n->outputs[0];
     if (!w || w->rank != 4 || g->values[x].t.rank != 4)
@@ -649,9 +653,9 @@ static s4d_status sweep(lay *l, rule_fn rule, int *changed)
     return st;
 }
 
-s4d_status s4d_pass_layout_nhwc(s4d_ir_graph *g, char *err, size_t errsz)
+s4d_status s4d_pass_layout_nhwc(s4d_ir_graph *g, int any_device, char *err, size_t errsz)
 {
-    lay l = {g, 0, NULL, 0, 0, 0, err, errsz};
+    lay l = {g, any_device, 0, NULL, 0, 0, 0, err, errsz};
     int changed = 0;
     s4d_status st = sweep(&l, try_conv, &changed);
     /* Each rule may let another act (a Resize moved lets two Transposes meet); a few rounds do. */
