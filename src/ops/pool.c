@@ -29,7 +29,8 @@ typedef s4d_pool_params pool_plan;
 
 static s4d_status pool_plan_make(s4d_op_ctx *ctx, pool_kind kind, pool_plan *p)
 {
-    const int nhwc = strcmp(ctx->schema->domain, "s4d") == 0;
+    /* white-box callers may run the pools without a schema: then it is the ONNX one */
+    const int nhwc = ctx->schema && strcmp(ctx->schema->domain, "s4d") == 0;
     if (nhwc && strcmp(s4d_op_attr_string(ctx, "layout", ""), "NHWC") != 0)
         return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "layout '%s' (s4d::MaxPool is NHWC)",
                             s4d_op_attr_string(ctx, "layout", ""));
