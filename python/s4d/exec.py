@@ -36,6 +36,9 @@ reports latency, like build/bin/s4dexec. Exit status 0 only on success.
                          shape-carrying input, at build
   --allowFallback        run nodes the device cannot run on the CPU
   --tf32 / --noTF32      CUDA float32 layers may use TF32 (default --noTF32)
+  --convLayout=auto|nchw|nhwc
+                         memory layout of 2-D convolutions (auto: channels-last on
+                         CUDA with --tf32 or --fp16)
   --loadInputs=name:file.npy[,name:file.npy...]
                          input values; inputs not given get seeded random values
   --seed=N               seed for generated inputs (default 1)
@@ -198,7 +201,7 @@ def parse_args(argv):
          "inputs": {}, "seed": 1, "export": None, "compare": None, "rtol": 1e-3, "atol": 1e-5,
          "iterations": 10, "warmup": 2, "threads": 0, "graph": False, "graph_streams": 0, "dump": False,
          "profile": False, "verbose": False, "help": False, "precisions": {}, "obey": False,
-         "calib": None, "accuracy": None, "tolerances": {}, "metrics": {}}
+         "calib": None, "accuracy": None, "tolerances": {}, "metrics": {}, "conv_layout": None}
     valued = {"--onnx": "onnx", "--saveEngine": "save", "--loadEngine": "load",
               "--exportOutput": "export", "--compareOutputs": "compare"}
     switches = {"--fp16": ("fp16", True), "--allowFallback": ("fallback", True),
@@ -221,6 +224,10 @@ def parse_args(argv):
             o["plugins"].append(v)
         elif flag == "--device":
             o["device"], o["device_given"] = v, True
+        elif flag == "--convLayout":
+            if v not in ("auto", "nchw", "nhwc"):
+                raise UsageError(f"--convLayout expects auto, nchw or nhwc, got '{v}'")
+            o["conv_layout"] = v
         elif flag == "--shapes":
             _shapes(v, o["shapes"])
         elif flag == "--loadInputs":
@@ -317,7 +324,8 @@ def run_main(o):
                        allow_fallback=o["fallback"], layer_precisions=o["precisions"] or None,
                        obey_precisions=o["obey"], calib_dir=o["calib"], accuracy=o["accuracy"],
                        output_tolerances=o["tolerances"] or None,
-                       output_metrics=o["metrics"] or None)
+                       output_metrics=o["metrics"] or None,
+                       conv_layout=o["conv_layout"] or "auto")
         b._auto = o["shapes"]
         t0 = time.perf_counter()
         engine = b.build(o["onnx"])
@@ -326,8 +334,8 @@ def run_main(o):
     else:
         if (o["fp16"] or o["shapes"] or o["fallback"] or o["tf32"] or o["precisions"]
                 or o["obey"] or o["calib"] or o["accuracy"] or o["tolerances"]
-                or o["metrics"]):
-            raise UsageError("--fp16, --shapes, --allowFallback, --tf32, --layerPrecisions, "
+                or o["metrics"] or o["conv_layout"]):
+            raise UsageError("--fp16, --shapes, --allowFallback, --tf32, --convLayout, --layerPrecisions, "
                              "--precisionConstraints, --calib and --accuracy apply when building "
                              "(--onnx); a loaded engine keeps what it was built with")
         engine = se.Engine.load(o["load"])
