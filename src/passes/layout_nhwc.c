@@ -219,6 +219,30 @@ static s4d_status retarget(lay *l, int ni, const int *ins, int out, int *ok)
     return s4d_fuse_infer_node(g, ni, l->err, l->errsz);
 }
 
+/*
+ * Whether node ni's device runs s4d::op_type (opset 1) on ins with ni's attributes and layout
+ * NHWC, giving want: s4d_fuse_supported_as with the attribute list made and freed here.
+ */
+static s4d_status nhwc_supported(lay *l, int ni, const char *op_type, const int *ins, int nin,
+                                 const s4d_tensor *want, int *ok)
+{
+    const s4d_ir_node *n = &l->g->nodes[ni];
+    *ok = 0;
+    s4d_attr *attrs = calloc((size_t)n->num_attrs + 1, sizeof *attrs);
+    if (!attrs)
+        return oom(l);
+    int na = 0, bad = 0;
+    for (int i = 0; i < n->num_attrs && !bad; i++)
+        if (strcmp(n->attrs[i].name, "layout") != 0)
+            bad = s4d_attr_copy(&attrs[na++], &n->attrs[i]) != 0;
+    bad = bad || s4d_fuse_attr_string(&attrs[na++], "layout", "NHWC") != 0;
+    s4d_status st = bad ? oom(l) : s4d_fuse_supported_as(l->g, ni, op_type, ins, nin, attrs, na, want, ok);
+    for (int i = 0; i < na; i++)
+        s4d_attr_clear(&attrs[i]);
+    free(attrs);
+    return st;
+}
+
 /* ---- the convolutions ---- */
 
 /* Conv or FusedConv node ni as channels-last; *done when rewritten. */
@@ -266,23 +290,8 @@ static s4d_status try_conv(lay *l, int ni, int *done)
     /* Would the device run it? The stand-in has the node's attributes plus the layout. */
     int ins[4] = {xv, wv, p->has_bias ? n->inputs[2] : -1, zv};
     const int nin = z >= 0 ? 4 : p->has_bias ? 3 : 2;
-    s4d_attr *attrs = calloc((size_t)n->num_attrs + 1, sizeof *attrs);
-    if (!attrs)
-        return oom(l);
-    int na = 0, bad = 0;
-    for (int i = 0; i < n->num_attrs && !bad; i++)
-        if (strcmp(n->attrs[i].name, "layout") != 0)
-            bad = s4d_attr_copy(&attrs[na++], &n->attrs[i]) != 0;
-    bad = bad || s4d_fuse_attr_string(&attrs[na++], "layout", "NHWC") != 0;
     int ok = 0;
-    s4d_status st = bad ? oom(l) : S4D_OK;
-    if (st == S4D_OK) {
-        s4d_tensor want = g->values[yv].t;
-        st = s4d_fuse_supported_as(g, ni, "FusedConv", ins, nin, attrs, na, &want, &ok);
-    }
-    for (int i = 0; i < na; i++)
-        s4d_attr_clear(&attrs[i]);
-    free(attrs);
+    s4d_status st = nhwc_supported(l, ni, "FusedConv", ins, nin, &g->values[yv].t, &ok);
     if (st != S4D_OK || !ok)
         return st; /* the values made stay unused; the plan drops them */
 
@@ -409,20 +418,10 @@ static s4d_status try_pool(lay *l, int ni, int *done)
     int64_t yd[4];
     for (int d = 0; d < 4; d++)
         yd[d] = g->values[y].t.dims[TO_NHWC[d]];
-    s4d_attr *attrs = calloc((size_t)n->num_attrs + 1, sizeof *attrs);
-    if (!attrs)
-        return oom(l);
-    int na = 0, bad = 0;
-    for (int i = 0; i < n->num_attrs && !bad; i++)
-        bad = s4d_attr_copy(&attrs[na++], &n->attrs[i]) != 0;
-    bad = bad || s4d_fuse_attr_string(&attrs[na++], "layout", "NHWC") != 0;
     int ok = 0;
     s4d_tensor want = g->values[y].t;
     memcpy(want.dims, yd, sizeof yd);
-    s4d_status st = bad ? oom(l) : s4d_fuse_supported_as(g, ni, "MaxPool", &x, 1, attrs, na, &want, &ok);
-    for (int i = 0; i < na; i++)
-        s4d_attr_clear(&attrs[i]);
-    free(attrs);
+    s4d_status st = nhwc_supported(l, ni, "MaxPool", &x, 1, &want, &ok);
     if (st != S4D_OK || !ok)
         return st;
     int yv = add_activation(l, n->name, "pooled", g->values[y].t.dtype, 4, yd);
