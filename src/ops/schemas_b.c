@@ -11,6 +11,7 @@ extern const s4d_op_schema s4d_op_fused_attention;
 extern const s4d_op_schema s4d_op_fused_conv;
 extern const s4d_op_schema s4d_op_fused_conv_act;
 extern const s4d_op_schema s4d_op_fused_mbconv;
+extern const s4d_op_schema s4d_op_fused_mlp;
 extern const s4d_op_schema s4d_op_fused_matmul;
 extern const s4d_op_schema s4d_op_fused_pointwise;
 extern const s4d_op_schema s4d_op_gemm;
@@ -61,6 +62,7 @@ const s4d_op_schema *const s4d_op_schemas_b[] = {
     &s4d_op_fused_conv,
     &s4d_op_fused_conv_act,
     &s4d_op_fused_mbconv,
+    &s4d_op_fused_mlp,
     &s4d_op_fused_matmul,
     &s4d_op_fused_pointwise,
     &s4d_op_gemm,
