@@ -116,6 +116,28 @@ int s4d_fuse_attr_ints(s4d_attr *a, const char *name, const int64_t *v, size_t n
     return 0;
 }
 
+int s4d_fuse_attr_floats(s4d_attr *a, const char *name, const float *v, size_t n)
+{
+    memset(a, 0, sizeof *a);
+    a->type = S4D_ATTR_FLOATS;
+    a->count = n;
+    a->name = s4d_strdup(name);
+    a->floats = malloc(sizeof(float) * (n ? n : 1));
+    if (!a->name || !a->floats)
+        return -1;
+    memcpy(a->floats, v, sizeof(float) * n);
+    return 0;
+}
+
+int s4d_fuse_attr_int(s4d_attr *a, const char *name, int64_t v)
+{
+    memset(a, 0, sizeof *a);
+    a->type = S4D_ATTR_INT;
+    a->i = v;
+    a->name = s4d_strdup(name);
+    return a->name ? 0 : -1;
+}
+
 /* Appends *a, filled with status fill_st, to n's attributes (taking what it owns); when the fill
  * or the append fails, clears it. */
 static int append_attr(s4d_ir_node *n, s4d_attr *a, int fill_st)
@@ -248,11 +270,13 @@ s4d_status s4d_pass_fuse(s4d_ir_graph *g, char *err, size_t errsz)
     if (st == S4D_OK)
         st = s4d_pass_fuse_matmul_add(g, err, errsz);
     if (st == S4D_OK)
+        st = s4d_pass_fuse_mlp(g, err, errsz);
+    if (st == S4D_OK)
         st = s4d_pass_fuse_pointwise(g, err, errsz);
     return st;
 }
 
-#define FUSE_SUPPORTED_MAX_INPUTS 16
+#define FUSE_SUPPORTED_MAX_INPUTS 40
 
 s4d_status s4d_fuse_supported(const s4d_ir_graph *g, int at, const char *op_type, const int *ins, int nin,
                               s4d_attr *attrs, int na, int *ok)

@@ -22,6 +22,8 @@
  *   FusedAttention (Q, KT, V, [mask]) attr mask_fill, fill_where_true:
  *               MatMul -> [Where(mask, constant)] -> Softmax(last axis) -> MatMul
  *   FusedPointwise (X0..Xn-1) attr program, constants: a tree of element-wise ops
+ *   FusedMLP    (X, then W, [bias], [Scale], [B] per layer) attr activations, norms, epsilons,
+ *               input_begin: a chain of FusedMatMuls applied row by row (ops/mlp.h)
  * and the LayerNormalization kernel (opset 17) for the decomposed pattern.
  */
 #ifndef S4D_PASSES_FUSE_PASSES_H
@@ -44,6 +46,12 @@ s4d_status s4d_pass_fuse_conv_act_more(s4d_ir_graph *g, char *err, size_t errsz)
 s4d_status s4d_pass_fuse_mbconv(s4d_ir_graph *g, char *err, size_t errsz);
 /* MatMul(A, constant 2-D W) [-> Add(constant [N] bias)] [-> Relu] -> FusedMatMul. */
 s4d_status s4d_pass_fuse_matmul_add(s4d_ir_graph *g, char *err, size_t errsz);
+/*
+ * Chains of MatMul / FusedMatMul layers with constant 2-D weights, each reading only the one before
+ * [, the first after a Slice of the last axis] -> FusedMLP, on devices that are not host memory and
+ * whose kernel takes the chain (fuse_mlp.c); S4D_FUSE_MLP=0 turns it off.
+ */
+s4d_status s4d_pass_fuse_mlp(s4d_ir_graph *g, char *err, size_t errsz);
 /*
  * MatMul(Q, KT) [-> Where(bool mask, S, constant scalar) or Where(mask, constant, S)]
  * -> Softmax(over exactly the last axis) -> MatMul(P, V) -> FusedAttention, float32 or
@@ -107,6 +115,8 @@ int s4d_fuse_add_attr_float(s4d_ir_node *n, const char *name, float value);
 int s4d_fuse_attr_string(s4d_attr *a, const char *name, const char *v);
 int s4d_fuse_attr_float(s4d_attr *a, const char *name, float v);
 int s4d_fuse_attr_ints(s4d_attr *a, const char *name, const int64_t *v, size_t n);
+int s4d_fuse_attr_floats(s4d_attr *a, const char *name, const float *v, size_t n);
+int s4d_fuse_attr_int(s4d_attr *a, const char *name, int64_t v);
 /* Sets a node's op (domain, op_type, opset) and its schema; 0 on success. */
 int s4d_fuse_set_op(s4d_ir_node *n, const char *domain, const char *op_type, int opset);
 /* Re-runs infer (and workspace_size) of node ni, updating its output values. */
