@@ -152,6 +152,7 @@ static const s4d_kernel *cuda_find_kernel(const char *domain, const char *op_typ
     k = find_in(s4d_cuda_kernels_dense, s4d_cuda_kernels_dense_count, domain, op_type, opset, k);
     k = find_in(s4d_cuda_kernels_attention, s4d_cuda_kernels_attention_count, domain, op_type, opset,
                 k);
+    k = find_in(s4d_cuda_kernels_mlp, s4d_cuda_kernels_mlp_count, domain, op_type, opset, k);
     return k;
 }
 

@@ -84,5 +84,7 @@ extern const s4d_kernel *const s4d_cuda_kernels_dense[];
 extern const size_t s4d_cuda_kernels_dense_count;
 extern const s4d_kernel *const s4d_cuda_kernels_attention[];
 extern const size_t s4d_cuda_kernels_attention_count;
+extern const s4d_kernel *const s4d_cuda_kernels_mlp[];
+extern const size_t s4d_cuda_kernels_mlp_count;
 
 #endif /* S4D_BACKEND_CUDA_BACKEND_H */
