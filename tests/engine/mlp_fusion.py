@@ -1,0 +1,345 @@
+"""Chains of Linear layers -> s4d::FusedMLP (src/passes/fuse_mlp.c) through s4dexec.
+
+usage: mlp_fusion.py S4DEXEC PLUGINS SCRATCH [--device cpu|cuda] [-k NAME]
+
+Each case is a small ONNX graph of the Linear chains a Sparse4D head exports (MatMul, Add of a bias,
+Relu, LayerNormalization over the last axis): the anchor encoder (four Slices of the anchor's
+columns, each through four Linear -> ReLU -> LayerNorm layers, then a Concat), a refinement branch
+of five layers, a feed-forward block 96 -> 256 -> 96, one 96 -> 300 -> 96 (too wide for the
+CUDA kernel: it stays two FusedMatMuls there; the guarded device, which runs the host reference,
+takes it), 301 rows through narrow layers (they fuse) and through 160 x 160 ones (on CUDA these
+stay apart: the kernel refuses layers of more than 128 x 128 weights on more than 256 rows), a chain whose middle value is also a graph output (it splits
+there), products without bias and a LayerNorm without B, and ten layers (eight, then two). Rows are
+never a multiple of the kernel's eight.
+
+With --device cuda (a GPU, or the guarded test device, S4D_TEST_BACKEND=guarded), per case:
+  - the engine has the expected FusedMLP layers, with the expected number of layers in each, and
+    no Slice left where one was folded in;
+  - its outputs agree with a float64 NumPy evaluation (rtol 1e-4, atol 1e-5), as do those of the
+    build with S4D_FUSE_MLP=0, which has no FusedMLP;
+  - the saved engine loads and gives the outputs it gave when built.
+Hostile (--device cuda only): an engine whose FusedMLP layer has one norms value too few, an
+activation of 2, or an input_begin past X's columns is refused at load, naming the layer.
+With --device cpu: the CPU build has no FusedMLP (the pass is for devices that are not host
+memory) and agrees with float64.
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "fuzz"))
+from exec_util import close, fusion_arg_parser, layer_attr, load_inputs_flag, run, summary  # noqa: E402
+from engine_file import EngineFile  # noqa: E402
+
+NO_GPU = 77
+F32 = onnx.TensorProto.FLOAT
+
+
+class Graph:
+    def __init__(self, rng, name):
+        self.rng, self.name = rng, name
+        self.nodes, self.inits, self.consts = [], [], {}
+        self.inputs, self.outputs = {}, []
+        self.n = 0
+
+    def fresh(self, stem):
+        self.n += 1
+        return f"{stem}{self.n}"
+
+    def const(self, stem, a, dtype=np.float32):
+        k = self.fresh(stem)
+        a = np.asarray(a, dtype)
+        self.inits.append(numpy_helper.from_array(a, k))
+        self.consts[k] = a
+        return k
+
+    def input(self, name, shape):
+        a = self.rng.uniform(-1.0, 1.0, shape).astype(np.float32)
+        a[np.abs(a) < 1e-3] = 0.5
+        self.inputs[name] = a
+        return name
+
+    def node(self, op, ins, **attrs):
+        out = self.fresh(op.lower() + "_")
+        self.nodes.append(helper.make_node(op, ins, [out], name=out, **attrs))
+        return out
+
+    def linear(self, x, k, n, bias=True, relu=False, norm=None):
+        """x W (+ b) (ReLU) (LayerNorm: norm "sb" with B, "s" Scale only)."""
+        w = self.rng.uniform(-1.0, 1.0, (k, n)) / np.sqrt(k)
+        y = self.node("MatMul", [x, self.const("w", w)])
+        if bias:
+            y = self.node("Add", [y, self.const("b", self.rng.uniform(-0.5, 0.5, n))])
+        if relu:
+            y = self.node("Relu", [y])
+        if norm:
+            ins = [y, self.const("g", self.rng.uniform(0.5, 1.5, n))]
+            if norm == "sb":
+                ins.append(self.const("beta", self.rng.uniform(-0.5, 0.5, n)))
+            y = self.node("LayerNormalization", ins, axis=-1, epsilon=1e-5)
+        return y
+
+    def slice_last(self, x, lo, hi):
+        return self.node("Slice", [x, self.const("s", [lo], np.int64), self.const("e", [hi], np.int64),
+                                   self.const("a", [-1], np.int64)])
+
+    def model(self, outs):
+        self.outputs = outs
+        g_in = [helper.make_tensor_value_info(k, F32, list(v.shape)) for k, v in self.inputs.items()]
+        g_out = [helper.make_tensor_value_info(k, F32, None) for k in outs]
+        g = helper.make_graph(self.nodes, self.name, g_in, g_out, self.inits)
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def evaluate(gr):
+    """float64 evaluation of the graph's nodes."""
+    env = {k: v.astype(np.float64) for k, v in gr.inputs.items()}
+    env.update({k: v.astype(np.float64) if v.dtype != np.int64 else v for k, v in gr.consts.items()})
+    for nd in gr.nodes:
+        x = [env[i] for i in nd.input]
+        op = nd.op_type
+        if op == "MatMul":
+            r = x[0] @ x[1]
+        elif op == "Add":
+            r = x[0] + x[1]
+        elif op == "Relu":
+            r = np.maximum(x[0], 0)
+        elif op == "LayerNormalization":
+            m = x[0].mean(-1, keepdims=True)
+            v = ((x[0] - m) ** 2).mean(-1, keepdims=True)
+            r = (x[0] - m) / np.sqrt(v + 1e-5) * x[1] + (x[2] if len(x) > 2 else 0)
+        elif op == "Slice":
+            r = x[0][..., int(x[1][0]):int(x[2][0])]
+        elif op == "Concat":
+            r = np.concatenate(x, axis=-1)
+        else:
+            raise NotImplementedError(op)
+        env[nd.output[0]] = r
+    return {k: env[k] for k in gr.outputs}
+
+
+class Case:
+    def __init__(self, name, gr, chains, slices_left, chains_cuda=None):
+        self.name, self.gr = name, gr
+        self.chains = sorted(chains)  # layers of each FusedMLP expected on the device
+        self.slices_left = slices_left
+        # on a GPU, whose kernel refuses layers wider than 256 (the guarded device runs the host's)
+        self.chains_cuda = self.chains if chains_cuda is None else sorted(chains_cuda)
+
+
+def anchor_encoder(rng):
+    gr = Graph(rng, "anchor_encoder")
+    x = gr.input("anchor", (1, 37, 11))
+    outs = []
+    for lo, hi, width in ((0, 3, 32), (3, 6, 8), (6, 8, 8), (8, 11, 16)):
+        h = gr.slice_last(x, lo, hi)
+        k = hi - lo
+        for _ in range(4):
+            h = gr.linear(h, k, width, relu=True, norm="sb")
+            k = width
+        outs.append(h)
+    gr.model([gr.node("Concat", outs, axis=-1)])
+    return Case("anchor_encoder", gr, [4, 4, 4, 4], 0)
+
+
+def refine(rng):
+    gr = Graph(rng, "refine")
+    h = gr.input("x", (2, 45, 64))
+    for norm in (None, "sb", None, "sb"):
+        h = gr.linear(h, 64, 64, relu=True, norm=norm)
+    gr.model([gr.linear(h, 64, 11)])
+    return Case("refine", gr, [5], 0)
+
+
+def ffn(rng):
+    gr = Graph(rng, "ffn")
+    x = gr.input("x", (1, 30, 96))
+    h = gr.linear(gr.linear(x, 96, 256, relu=True), 256, 96)
+    gr.model([h])
+    return Case("ffn", gr, [2], 0)
+
+
+def too_wide(rng):
+    gr = Graph(rng, "too_wide")
+    x = gr.input("x", (1, 30, 96))
+    gr.model([gr.linear(gr.linear(x, 96, 300, relu=True), 300, 96)])
+    return Case("too_wide", gr, [2], 0, chains_cuda=[])
+
+
+def many_rows(rng):
+    """Rows past 256: narrow layers fuse; a layer of more than 128 x 128 weights stays apart on CUDA."""
+    gr = Graph(rng, "many_rows")
+    x = gr.input("x", (1, 301, 40))
+    narrow = gr.linear(gr.linear(x, 40, 128, relu=True, norm="sb"), 128, 128, relu=True, norm="sb")
+    wide = gr.linear(gr.linear(x, 40, 160, relu=True), 160, 160)
+    gr.model([narrow, wide])
+    return Case("many_rows", gr, [2, 2], 0, chains_cuda=[2])
+
+
+def split_at_output(rng):
+    gr = Graph(rng, "split_at_output")
+    h = gr.input("x", (3, 7, 24))
+    h = gr.linear(gr.linear(h, 24, 40, relu=True), 40, 40, norm="sb")
+    mid = h
+    h = gr.linear(gr.linear(h, 40, 24, relu=True), 24, 5)
+    gr.model([mid, h])
+    return Case("split_at_output", gr, [2, 2], 0)
+
+
+def plain(rng):
+    gr = Graph(rng, "plain")
+    h = gr.input("x", (61, 12))
+    h = gr.linear(h, 12, 48, bias=False)
+    h = gr.linear(h, 48, 48, bias=False, norm="s")
+    gr.model([gr.linear(h, 48, 7, bias=False, relu=True)])
+    return Case("plain", gr, [3], 0)
+
+
+def long_chain(rng):
+    gr = Graph(rng, "long_chain")
+    h = gr.input("x", (1, 19, 16))
+    for i in range(10):
+        h = gr.linear(h, 16, 16, relu=i % 2 == 0, norm="sb" if i % 3 == 0 else None)
+    gr.model([h])
+    return Case("long_chain", gr, [2, 8], 0)
+
+
+CASES = [anchor_encoder, refine, ffn, too_wide, many_rows, split_at_output, plain, long_chain]
+
+
+def mlp_layers(engine_path):
+    """Per FusedMLP layer its number of Linear layers; and the op types of the engine's layers."""
+    e = EngineFile.load(engine_path)
+    chains = sorted(len(layer_attr(l, "norms")["value"]) for l in e.layers if l["op_type"] == "FusedMLP")
+    return chains, [l["op_type"] for l in e.layers]
+
+
+def build(args, d, gr, inputs, tag, env=None, device=None):
+    path = os.path.join(d, "model.onnx")
+    engine = os.path.join(d, f"{tag}.s4de")
+    out = os.path.join(d, tag)
+    p = run(args.s4dexec, [f"--onnx={path}", f"--plugins={args.plugins}", f"--device={device or args.device}",
+                           "--iterations=1", "--warmUp=0", inputs, f"--saveEngine={engine}",
+                           f"--exportOutput={out}"], env=env, check=False)
+    if p.returncode != 0:
+        return None, None, p.stderr.strip()
+    return engine, {k: np.load(os.path.join(out, f"{k}.npy")) for k in gr.outputs}, ""
+
+
+def check_outputs(gr, got, ref, what, msgs):
+    for k in gr.outputs:
+        ok, detail = close(got[k], ref[k], 1e-4, 1e-5)
+        if not ok:
+            msgs.append(f"output {k} ({what}) vs float64: {detail}")
+
+
+def check_hostile(args, scratch):
+    """The refine chain built on the device, then its FusedMLP edited: the load must refuse it."""
+    rng = np.random.default_rng(5)
+    gr = Graph(rng, "hostile")
+    x = gr.input("x", (1, 9, 11))
+    h = gr.linear(gr.slice_last(x, 2, 8), 6, 16, relu=True, norm="sb")
+    gr.model([gr.linear(h, 16, 4)])
+    d = os.path.join(scratch, "hostile")
+    os.makedirs(d, exist_ok=True)
+    onnx.save(gr.model(gr.outputs), os.path.join(d, "model.onnx"))
+    engine, _, why = build(args, d, gr, load_inputs_flag(d, gr.inputs), "good")
+    if engine is None:
+        print(f"FAIL hostile: the build failed: {why}")
+        return 1
+
+    def set_attr(name, value):
+        def edit(layer):
+            layer_attr(layer, name)["value"] = value
+        return edit
+
+    failures = 0
+    for case, edit, want in (
+            ("norms_short", set_attr("norms", [1]), "norms must hold 2 values"),
+            ("activation_2", set_attr("activations", [2, 0]), "activations[0] is 2"),
+            ("begin_past_columns", set_attr("input_begin", 8), "reads columns [8, 14)")):
+        e = EngineFile.load(engine)
+        mlps = [l for l in e.layers if l["op_type"] == "FusedMLP"]
+        if len(mlps) != 1:
+            print(f"FAIL hostile {case}: {len(mlps)} FusedMLP layers in the engine, expected 1")
+            failures += 1
+            continue
+        edit(mlps[0])
+        path = os.path.join(d, f"{case}.s4de")
+        e.save(path)
+        p = run(args.s4dexec, [f"--loadEngine={path}", f"--plugins={args.plugins}", "--iterations=1",
+                               "--warmUp=0"], check=False)
+        ok = p.returncode == 1 and want in p.stderr and mlps[0]["name"] in p.stderr
+        print(f"{'ok' if ok else 'FAIL'} hostile {case}: exit {p.returncode}: "
+              f"{(p.stderr.strip().splitlines() or [''])[-1]}")
+        failures += not ok
+    return failures
+
+
+def main():
+    args = fusion_arg_parser().parse_args()
+    rng = np.random.default_rng(17)
+    failures, ran = [], 0
+    on_cpu = args.device == "cpu"
+    guarded = os.environ.get("S4D_TEST_BACKEND") == "guarded"
+    for make in CASES:
+        case = make(rng)
+        if args.k and args.k not in case.name:
+            continue
+        ran += 1
+        d = os.path.join(args.scratch, case.name)
+        os.makedirs(d, exist_ok=True)
+        onnx.save(case.gr.model(case.gr.outputs), os.path.join(d, "model.onnx"))
+        inputs = load_inputs_flag(d, case.gr.inputs)
+        ref = evaluate(case.gr)
+        msgs = []
+        engine, out, why = build(args, d, case.gr, inputs, "fused")
+        if engine is None:
+            if "no usable CUDA device" in why or "has no backend" in why:
+                print(f"{case.name}: no CUDA device; skipping")
+                return NO_GPU
+            msgs.append(f"build failed: {why}")
+        else:
+            chains, types = mlp_layers(engine)
+            want = [] if on_cpu else case.chains if guarded else case.chains_cuda
+            if chains != want:
+                msgs.append(f"FusedMLP layers of {chains} Linear layers, expected {want}")
+            slices = types.count("Slice")
+            if not on_cpu and slices != case.slices_left:
+                msgs.append(f"{slices} Slice layers left, expected {case.slices_left}")
+            check_outputs(case.gr, out, ref, "fused", msgs)
+            p = run(args.s4dexec, [f"--loadEngine={engine}", f"--plugins={args.plugins}", "--iterations=1",
+                                   "--warmUp=0", inputs, f"--exportOutput={d}/loaded"], check=False)
+            if p.returncode != 0:
+                msgs.append(f"the saved engine does not load: {p.stderr.strip()}")
+            else:
+                for k in case.gr.outputs:
+                    if np.load(f"{d}/loaded/{k}.npy").tobytes() != out[k].tobytes():
+                        msgs.append(f"output {k}: the loaded engine differs from the built one")
+        if not on_cpu:
+            off = dict(os.environ, S4D_FUSE_MLP="0")
+            engine_off, out_off, why = build(args, d, case.gr, inputs, "unfused", env=off)
+            if engine_off is None:
+                msgs.append(f"the S4D_FUSE_MLP=0 build failed: {why}")
+            else:
+                if mlp_layers(engine_off)[0]:
+                    msgs.append("S4D_FUSE_MLP=0 still made FusedMLP layers")
+                check_outputs(case.gr, out_off, ref, "unfused", msgs)
+        print(f"{'ok' if not msgs else 'FAIL'} {case.name}")
+        for m in msgs:
+            print("   ", m)
+        if msgs:
+            failures.append(case.name)
+    if not on_cpu and not args.k:
+        if check_hostile(args, args.scratch):
+            failures.append("hostile")
+    return summary(ran, failures)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
