@@ -34,8 +34,8 @@ from onnx import helper, numpy_helper
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "fuzz"))
-from exec_util import close, fusion_arg_parser, load_inputs_flag, run, summary  # noqa: E402
-from engine_file import ATTR_STRING, EngineFile  # noqa: E402
+from exec_util import close, fusion_arg_parser, load_inputs_flag, prepared_cases, run, summary  # noqa: E402
+from engine_file import EngineFile  # noqa: E402
 from mbconv_fusion import Graph, conv64  # noqa: E402
 
 NO_GPU = 77
@@ -295,15 +295,8 @@ def main():
     failures, ran = [], 0
     on_cpu = args.device == "cpu"
     guarded = os.environ.get("S4D_TEST_BACKEND") == "guarded"
-    for make in CASES:
-        case = make(rng)
-        if args.k and args.k not in case.name:
-            continue
+    for case, d, inputs in prepared_cases(args, CASES, rng):
         ran += 1
-        d = os.path.join(args.scratch, case.name)
-        os.makedirs(d, exist_ok=True)
-        onnx.save(case.gr.model(case.gr.outputs), os.path.join(d, "model.onnx"))
-        inputs = load_inputs_flag(d, case.gr.inputs)
         msgs = []
         host_env = dict(os.environ, S4D_CPU_HOST_ONLY="1")
         e_nhwc, out_nhwc, why = build(args, d, case.gr, "nhwc", inputs, "nhwc")

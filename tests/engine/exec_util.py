@@ -78,6 +78,19 @@ def fusion_arg_parser():
     return ap
 
 
+def prepared_cases(args, makers, rng):
+    """Each case make(rng) of makers whose name holds args.k, its ONNX model saved under
+    SCRATCH/<name> and its inputs there too: (case, folder, the --loadInputs flag)."""
+    for make in makers:
+        case = make(rng)
+        if args.k and args.k not in case.name:
+            continue
+        d = os.path.join(args.scratch, case.name)
+        os.makedirs(d, exist_ok=True)
+        onnx.save(case.gr.model(case.gr.outputs), os.path.join(d, "model.onnx"))
+        yield case, d, load_inputs_flag(d, case.gr.inputs)
+
+
 def run_dump(args, d, path, inputs, outd, device=None, env=None, flags=()):
     """One run of the model at path on the device (args.device by default) with the inputs saved
     under d, its layer list dumped and its outputs exported to outd; the layer types."""
