@@ -43,19 +43,14 @@ static uint16_t *to_half(const float *src, size_t n)
     return h;
 }
 
-static int is_f32(const s4d_ir_graph *g, int v)
-{
-    return v >= 0 && g->values[v].t.dtype == S4D_DTYPE_FLOAT32;
-}
-
 /* The node has a float32 tensor that float16 could replace. */
 static int has_f32(const s4d_ir_graph *g, const s4d_ir_node *n)
 {
     for (int i = 0; i < n->num_inputs; i++)
-        if (is_f32(g, n->inputs[i]))
+        if (s4d_fuse_is_f32(g, n->inputs[i]))
             return 1;
     for (int i = 0; i < n->num_outputs; i++)
-        if (is_f32(g, n->outputs[i]))
+        if (s4d_fuse_is_f32(g, n->outputs[i]))
             return 1;
     return 0;
 }
@@ -174,10 +169,10 @@ static unsigned mixed_keep32(const s4d_ir_graph *g, const s4d_ir_node *n, const 
         unsigned params = 0;
         for (int j = 1; j < n->num_inputs && j < 32; j++) {
             int v = n->inputs[j];
-            if (is_f32(g, v) && g->values[v].kind == S4D_VALUE_CONST)
+            if (s4d_fuse_is_f32(g, v) && g->values[v].kind == S4D_VALUE_CONST)
                 params |= 1u << j;
         }
-        return params && is_f32(g, n->inputs[0]) && try_half(g, n, be, params, why, sizeof why) == S4D_OK
+        return params && s4d_fuse_is_f32(g, n->inputs[0]) && try_half(g, n, be, params, why, sizeof why) == S4D_OK
                    ? params
                    : 0;
     }
@@ -185,11 +180,11 @@ static unsigned mixed_keep32(const s4d_ir_graph *g, const s4d_ir_node *n, const 
         return 0;
     int floats = 0;
     for (int j = 0; j < n->num_inputs && j < 32; j++)
-        floats += is_f32(g, n->inputs[j]);
+        floats += s4d_fuse_is_f32(g, n->inputs[j]);
     if (floats < 2)
         return 0;
     for (int j = 0; j < n->num_inputs && j < 32; j++)
-        if (is_f32(g, n->inputs[j]) && try_half(g, n, be, 1u << j, why, sizeof why) == S4D_OK)
+        if (s4d_fuse_is_f32(g, n->inputs[j]) && try_half(g, n, be, 1u << j, why, sizeof why) == S4D_OK)
             return 1u << j;
     return 0;
 }
@@ -491,7 +486,7 @@ s4d_status s4d_pass_precision(s4d_ir_graph *g, const s4d_build_config *cfg, char
             int v = g->nodes[i].inputs[j];
             if (kept32(keep32[i], j))
                 continue;
-            if (!is_f32(g, v)) {
+            if (!s4d_fuse_is_f32(g, v)) {
                 if (v >= 0 && twin[v] >= 0)
                     g->nodes[i].inputs[j] = twin[v];
                 continue;
@@ -547,7 +542,7 @@ s4d_status s4d_pass_precision(s4d_ir_graph *g, const s4d_build_config *cfg, char
         }
         for (int j = 0; j < g->nodes[i].num_outputs; j++) {
             int v = g->nodes[i].outputs[j];
-            if (!is_f32(g, v))
+            if (!s4d_fuse_is_f32(g, v))
                 continue;
             int c = add_twin(g, v, S4D_DTYPE_FLOAT16, "/fp16");
             if (c < 0) {

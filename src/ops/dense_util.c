@@ -90,6 +90,11 @@ int s4d_host_blas_get_threads(void)
     return atomic_load(&blas_budget);
 }
 
+int s4d_host_is_row_vector(const s4d_tensor *t, int64_t n, int r, s4d_dtype dt)
+{
+    return t->dtype == dt && t->rank >= 1 && t->rank <= r && t->dims[t->rank - 1] == n && s4d_tensor_numel(t) == n;
+}
+
 int s4d_host_has_input(const s4d_op_ctx *ctx, int i)
 {
     return i < ctx->num_inputs && ctx->inputs[i].dtype != S4D_DTYPE_UNDEFINED && ctx->inputs[i].rank >= 0;

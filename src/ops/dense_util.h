@@ -45,6 +45,10 @@ int s4d_host_blas_get_threads(void);
 /* Nonzero when optional input i is present (not an empty name in the node). */
 int s4d_host_has_input(const s4d_op_ctx *ctx, int i);
 
+/* Whether t holds n values of dtype dt as [n] or [1, .., 1, n], of rank at most r (a bias, a
+   LayerNormalization's Scale or B over the last axis). */
+int s4d_host_is_row_vector(const s4d_tensor *t, int64_t n, int r, s4d_dtype dt);
+
 /* dst [n, c, plane] from src [n, plane, c] (channels_last 0), or the other way (1). */
 void s4d_host_swap_channels(const float *src, float *dst, int64_t n, int64_t plane, int64_t c, int channels_last);
 

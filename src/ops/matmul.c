@@ -181,12 +181,6 @@ static s4d_status matmul_run(s4d_op_ctx *ctx)
 
 const s4d_op_schema s4d_op_matmul = {"", "MatMul", 1, matmul_infer, NULL, matmul_run, sizeof(mm_shape), 0};
 
-/* Whether t holds n values of dtype dt as [n] or [1, .., 1, n], of rank at most r. */
-static int is_row_vector(const s4d_tensor *t, int64_t n, int r, s4d_dtype dt)
-{
-    return t->dtype == dt && t->rank >= 1 && t->rank <= r && t->dims[t->rank - 1] == n && s4d_tensor_numel(t) == n;
-}
-
 static s4d_status fmm_analyse(s4d_op_ctx *ctx, mm_shape *s, int *rank, int64_t *dims)
 {
     const char *norm = s4d_op_attr_string(ctx, "norm", "");
@@ -202,7 +196,7 @@ static s4d_status fmm_analyse(s4d_op_ctx *ctx, mm_shape *s, int *rank, int64_t *
     s->has_bias = s4d_host_has_input(ctx, 2);
     if (s->has_bias) {
         /* [N], or [1, ..., 1, N] of no higher rank than the output. */
-        if (!is_row_vector(&ctx->inputs[2], s->n, *rank, dt))
+        if (!s4d_host_is_row_vector(&ctx->inputs[2], s->n, *rank, dt))
             return s4d_op_error(ctx, S4D_ERR_SHAPE, "the bias must be %s [%lld]", s4d_dtype_name(dt),
                                 (long long)s->n);
     }
@@ -213,8 +207,9 @@ static s4d_status fmm_analyse(s4d_op_ctx *ctx, mm_shape *s, int *rank, int64_t *
     s->norm = has_norm;
     s->norm_bias = has_norm && s4d_host_has_input(ctx, 4);
     s->epsilon = s4d_op_attr_float(ctx, "epsilon", 1e-5f);
-    if (has_norm && (!s4d_host_has_input(ctx, 3) || !is_row_vector(&ctx->inputs[3], s->n, *rank, dt) ||
-                     (s->norm_bias && !is_row_vector(&ctx->inputs[4], s->n, *rank, dt))))
+    if (has_norm &&
+        (!s4d_host_has_input(ctx, 3) || !s4d_host_is_row_vector(&ctx->inputs[3], s->n, *rank, dt) ||
+         (s->norm_bias && !s4d_host_is_row_vector(&ctx->inputs[4], s->n, *rank, dt))))
         return s4d_op_error(ctx, S4D_ERR_SHAPE, "the normalisation's Scale (and B) must be %s [%lld]",
                             s4d_dtype_name(dt), (long long)s->n);
     if (has_norm && !(s->epsilon >= 0.0f))

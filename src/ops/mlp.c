@@ -23,12 +23,7 @@ typedef s4d_mlp_params mlp_params;
 /* A [n] or [1, ..., 1, n] float32 vector. */
 static int is_vector(const s4d_tensor *t, int64_t n)
 {
-    if (t->dtype != S4D_DTYPE_FLOAT32 || t->rank < 1 || t->dims[t->rank - 1] != n)
-        return 0;
-    for (int d = 0; d < t->rank - 1; d++)
-        if (t->dims[d] != 1)
-            return 0;
-    return 1;
+    return s4d_host_is_row_vector(t, n, S4D_MAX_RANK, S4D_DTYPE_FLOAT32);
 }
 
 static s4d_status flags_attr(s4d_op_ctx *ctx, const char *name, int layers, int *out)

@@ -60,6 +60,11 @@ int s4d_fuse_is_op(const s4d_ir_graph *g, int ni, const char *op_type)
            strcmp(n->op_type, op_type) == 0;
 }
 
+int s4d_fuse_is_f32(const s4d_ir_graph *g, int v)
+{
+    return v >= 0 && g->values[v].t.dtype == S4D_DTYPE_FLOAT32;
+}
+
 const s4d_tensor *s4d_fuse_const(const s4d_ir_graph *g, int v)
 {
     if (v < 0 || v >= g->num_values || g->values[v].kind != S4D_VALUE_CONST || !g->values[v].t.data)

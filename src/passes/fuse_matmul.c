@@ -12,14 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/dense_util.h"
 #include "passes/fuse_passes.h"
 #include "util/util.h"
 
 /* Whether constant c adds like a bias of length n to an output of rank r and dtype dt. */
 static int is_bias(const s4d_tensor *c, int64_t n, int r, s4d_dtype dt)
 {
-    return c && c->dtype == dt && c->rank >= 1 && c->rank <= r && c->dims[c->rank - 1] == n &&
-           s4d_tensor_numel(c) == n;
+    return c && s4d_host_is_row_vector(c, n, r, dt);
 }
 
 /*

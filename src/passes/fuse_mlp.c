@@ -43,11 +43,6 @@ typedef struct chain {
     int64_t begin;
 } chain;
 
-static int is_f32(const s4d_ir_graph *g, int v)
-{
-    return v >= 0 && g->values[v].t.dtype == S4D_DTYPE_FLOAT32;
-}
-
 /* Node i as a link of a chain: a live MatMul or FusedMatMul of float32 with a constant [K, N] W. */
 static int link_of(const s4d_ir_graph *g, int i, link *l)
 {
@@ -59,8 +54,8 @@ static int link_of(const s4d_ir_graph *g, int i, link *l)
                 strcmp(n->op_type, "FusedMatMul") == 0;
     if (!fused && (!s4d_fuse_is_op(g, i, "MatMul") || n->num_inputs != 2))
         return 0;
-    if (n->num_inputs < 2 || n->num_outputs != 1 || !n->params || !is_f32(g, n->inputs[0]) ||
-        !is_f32(g, n->outputs[0]))
+    if (n->num_inputs < 2 || n->num_outputs != 1 || !n->params || !s4d_fuse_is_f32(g, n->inputs[0]) ||
+        !s4d_fuse_is_f32(g, n->outputs[0]))
         return 0;
     const s4d_tensor *w = s4d_fuse_const(g, n->inputs[1]);
     if (!w || w->rank != 2 || w->dtype != S4D_DTYPE_FLOAT32 || g->values[n->inputs[0]].t.rank < 1)
@@ -139,7 +134,7 @@ static void fold_slice(const s4d_ir_graph *g, const int *uses, chain *c)
     const s4d_slice_params *sp = g->nodes[p].params;
     int src = g->nodes[p].inputs[0];
     const s4d_tensor *in = &g->values[src].t, *out = &g->values[v].t;
-    if (!is_f32(g, src) || sp->rank != in->rank || in->rank != out->rank || in->rank < 1)
+    if (!s4d_fuse_is_f32(g, src) || sp->rank != in->rank || in->rank != out->rank || in->rank < 1)
         return;
     for (int d = 0; d < in->rank; d++) {
         int last = d == in->rank - 1;

@@ -103,6 +103,8 @@ int s4d_fuse_consumer(const s4d_ir_graph *g, int v);
 int s4d_fuse_is_op(const s4d_ir_graph *g, int ni, const char *op_type);
 /* Whether node ni's device has a kernel for (domain, op_type, opset). */
 int s4d_fuse_can(const s4d_ir_graph *g, int ni, const char *domain, const char *op_type, int opset);
+/* Whether value v (-1: none) is float32. */
+int s4d_fuse_is_f32(const s4d_ir_graph *g, int v);
 /* Constant value index or NULL data: returns the value's tensor when it is a constant, else NULL. */
 const s4d_tensor *s4d_fuse_const(const s4d_ir_graph *g, int v);
 /* Appends a constant float32 value holding data (ownership passes); -1 on OOM. */

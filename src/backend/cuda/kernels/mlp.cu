@@ -107,8 +107,8 @@ __device__ __forceinline__ void layer_norm(const s4d_cuda_mlp_layer &L, float (*
         row[c] = (row[c] - m) * is * __ldg(L.scale + c) + (L.shift ? __ldg(L.shift + c) : 0.0f);
 }
 
-__global__ void __launch_bounds__(NT) mlp_kernel(const __grid_constant__ s4d_cuda_mlp_desc d, const float *__restrict__ x,
-                                                 float *__restrict__ y)
+__global__ void __launch_bounds__(NT)
+    mlp_kernel(const __grid_constant__ s4d_cuda_mlp_desc d, const float *__restrict__ x, float *__restrict__ y)
 {
     S4D_KERNEL_BEGIN();
     __shared__ __align__(16) float buf[2][ROWS][STRIDE];
