@@ -34,7 +34,8 @@ from onnx import helper, numpy_helper
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "fuzz"))
-from exec_util import close, fusion_arg_parser, load_inputs_flag, prepared_cases, run, summary  # noqa: E402
+from exec_util import (check_reload, close, fusion_arg_parser, load_inputs_flag,  # noqa: E402
+                       prepared_cases, run, summary)
 from engine_file import EngineFile  # noqa: E402
 from mbconv_fusion import Graph, conv64  # noqa: E402
 
@@ -317,14 +318,7 @@ def main():
                 ok, what = close(out_nhwc[k], ref[k], 1e-5, 1e-5)
                 if not ok:
                     msgs.append(f"output {k} (NHWC) vs float64: {what}")
-            p = run(args.s4dexec, [f"--loadEngine={e_nhwc}", f"--plugins={args.plugins}", "--iterations=1",
-                                   "--warmUp=0", inputs, f"--exportOutput={d}/loaded"], check=False)
-            if p.returncode != 0:
-                msgs.append(f"the saved NHWC engine does not load: {p.stderr.strip()}")
-            else:
-                for k in case.gr.outputs:
-                    if np.load(f"{d}/loaded/{k}.npy").tobytes() != out_nhwc[k].tobytes():
-                        msgs.append(f"output {k}: the loaded NHWC engine differs from the built one")
+            check_reload(args, e_nhwc, inputs, d, out_nhwc, "NHWC engine", msgs)
         if on_cpu:
             e_nchw, _, why = build(args, d, case.gr, "nchw", inputs, "nchw")
             if e_nchw is None:

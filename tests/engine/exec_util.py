@@ -91,6 +91,19 @@ def prepared_cases(args, makers, rng):
         yield case, d, load_inputs_flag(d, case.gr.inputs)
 
 
+def check_reload(args, engine, inputs, d, built, what, msgs):
+    """The saved engine loads with the case's inputs and gives the outputs built (name -> array)
+    bit for bit; what names the engine in the messages appended to msgs."""
+    p = run(args.s4dexec, [f"--loadEngine={engine}", f"--plugins={args.plugins}", "--iterations=1",
+                           "--warmUp=0", inputs, f"--exportOutput={d}/loaded"], check=False)
+    if p.returncode != 0:
+        msgs.append(f"the saved {what} does not load: {p.stderr.strip()}")
+        return
+    for k, a in built.items():
+        if np.load(f"{d}/loaded/{k}.npy").tobytes() != a.tobytes():
+            msgs.append(f"output {k}: the loaded {what} differs from the built one")
+
+
 def run_dump(args, d, path, inputs, outd, device=None, env=None, flags=()):
     """One run of the model at path on the device (args.device by default) with the inputs saved
     under d, its layer list dumped and its outputs exported to outd; the layer types."""

@@ -8,9 +8,10 @@ columns, each through four Linear -> ReLU -> LayerNorm layers, then a Concat), a
 of five layers, a feed-forward block 96 -> 256 -> 96, one 96 -> 300 -> 96 (too wide for the
 CUDA kernel: it stays two FusedMatMuls there; the guarded device, which runs the host reference,
 takes it), 301 rows through narrow layers (they fuse) and through 160 x 160 ones (on CUDA these
-stay apart: the kernel refuses layers of more than 128 x 128 weights on more than 256 rows), a chain whose middle value is also a graph output (it splits
-there), products without bias and a LayerNorm without B, and ten layers (eight, then two). Rows are
-never a multiple of the kernel's eight.
+stay apart: the kernel refuses layers of more than 128 x 128 weights on more than 256 rows), a
+chain whose middle value is also a graph output (it splits there), products without bias and a
+LayerNorm without B, and ten layers (eight, then two). Rows are never a multiple of the kernel's
+eight.
 
 With --device cuda (a GPU, or the guarded test device, S4D_TEST_BACKEND=guarded), per case:
   - the engine has the expected FusedMLP layers, with the expected number of layers in each, and
@@ -34,8 +35,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "fuzz"))
 import mbconv_fusion  # noqa: E402
-from exec_util import (check_hostile_layers, close, fusion_arg_parser, layer_attr,  # noqa: E402
-                       prepared_cases, run, summary)
+from exec_util import (check_hostile_layers, check_reload, close, fusion_arg_parser,  # noqa: E402
+                       layer_attr, prepared_cases, run, summary)
 from engine_file import EngineFile  # noqa: E402
 
 NO_GPU = 77
@@ -268,14 +269,7 @@ def main():
             if not on_cpu and slices != case.slices_left:
                 msgs.append(f"{slices} Slice layers left, expected {case.slices_left}")
             check_outputs(case.gr, out, ref, "fused", msgs)
-            p = run(args.s4dexec, [f"--loadEngine={engine}", f"--plugins={args.plugins}", "--iterations=1",
-                                   "--warmUp=0", inputs, f"--exportOutput={d}/loaded"], check=False)
-            if p.returncode != 0:
-                msgs.append(f"the saved engine does not load: {p.stderr.strip()}")
-            else:
-                for k in case.gr.outputs:
-                    if np.load(f"{d}/loaded/{k}.npy").tobytes() != out[k].tobytes():
-                        msgs.append(f"output {k}: the loaded engine differs from the built one")
+            check_reload(args, engine, inputs, d, out, "engine", msgs)
         if not on_cpu:
             off = dict(os.environ, S4D_FUSE_MLP="0")
             engine_off, out_off, why = build(args, d, case.gr, inputs, "unfused", env=off)
