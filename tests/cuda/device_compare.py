@@ -1,6 +1,6 @@
 """Runs op models on two devices through s4dexec and compares the outputs.
 
-    device_compare.py FAMILY S4DEXEC PLUGINS WORKDIR [--a cpu] [--b cuda] [-k NAME]
+    device_compare.py FAMILY S4DEXEC PLUGINS WORKDIR [--a cpu] [--b cuda] [-k NAME] [-j N]
 
 FAMILY names tests/cuda/models_FAMILY.py, whose cases() returns Case
 objects: an ONNX model, its inputs (NumPy arrays drawn from a fixed seed,
@@ -9,6 +9,8 @@ tolerances. Each case is built and run on device A (default cpu) with
 --exportOutput, then on device B (default cuda) with --compareOutputs. Exit 0
 when every case agrees, 1 when one does not, 77 when device B is CUDA and
 this machine has no usable GPU (so CTest reports a skip, not a pass).
+Cases run -j at a time (default S4D_COMPARE_JOBS, else a quarter of the
+cores); their lines are printed in case order.
 
 With S4D_TEST_BACKEND=guarded in the environment, "cuda" is the guarded test
 device (CPU kernels behind protected memory): that checks the models, the
@@ -26,6 +28,7 @@ import os
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import onnx
@@ -95,6 +98,15 @@ def drop_case(d):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def compare_jobs():
+    """Cases run in parallel: S4D_COMPARE_JOBS, else a quarter of the cores (one on
+    a 2-core machine, where CTest already runs families side by side)."""
+    env = os.environ.get("S4D_COMPARE_JOBS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return max(1, (os.cpu_count() or 1) // 4)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("family")
@@ -106,62 +118,35 @@ def main(argv=None):
     ap.add_argument("-k", default="", help="only cases whose name contains this")
     ap.add_argument("--fallback", action="store_true",
                     help="allow nodes device B cannot run to fall back to the CPU")
+    ap.add_argument("-j", type=int, default=0,
+                    help="cases run at once (default: S4D_COMPARE_JOBS, else cores / 4)")
     args = ap.parse_args(argv)
     mod = importlib.import_module("models_" + args.family)
     os.makedirs(args.workdir, exist_ok=True)
+    cases = [c for c in mod.cases() if not args.k or args.k in c.name]
+    jobs = args.j if args.j > 0 else compare_jobs()
+    if jobs > 1 and cases:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            results = list(pool.map(lambda c: run_case(args, c), cases))
+    else:
+        results = []
+        for c in cases:
+            results.append(run_case(args, c))
+            if results[-1][0] == "nogpu":
+                break
     failed, ran, skipped = [], 0, 0
-    for case in mod.cases():
-        if args.k and args.k not in case.name:
-            continue
-        d = os.path.join(args.workdir, case.name)
-        os.makedirs(d, exist_ok=True)
-        model_path = os.path.join(d, "model.onnx")
-        onnx.save(case.model, model_path)
-        specs = []
-        for name, arr in case.inputs.items():
-            p = os.path.join(d, f"in_{name}.npy")
-            np.save(p, np.ascontiguousarray(arr).reshape(np.shape(arr)))
-            specs.append(f"{name}:{p}")
-        common = [args.s4dexec, f"--onnx={model_path}", f"--plugins={args.plugins}",
-                  "--iterations=1", "--warmUp=0"]
-        if specs:
-            common.append("--loadInputs=" + ",".join(specs))
-        ref = os.path.join(d, "ref_" + args.a)
-        if case.ref_model is not None:
-            res = run_half(args, case, d, common, ref)
-            if res == NO_GPU:
-                return NO_GPU
-            if res is None:
-                skipped += 1
-            else:
-                ran += 1
-                if res:
-                    failed.append(res)
-                else:
-                    drop_case(d)
-            continue
-        a = run(common + [f"--device={args.a}", f"--exportOutput={ref}"])
-        if a.returncode != 0:
-            failed.append(f"{case.name}: device {args.a} failed: {a.stderr.strip()}")
-            continue
-        extra = ["--allowFallback"] if args.fallback else []
-        b = run(common + extra + list(case.b_flags) + [f"--device={args.b}", f"--compareOutputs={ref}",
-                                  f"--rtol={case.rtol}", f"--atol={case.atol}"])
-        said = b.stderr + b.stdout
-        if b.returncode != 0 and args.b == "cuda" and (
-                "no usable CUDA device" in said or "no CUDA device" in said
-                or "has no backend for it" in said):
-            print(f"{case.name}: no CUDA device or backend here; skipping the family")
+    for kind, said, failure in results:
+        for ln in said:
+            print(ln)
+        if kind == "nogpu":
             return NO_GPU
-        ran += 1
-        if b.returncode != 0:
-            # the [compare] lines (max abs, rel L2 per output) and the first bad element
-            stats = [ln.strip() for ln in b.stdout.splitlines() if ln.startswith("[compare] ")]
-            failed.append(f"{case.name}: {args.b} vs {args.a}: "
-                          f"{(b.stderr.strip() or b.stdout.strip()).splitlines()[-1:]} {stats[1:]}")
-        else:
-            print(f"ok   {case.name}")
-            drop_case(d)
+        if kind == "skip":
+            skipped += 1
+            continue
+        if kind != "prep":
+            ran += 1
+        if failure:
+            failed.append(failure)
     for f in failed:
         print("FAIL " + f)
     print(f"{args.family}: {ran - len([f for f in failed if ' vs ' in f])} of {ran} cases agree "
@@ -172,9 +157,63 @@ def main(argv=None):
     return 1 if failed or ran == 0 else 0
 
 
-def run_half(args, case, d, common, ref):
+def no_gpu(args, said):
+    return args.b == "cuda" and ("no usable CUDA device" in said or "no CUDA device" in said
+                                 or "has no backend for it" in said)
+
+
+def run_case(args, case):
+    """One case on both devices. Returns (kind, lines to print, failure line or ""):
+    kind "ran", "skip" (float16 refused by the guarded device), "nogpu" or "prep"
+    (device A failed: counted as a failure, not as a case run)."""
+    said_lines = []
+    d = os.path.join(args.workdir, case.name)
+    os.makedirs(d, exist_ok=True)
+    model_path = os.path.join(d, "model.onnx")
+    onnx.save(case.model, model_path)
+    specs = []
+    for name, arr in case.inputs.items():
+        p = os.path.join(d, f"in_{name}.npy")
+        np.save(p, np.ascontiguousarray(arr).reshape(np.shape(arr)))
+        specs.append(f"{name}:{p}")
+    common = [args.s4dexec, f"--onnx={model_path}", f"--plugins={args.plugins}",
+              "--iterations=1", "--warmUp=0"]
+    if specs:
+        common.append("--loadInputs=" + ",".join(specs))
+    ref = os.path.join(d, "ref_" + args.a)
+    if case.ref_model is not None:
+        res = run_half(args, case, d, common, ref, said_lines)
+        if res == NO_GPU:
+            return "nogpu", said_lines, ""
+        if res is None:
+            return "skip", said_lines, ""
+        if not res:
+            drop_case(d)
+        return "ran", said_lines, res
+    a = run(common + [f"--device={args.a}", f"--exportOutput={ref}"])
+    if a.returncode != 0:
+        return "prep", said_lines, f"{case.name}: device {args.a} failed: {a.stderr.strip()}"
+    extra = ["--allowFallback"] if args.fallback else []
+    b = run(common + extra + list(case.b_flags) + [f"--device={args.b}", f"--compareOutputs={ref}",
+                              f"--rtol={case.rtol}", f"--atol={case.atol}"])
+    said = b.stderr + b.stdout
+    if b.returncode != 0 and no_gpu(args, said):
+        said_lines.append(f"{case.name}: no CUDA device or backend here; skipping the family")
+        return "nogpu", said_lines, ""
+    if b.returncode != 0:
+        # the [compare] lines (max abs, rel L2 per output) and the first bad element
+        stats = [ln.strip() for ln in b.stdout.splitlines() if ln.startswith("[compare] ")]
+        return "ran", said_lines, (f"{case.name}: {args.b} vs {args.a}: "
+                                   f"{(b.stderr.strip() or b.stdout.strip()).splitlines()[-1:]} {stats[1:]}")
+    said_lines.append(f"ok   {case.name}")
+    drop_case(d)
+    return "ran", said_lines, ""
+
+
+def run_half(args, case, d, common, ref, said_lines):
     """A float16 case: its float32 twin on device A, the case on device B, compared here.
-    Returns None (skipped), NO_GPU, "" (agrees) or the failure line."""
+    Returns None (skipped), NO_GPU, "" (agrees) or the failure line; what it has to
+    say goes to said_lines."""
     twin = os.path.join(d, "ref_model.onnx")
     onnx.save(case.ref_model, twin)
     specs = []
@@ -190,14 +229,13 @@ def run_half(args, case, d, common, ref):
     b = run(common + extra + list(case.b_flags) + [f"--device={args.b}", f"--exportOutput={out_b}"])
     said = b.stderr + b.stdout
     if b.returncode != 0:
-        if args.b == "cuda" and ("no usable CUDA device" in said or "no CUDA device" in said
-                                 or "has no backend for it" in said):
-            print(f"{case.name}: no CUDA device or backend here; skipping the family")
+        if no_gpu(args, said):
+            said_lines.append(f"{case.name}: no CUDA device or backend here; skipping the family")
             return NO_GPU
         if os.environ.get("S4D_TEST_BACKEND") == "guarded" and is_float16_refusal(said):
             why = [ln for ln in said.splitlines() if "float16" in ln][-1:]
-            print(f"skip {case.name}: the guarded device runs the CPU kernels, which refuse float16: "
-                  f"{why}")
+            said_lines.append(f"skip {case.name}: the guarded device runs the CPU kernels, which "
+                              f"refuse float16: {why}")
             return None
         return f"{case.name}: {args.b} failed: {(said.strip()).splitlines()[-1:]}"
     # Device B first: where it refuses float16 (the guarded device), the reference is not needed.
@@ -206,10 +244,10 @@ def run_half(args, case, d, common, ref):
         return f"{case.name}: device {args.a} failed on the float32 twin: {a.stderr.strip()}"
     ok, lines = compare_npy(ref, out_b, case.rtol, case.atol, case.rel_l2)
     for ln in lines:
-        print(f"     {case.name}: {ln}")
+        said_lines.append(f"     {case.name}: {ln}")
     if not ok:
         return f"{case.name}: {args.b} (float16) vs {args.a} (float32 twin): " + "; ".join(lines)
-    print(f"ok   {case.name}")
+    said_lines.append(f"ok   {case.name}")
     return ""
 
 
