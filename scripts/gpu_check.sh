@@ -102,8 +102,9 @@ else
   row configure FAILED
 fi
 # The PyTorch extension (demo, benchmarks) builds beside the engine.
-( cd python && TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=4 nice timeout 300 "$PY" setup.py -q build_ext --inplace ) \
-  > "$OUT/python_build.log" 2>&1 &
+rm -f "$OUT/python_build.rc"
+( ( cd python && TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=4 nice timeout 300 "$PY" setup.py -q build_ext --inplace ) \
+    > "$OUT/python_build.log" 2>&1; echo $? > "$OUT/python_build.rc" ) &
 PYBUILD=$!
 if step build 300 cmake --build "$BUILD" -j "$JOBS"; then
   row build "ok ($STEP_SECONDS s)"
@@ -111,23 +112,22 @@ else
   row build FAILED
   tail -n 60 "$LOG"
 fi
-wait $PYBUILD
-PYOK=$?
-row "PyTorch extension build" "$([ $PYOK -eq 0 ] && echo ok || echo "FAILED (python_build.log)")"
 HAVE_ENGINE=$([ -x "$BUILD/bin/s4dexec" ] && echo 1 || echo 0)
 
-# 1. Correctness, three groups side by side.
+# 1. Correctness, three groups side by side; the GPU tests start before the
+# PyTorch extension is built (they do not use it).
 PHASE1=$SECONDS
 if want gpu && [ "$HAVE_ENGINE" = 1 ]; then
   (
     GROUP=10-gpu
     # the op families run their cases in parallel too (tests/cuda/device_compare.py)
-    STEP_LOG=$OUT/ctest_gpu.log step ctest-gpu 330 env S4D_COMPARE_JOBS="${COMPARE_JOBS:-3}" \
+    STEP_LOG=$OUT/ctest_gpu.log step ctest-gpu 330 env S4D_COMPARE_JOBS="${COMPARE_JOBS:-4}" \
       ctest --test-dir "$BUILD" --output-on-failure -j 4 -L gpu ${GPU_TESTS_EXCLUDE:+-E "$GPU_TESTS_EXCLUDE"}
     row "ctest GPU tests" "$(ctest_counts "$OUT/ctest_gpu.log") ($STEP_SECONDS s)"
     grep -E "node tests on cuda:" "$OUT/ctest_gpu.log" | tail -1 | while read -r l; do row "ONNX node tests" "$l"; done
     grep -E "^[a-z0-9]+: [0-9]+ of [0-9]+ cases agree" "$OUT/ctest_gpu.log" | while read -r l; do row "op family" "$l"; done
-    # s4d.engine from Python with CUDA tensors in and out.
+    # s4d.engine from Python with CUDA tensors in and out (once the extension is built).
+    while [ ! -f "$OUT/python_build.rc" ] && [ $SECONDS -lt "$DEADLINE" ]; do sleep 2; done
     if [ -f "$BUILD/lib/libs4d.so" ]; then
       if STEP_LOG=$OUT/python_engine_gpu.log step python-engine-gpu 120 env PYTHONPATH=python \
            S4D_BUILD="$BUILD" "$PY" -m pytest -q -rs -p no:cacheprovider tests/python/gpu/test_engine_gpu.py; then
@@ -139,7 +139,10 @@ if want gpu && [ "$HAVE_ENGINE" = 1 ]; then
   ) &
   G_GPU=$!
 fi
-if want sanitizer && [ "$HAVE_ENGINE" = 1 ] && [ $PYOK -eq 0 ]; then
+wait $PYBUILD
+PYOK=$(cat "$OUT/python_build.rc" 2>/dev/null || echo 1)
+GROUP=01-python row "PyTorch extension build" "$([ "$PYOK" -eq 0 ] && echo ok || echo "FAILED (python_build.log)")"
+if want sanitizer && [ "$HAVE_ENGINE" = 1 ] && [ "$PYOK" -eq 0 ]; then
   (
     GROUP=20-sanitizer
     TINY=$ROOT/out/gpu_tiny
@@ -162,7 +165,7 @@ if want sanitizer && [ "$HAVE_ENGINE" = 1 ] && [ $PYOK -eq 0 ]; then
   ) &
   G_SAN=$!
 fi
-if want demo && [ "$HAVE_ENGINE" = 1 ] && [ $PYOK -eq 0 ]; then
+if want demo && [ "$HAVE_ENGINE" = 1 ] && [ "$PYOK" -eq 0 ]; then
   (
     GROUP=30-demo
     for preset in ${DEMO_PRESETS:-tiny v3}; do
@@ -183,7 +186,7 @@ log "correctness steps done in $((SECONDS - PHASE1)) s"
 # 2. The benchmarks, alone on the GPU.
 GROUP=40-bench
 if want bench && [ "$HAVE_ENGINE" = 1 ]; then
-  if [ $PYOK -eq 0 ]; then
+  if [ "$PYOK" -eq 0 ]; then
     left=$((DEADLINE - SECONDS - ${BENCH_RESERVE:-45}))
     STEP_LOG=$OUT/frame_bench.log step frame-bench 330 env PYTHONPATH=python "$PY" bench/frame_bench.py \
       --build "$BUILD" --out "$OUT" --presets "${BENCH_PRESETS:-tiny,v3}" \
@@ -210,7 +213,7 @@ if want cpu && [ "$HAVE_ENGINE" = 1 ]; then
     ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS" -LE gpu -E "fuzz|soak"
   row "ctest CPU tests" "$(ctest_counts "$OUT/ctest_cpu.log")"
 fi
-if want fp16 && [ $PYOK -eq 0 ]; then
+if want fp16 && [ "$PYOK" -eq 0 ]; then
   for preset in ${DEMO_FP16_PRESETS:-tiny v3}; do
     if STEP_LOG=$OUT/demo_${preset}_fp16.log step "demo-$preset-fp16" 240 env PRESET=$preset \
          BUILD="$BUILD" PYTHON="$PY" DEVICE=cuda PRECISION=fp16 \
@@ -260,7 +263,7 @@ if want prof; then
     done
   done
   # The op through PyTorch: kernel, binding and autograd layers (issue of the L2-limit kernels).
-  if [ $PYOK -eq 0 ] && [ -f bench/torch_da_timing.py ]; then
+  if [ "$PYOK" -eq 0 ] && [ -f bench/torch_da_timing.py ]; then
     STEP_LOG=$OUT/torch_da_timing.log step torch-da-timing 60 env PYTHONPATH=python "$PY" \
       bench/torch_da_timing.py --out "$OUT/torch_da_timing.json"
     row "aggregation op through PyTorch" "$([ -f "$OUT/torch_da_timing.json" ] && echo ok || echo FAILED)"
