@@ -278,3 +278,88 @@ int demo_match_boxes(const demo_box *got, int n_got, const demo_box *want, int n
     free(used);
     return matched;
 }
+
+void demo_id_map_free(demo_id_map *map)
+{
+    free(map->got);
+    free(map->want);
+    memset(map, 0, sizeof *map);
+}
+
+/* The index of id in ids[0..n), or -1. */
+static int find_id(const int64_t *ids, int n, int64_t id)
+{
+    for (int i = 0; i < n; i++)
+        if (ids[i] == id)
+            return i;
+    return -1;
+}
+
+static int ids_agree(const demo_id_map *map, int64_t got, int64_t want)
+{
+    if (got < 0 || want < 0)
+        return got == want;
+    int i = find_id(map->got, map->n, got);
+    if (i >= 0)
+        return map->want[i] == want;
+    return find_id(map->want, map->n, want) < 0;
+}
+
+static int pair_ids(demo_id_map *map, int64_t got, int64_t want)
+{
+    if (got < 0 || want < 0 || find_id(map->got, map->n, got) >= 0)
+        return 0;
+    if (map->n == map->cap) {
+        int cap = map->cap ? 2 * map->cap : 256;
+        int64_t *g = realloc(map->got, (size_t)cap * sizeof *g);
+        if (!g)
+            return -1;
+        map->got = g;
+        int64_t *w = realloc(map->want, (size_t)cap * sizeof *w);
+        if (!w)
+            return -1;
+        map->want = w;
+        map->cap = cap;
+    }
+    map->got[map->n] = got;
+    map->want[map->n] = want;
+    map->n++;
+    return 0;
+}
+
+int demo_match_boxes_mapped(const demo_box *got, int n_got, const demo_box *want, int n_want,
+                            double metres, demo_id_map *map)
+{
+    if (n_got <= 0 || n_want <= 0)
+        return 0;
+    unsigned char *used = calloc((size_t)n_got, 1);
+    if (!used)
+        return -1;
+    int matched = 0;
+    for (int wi = 0; wi < n_want; wi++) {
+        const demo_box *w = &want[wi];
+        int best = -1;
+        double best_d = 0;
+        for (int gi = 0; gi < n_got; gi++) {
+            const demo_box *g = &got[gi];
+            if (used[gi] || g->cls != w->cls || !ids_agree(map, g->track_id, w->track_id))
+                continue;
+            double dx = (double)g->x - w->x, dy = (double)g->y - w->y, dz = (double)g->z - w->z;
+            double d = sqrt(dx * dx + dy * dy + dz * dz);
+            if (d <= metres && (best < 0 || d < best_d)) { /* a NaN centre never matches */
+                best = gi;
+                best_d = d;
+            }
+        }
+        if (best < 0)
+            continue;
+        if (pair_ids(map, got[best].track_id, w->track_id) != 0) {
+            free(used);
+            return -1;
+        }
+        used[best] = 1;
+        matched++;
+    }
+    free(used);
+    return matched;
+}

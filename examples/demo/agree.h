@@ -45,6 +45,8 @@ typedef struct demo_box_tol {
 typedef struct demo_box_report {
     int compared;        /* boxes compared */
     int mismatched;      /* boxes without an agreeing partner */
+    int matched_mapped;  /* carried state: boxes matched with ids through the sequence's
+                            map (demo_match_boxes_mapped); -1 when not counted */
     int tie_groups;      /* groups of tied reference scores, compared as sets */
     int tied_boxes;      /* boxes in those groups */
     double max_metres;   /* worst centre/size difference over matched boxes */
@@ -76,5 +78,30 @@ int demo_compare_boxes(const demo_box *got, const demo_box *want, int n, int n_e
  */
 int demo_match_boxes(const demo_box *got, int n_got, const demo_box *want, int n_want,
                      double metres, char *problem, int problem_size);
+
+/*
+ * Track ids are labels: a run that gives fresh ids in another order (near-
+ * equal scores in another order) tracks the same objects under other numbers,
+ * and every later id of the sequence then differs by the same shift. The id
+ * map pairs the engine's ids with the reference's, one to one, over a whole
+ * sequence (ids are unique over it: the head keeps counting across scenes).
+ */
+typedef struct demo_id_map {
+    int64_t *got, *want; /* got[i] is paired with want[i] */
+    int n, cap;
+} demo_id_map;
+
+void demo_id_map_free(demo_id_map *map);
+
+/*
+ * demo_match_boxes with the track ids compared through the map: an engine
+ * box's id agrees with a reference box's when the map pairs them, or when
+ * neither is paired yet - the pair is then added (negative ids, untracked
+ * boxes, agree only with themselves and are never paired). Reference boxes
+ * are taken in rank order, each with the nearest agreeing engine box within
+ * `metres`. Returns the count of matched reference boxes, -1 out of memory.
+ */
+int demo_match_boxes_mapped(const demo_box *got, int n_got, const demo_box *want, int n_want,
+                            double metres, demo_id_map *map);
 
 #endif

@@ -744,6 +744,8 @@ typedef struct totals {
     int frames, failed;
     double backbone_ms, head_ms, decode_ms, worst_rel_l2, worst_drift;
     double min_matched, min_drift_matched; /* fp16: the worst frame's fraction of boxes matched */
+    double min_mapped;                     /* the same with the carried state, ids mapped */
+    demo_id_map ids;                       /* engine track id -> PyTorch's, over the run */
     FILE *agreement;                       /* --agreement: one JSON line per frame */
 } totals;
 
@@ -761,8 +763,11 @@ static void json_check(FILE *f, const char *label, const worst *w, const demo_bo
 {
     fprintf(f, "\"%s\": {\"rel_l2\": ", label);
     json_number(f, w->rel_l2);
-    fprintf(f, ", \"worst_output\": \"%s\", \"boxes\": %d, \"matched\": %d, \"outputs\": {",
-            w->name, n, n - rep->mismatched);
+    fprintf(f, ", \"worst_output\": \"%s\", \"boxes\": %d, \"matched\": %d, ", w->name, n,
+            n - rep->mismatched);
+    if (rep->matched_mapped >= 0)
+        fprintf(f, "\"matched_ids_mapped\": %d, ", rep->matched_mapped);
+    fputs("\"outputs\": {", f);
     for (int i = 0; i < w->num; i++) {
         fprintf(f, "%s\"%s\": ", i ? ", " : "", w->names[i]);
         json_number(f, w->values[i]);
@@ -804,7 +809,7 @@ static int decode_head(graph *hd, const demo_track_in *trk, const int64_t *ids_g
 static int check_head(const options *o, graph *hd, const char *dir, const demo_head_raw *raw,
                       const int64_t *ids, int64_t t_cached, const demo_box *boxes, demo_box *want,
                       int n, int n_ext, double limit, const demo_box_tol *tol, worst *w,
-                      demo_box_report *rep)
+                      demo_box_report *rep, demo_id_map *ids_map)
 {
     int64_t a = raw->num_instances;
     int64_t *ref_ids = malloc((size_t)a * sizeof *ref_ids);
@@ -836,6 +841,14 @@ static int check_head(const options *o, graph *hd, const char *dir, const demo_h
     if (!ok)
         return -1;
     demo_compare_boxes(boxes, want, n, n_ext, tol, rep);
+    rep->matched_mapped = -1;
+    if (ids_map) {
+        rep->matched_mapped = demo_match_boxes_mapped(boxes, n, want, n, o->match_metres, ids_map);
+        if (rep->matched_mapped < 0) {
+            fail("out of memory matching track ids");
+            return -1;
+        }
+    }
     if (o->fp16) {
         int m = demo_match_boxes(boxes, n, want, n, o->match_metres, rep->first_problem,
                                  (int)sizeof rep->first_problem);
@@ -1039,7 +1052,7 @@ static int run_frame(const options *o, graph *bb, graph *hd, int fi, const frame
             printf("      frame %d, carried state:\n", fi);
         if (compare_outputs(bb, dir, o->rel_l2, o->verbose, NULL, &bbw) != 0 ||
             check_head(o, hd, dir, &raw, ids, t_cached, boxes, want, n, n_ext, o->drift_rel_l2,
-                       &o->drift_tol, &drift, &drep) != 0)
+                       &o->drift_tol, &drift, &drep, &tot->ids) != 0)
             goto done;
         w = bbw; /* the backbone sees the same images on both sides: strict */
     }
@@ -1074,7 +1087,7 @@ static int run_frame(const options *o, graph *bb, graph *hd, int fi, const frame
             decode_head(hd, NULL, ids_strict, num_candidates, n_ext, ids_strict, boxes, &raw) !=
                 n_ext ||
             check_head(o, hd, dir, &raw, ids_strict, t_cached, boxes, want, n, n_ext, o->rel_l2,
-                       &o->tol, &w, &rep) != 0)
+                       &o->tol, &w, &rep, NULL) != 0)
             goto done;
         if (o->fp16) {
             if (!enough_matched(o, &rep) || !enough_matched(o, &drep))
@@ -1142,6 +1155,9 @@ static int run_frame(const options *o, graph *bb, graph *hd, int fi, const frame
             tot->min_matched = fm;
         if (tot->frames == 1 || fd < tot->min_drift_matched)
             tot->min_drift_matched = fd;
+        double fmap = (double)drep.matched_mapped / n;
+        if (tot->frames == 1 || fmap < tot->min_mapped)
+            tot->min_mapped = fmap;
     }
     rc = 0;
 done:
@@ -1222,6 +1238,7 @@ int main(int argc, char **argv)
     int status = 2;
     demo_box *boxes = NULL, *want = NULL;
     int64_t *ids = NULL;
+    totals tot = {0};
     if (open_graph(&bb, "backbone", o.backbone, o.threads) != 0 ||
         open_graph(&hd, "head", o.head, o.threads) != 0 || setup_state(&hd) != 0)
         goto out;
@@ -1272,7 +1289,6 @@ int main(int argc, char **argv)
                "agree", "rel L2", "(worst output)", "box err", "match", "tie", "rel L2",
                "box err");
     }
-    totals tot = {0};
     if (o.agreement && !(tot.agreement = fopen(o.agreement, "w"))) {
         fail("cannot write '%s': %s", o.agreement, strerror(errno));
         goto out;
@@ -1286,10 +1302,11 @@ int main(int argc, char **argv)
     if (o.compare && o.fp16) {
         printf("agreement of the fp16 engines with float32 PyTorch: %s (%d of %d frames with at "
                "least %.0f%% of the boxes matched; worst frame %.1f%% on PyTorch's inputs, %.1f%% "
-               "with the carried state; worst relative L2 %.2e, carried state %.2e)\n",
+               "with the carried state, %.1f%% with its track ids mapped to PyTorch's; worst "
+               "relative L2 %.2e, carried state %.2e)\n",
                tot.failed ? "FAILED" : "ok", tot.frames - tot.failed, tot.frames,
                100 * o.min_matched, 100 * tot.min_matched, 100 * tot.min_drift_matched,
-               tot.worst_rel_l2, tot.worst_drift);
+               100 * tot.min_mapped, tot.worst_rel_l2, tot.worst_drift);
         status = tot.failed ? 1 : 0;
     } else if (o.compare) {
         printf("agreement with the reference: %s (%d of %d frames agree; worst relative L2 %.2e, "
@@ -1306,6 +1323,7 @@ int main(int argc, char **argv)
     }
     tot.agreement = NULL;
 out:
+    demo_id_map_free(&tot.ids);
     free(boxes);
     free(want);
     free(ids);

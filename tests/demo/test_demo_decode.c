@@ -347,9 +347,79 @@ static void test_match_boxes(void)
     CHECK(demo_match_boxes(got, 0, want, N, 0.1, problem, sizeof problem) == 0, "empty input");
 }
 
+/*
+ * Track ids through the sequence's id map: the engine's ids are another
+ * labelling of the same tracks (a bijection drawn here), so every box
+ * matches; the map then holds the labelling, and a later frame in which two
+ * engine tracks swap labels (an id switch) loses exactly those two boxes.
+ */
+static void test_match_boxes_mapped(void)
+{
+    enum { N = 100 };
+    demo_box want[N], got[N];
+    int64_t label[N];
+    for (int i = 0; i < N; i++)
+        label[i] = 5000 + 7 * i;
+    for (int i = N - 1; i > 0; i--) { /* the engine's labels: a random bijection */
+        int j = (int)uniform(0, i + 1);
+        int64_t t = label[i];
+        label[i] = label[j];
+        label[j] = t;
+    }
+    demo_id_map map = {0};
+    for (int frame = 0; frame < 3; frame++) {
+        int expect = N;
+        for (int i = 0; i < N; i++) {
+            want[i] = (demo_box){(float)uniform(-50, 50), (float)uniform(-50, 50),
+                                 (float)uniform(-2, 2), 2, 4, 1.5f, 0.3f, 0, 0,
+                                 (float)(1.0 - i * 0.005), (int)uniform(0, 10), 1000 + i};
+            got[N - 1 - i] = want[i]; /* reversed: ranks must not matter */
+            got[N - 1 - i].track_id = label[i];
+            got[N - 1 - i].x += 0.05f;
+        }
+        if (frame == 1) { /* boxes 3 and 4 of the engine far off, 5 of another class */
+            got[N - 1 - 3].x += 1.0f;
+            got[N - 1 - 4].z = NAN;
+            got[N - 1 - 5].cls = (want[5].cls + 1) % 10;
+            expect = N - 3;
+        }
+        if (frame == 2) { /* an id switch between the tracks of rows 10 and 20 */
+            got[N - 1 - 10].track_id = label[20];
+            got[N - 1 - 20].track_id = label[10];
+            expect = N - 2;
+        }
+        int m = demo_match_boxes_mapped(got, N, want, N, 0.1, &map);
+        CHECK(m == expect, "frame %d: matched %d, expected %d", frame, m, expect);
+        CHECK(map.n == N, "frame %d: %d ids paired, expected %d", frame, map.n, N);
+        /* the literal comparison matches nothing: every label differs */
+        CHECK(demo_match_boxes(got, N, want, N, 0.1, NULL, 0) == 0, "literal ids matched");
+    }
+    /* a paired engine id never pairs with a new reference id, nor a paired reference id
+     * with a new engine id */
+    demo_box w1 = want[0], g1 = want[0];
+    w1.track_id = 99999;
+    g1.track_id = label[0];
+    CHECK(demo_match_boxes_mapped(&g1, 1, &w1, 1, 0.1, &map) == 0, "paired engine id re-paired");
+    w1.track_id = 1000;
+    g1.track_id = 77777;
+    CHECK(demo_match_boxes_mapped(&g1, 1, &w1, 1, 0.1, &map) == 0, "paired reference id re-paired");
+    /* untracked boxes (id -1) agree only with untracked boxes and are never paired */
+    int paired = map.n;
+    w1.track_id = -1;
+    g1.track_id = -1;
+    CHECK(demo_match_boxes_mapped(&g1, 1, &w1, 1, 0.1, &map) == 1 && map.n == paired,
+          "untracked boxes: not matched or paired");
+    g1.track_id = 88888;
+    CHECK(demo_match_boxes_mapped(&g1, 1, &w1, 1, 0.1, &map) == 0, "untracked matched a track");
+    CHECK(demo_match_boxes_mapped(&g1, 0, &w1, 1, 0.1, &map) == 0, "empty input");
+    demo_id_map_free(&map);
+    CHECK(map.n == 0 && !map.got, "map not cleared");
+}
+
 int main(void)
 {
     test_match_boxes();
+    test_match_boxes_mapped();
     test_decode_matches_reference();
     test_track_ids();
     test_compare_ties_and_mismatches();

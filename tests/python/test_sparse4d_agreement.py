@@ -59,6 +59,44 @@ def test_match_boxes_cases():
     assert agreement.match_boxes(got, want, 5) == 0  # the top 5 are other boxes
 
 
+def test_match_boxes_mapped_follows_a_relabelling():
+    # the run's ids: a random bijection of the reference's; ranks shuffled
+    label = {100 + i: 5000 + 7 * int(j) for i, j in enumerate(rng.permutation(100))}
+    ids = {}
+    for frame in range(3):
+        want = _boxes(100)
+        order = rng.permutation(100)
+        got = {k: v[:, order].copy() for k, v in want.items()}
+        got["track_ids"] = np.vectorize(label.get)(got["track_ids"])
+        expect = 100
+        if frame == 1:  # one box far off, one of another class
+            got["boxes"][0, 3, 0] += 1.0
+            got["labels"][0, 4] = (got["labels"][0, 4] + 1) % 10
+            expect = 98
+        if frame == 2:  # an id switch between two tracks
+            got["track_ids"][0, [10, 20]] = got["track_ids"][0, [20, 10]]
+            expect = 98
+        assert agreement.match_boxes_mapped(got, want, 100, ids) == expect
+        assert ids == {v: k for k, v in label.items()}
+        assert agreement.match_boxes(got, want, 100) == 0  # every literal id differs
+
+
+def test_match_boxes_mapped_pairs_one_to_one():
+    want = _boxes(2)
+    got = {k: v.copy() for k, v in want.items()}
+    ids = {100: 100}
+    got["track_ids"][0] = [100, 101]
+    want["track_ids"][0] = [555, 101]  # 100 is paired with 100, not with 555
+    assert agreement.match_boxes_mapped(got, want, 2, ids) == 1
+    got["track_ids"][0] = [777, 101]  # reference 100 is taken: 777 cannot pair with it
+    want["track_ids"][0] = [100, 101]
+    assert agreement.match_boxes_mapped(got, want, 2, ids) == 1
+    got["track_ids"][0] = [-1, 101]  # untracked boxes agree only with untracked boxes
+    want["track_ids"][0] = [-1, 101]
+    assert agreement.match_boxes_mapped(got, want, 2, ids) == 2
+    assert -1 not in ids and -1 not in ids.values()
+
+
 def test_align_rows_and_rel_l2():
     want_ids = np.array([5, 3, -1, 9, -1, 4])
     got_ids = np.array([3, 5, -1, 4, 9, -1])
@@ -122,8 +160,10 @@ def test_perturbed_runs_are_caught(golden):
     res = replay(7, 2)
     k = res[2]["boxes"]
     assert [r["matched"] for r in res] == [k, k, k - 7, k]
+    assert [r["matched_ids_mapped"] for r in res] == [k, k, k - 7, k]
     s = agreement.summary(res)
     assert s["boxes_matched"] == pytest.approx((k - 7) / k)
+    assert s["boxes_matched_ids_mapped"] == pytest.approx((k - 7) / k)
     assert s["rel_l2"] == pytest.approx(0.05, rel=1e-4)
     assert s["rel_l2_where"] == "prediction frame 2"
 
@@ -145,9 +185,13 @@ def test_frame_bench_report_and_targets():
     targets = fb.target_lines(rows)
     assert "(met)" in targets[0] and "(met)" in targets[1]
     md = fb.markdown({"device": "dev", "date": "d", "rows": rows, "targets": targets})
-    assert "| v3 | frame | s4d | fp16 | 3.900 | 4.500 | 2.05 | seeded | 0.0123 | 100.00% |" in md
-    assert "| v3 | frame | s4d | fp32 | 8.000 | 8.200 | 1.00 | seeded | - | - |" in md
+    assert "| v3 | frame | s4d | fp16 | 3.900 | 4.500 | 2.05 | seeded | 0.0123 | 100.00% | - |" in md
+    assert "| v3 | frame | s4d | fp32 | 8.000 | 8.200 | 1.00 | seeded | - | - | - |" in md
     assert md[-1] == "- " + targets[1]
+    rows[1]["boxes_matched_ids_mapped"] = 0.97
+    assert "with the track ids mapped: worst frame 97.00%" in fb.target_lines(rows)[1]
+    md = fb.markdown({"device": "dev", "date": "d", "rows": rows})
+    assert "| v3 | frame | s4d | fp16 | 3.900 | 4.500 | 2.05 | seeded | 0.0123 | 100.00% | 97.00% |" in md
     assert fb.target_lines(rows[:1]) == ["targets (v3): no guarded fp16 engine row was measured"]
 
 

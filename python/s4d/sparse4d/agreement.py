@@ -10,7 +10,12 @@ Per frame:
     order: the instance bank's rule), like the demo's carried-state check;
   * matched: how many of the reference's top-k decoded boxes have a box of
     the run's top k with the same class and track id and a centre within
-    0.1 m, rank ignored, each box used once (demo_match_boxes).
+    0.1 m, rank ignored, each box used once (demo_match_boxes);
+  * matched_ids_mapped: the same with the track ids compared through a map
+    built over the sequence (demo_match_boxes_mapped): ids are labels, and a
+    run that gives fresh ids in another order tracks the same objects under
+    other numbers; the map pairs the run's ids with the reference's one to
+    one, so an id switch still counts against it.
 
     run = run_sequence(step, golden_dir, cfg, initial_state)
                                           # [{frame, rel_l2: {output: e}, matched, boxes}]
@@ -99,6 +104,45 @@ def match_boxes(got: Dict[str, np.ndarray], want: Dict[str, np.ndarray], k: int,
     return matched
 
 
+def ids_agree(ids: Dict[int, int], taken: set, got: int, want: int) -> bool:
+    if got < 0 or want < 0:
+        return got == want
+    if got in ids:
+        return ids[got] == want
+    return want not in taken
+
+
+def match_boxes_mapped(got: Dict[str, np.ndarray], want: Dict[str, np.ndarray], k: int,
+                       ids: Dict[int, int], metres: float = 0.1) -> int:
+    """match_boxes with track ids compared through `ids` (run id -> reference
+    id, updated here): ids agree when paired, or when neither is paired yet
+    (they are paired then); negative ids agree only with themselves."""
+    gb = np.asarray(got["boxes"], np.float64).reshape(-1, got["boxes"].shape[-1])[:k, :3]
+    wb = np.asarray(want["boxes"], np.float64).reshape(-1, want["boxes"].shape[-1])[:k, :3]
+    gl, wl = np.ravel(got["labels"])[:k], np.ravel(want["labels"])[:k]
+    gt, wt = np.ravel(got["track_ids"])[:k], np.ravel(want["track_ids"])[:k]
+    taken = set(ids.values())
+    used = np.zeros(len(gb), bool)
+    matched = 0
+    for i in range(len(wb)):
+        best, best_d = -1, 0.0
+        for j in range(len(gb)):
+            if used[j] or gl[j] != wl[i] or not ids_agree(ids, taken, int(gt[j]), int(wt[i])):
+                continue
+            d = float(np.linalg.norm(gb[j] - wb[i]))
+            if d <= metres and (best < 0 or d < best_d):  # NaN never matches
+                best, best_d = j, d
+        if best < 0:
+            continue
+        g, w = int(gt[best]), int(wt[i])
+        if g >= 0 and w >= 0 and g not in ids:
+            ids[g] = w
+            taken.add(w)
+        used[best] = True
+        matched += 1
+    return matched
+
+
 def load_golden(golden_dir: str) -> Tuple[Dict, List[Dict[str, Dict[str, np.ndarray]]]]:
     """The manifest and, per frame, {"backbone_in", "head_in", "head_out"}: name -> array."""
     with open(os.path.join(golden_dir, "manifest.json")) as f:
@@ -115,9 +159,11 @@ def load_golden(golden_dir: str) -> Tuple[Dict, List[Dict[str, Dict[str, np.ndar
 
 def frame_agreement(out: Dict[str, np.ndarray], state_in: Dict[str, np.ndarray],
                     ref_out: Dict[str, np.ndarray], ref_in: Dict[str, np.ndarray], cfg,
-                    topk: int = 100, metres: float = 0.1) -> Dict:
+                    topk: int = 100, metres: float = 0.1,
+                    id_map: Dict[int, int] = None) -> Dict:
     """One frame: `out`/`state_in` the run's head outputs and the bank it was
-    fed (bank_* names, timestamp), `ref_*` the reference's."""
+    fed (bank_* names, timestamp), `ref_*` the reference's; `id_map` the
+    sequence's map of track ids (updated; a fresh one when None)."""
     def ids(o, s):
         return instance_ids(o["classification"], s["bank_track_id"], float(s["bank_valid"][0]),
                             int(s["bank_next_id"][0]),
@@ -129,7 +175,9 @@ def frame_agreement(out: Dict[str, np.ndarray], state_in: Dict[str, np.ndarray],
         got = np.asarray(out[name])
         errs[name] = rel_l2(got[:, perm] if got.ndim >= 2 else got, ref_out[name])
     k = min(topk, int(np.asarray(ref_out["labels"]).size))
-    return {"rel_l2": errs, "matched": match_boxes(out, ref_out, k, metres), "boxes": k}
+    mapped = match_boxes_mapped(out, ref_out, k, {} if id_map is None else id_map, metres)
+    return {"rel_l2": errs, "matched": match_boxes(out, ref_out, k, metres),
+            "matched_ids_mapped": mapped, "boxes": k}
 
 
 def run_sequence(step: Callable, golden_dir: str, cfg, initial_state: Dict[str, np.ndarray],
@@ -140,12 +188,13 @@ def run_sequence(step: Callable, golden_dir: str, cfg, initial_state: Dict[str, 
     man, frames = load_golden(golden_dir)
     state = dict(initial_state)
     res = []
+    id_map = {}
     for i, fr in enumerate(frames):
         frame_in = {k: fr["head_in"][k] for k in ("projection", "image_wh", "timestamp",
                                                   "ego_pose")}
         out, nxt = step(fr["backbone_in"]["images"], frame_in, state)
         fed = dict(state, timestamp=frame_in["timestamp"])
-        a = frame_agreement(out, fed, fr["head_out"], fr["head_in"], cfg, topk, metres)
+        a = frame_agreement(out, fed, fr["head_out"], fr["head_in"], cfg, topk, metres, id_map)
         a["frame"] = i
         res.append(a)
         state = nxt
@@ -161,5 +210,8 @@ def summary(frames: List[Dict]) -> Dict:
             if not e <= worst:  # NaN is the worst
                 worst, where = e, f"{name} frame {f['frame']}"
     fr = [f["matched"] / f["boxes"] for f in frames if f["boxes"]]
+    fm = [f["matched_ids_mapped"] / f["boxes"] for f in frames
+          if f["boxes"] and f.get("matched_ids_mapped") is not None]
     return {"rel_l2": worst, "rel_l2_where": where,
-            "boxes_matched": min(fr) if fr else float("nan"), "frames": len(frames)}
+            "boxes_matched": min(fr) if fr else float("nan"),
+            "boxes_matched_ids_mapped": min(fm) if fm else float("nan"), "frames": len(frames)}
