@@ -124,8 +124,10 @@ if want gpu && [ "$HAVE_ENGINE" = 1 ]; then
     STEP_LOG=$OUT/ctest_gpu.log step ctest-gpu 330 env S4D_COMPARE_JOBS="${COMPARE_JOBS:-4}" \
       ctest --test-dir "$BUILD" --output-on-failure -j 4 -L gpu ${GPU_TESTS_EXCLUDE:+-E "$GPU_TESTS_EXCLUDE"}
     row "ctest GPU tests" "$(ctest_counts "$OUT/ctest_gpu.log") ($STEP_SECONDS s)"
-    grep -E "node tests on cuda:" "$OUT/ctest_gpu.log" | tail -1 | while read -r l; do row "ONNX node tests" "$l"; done
-    grep -E "^[a-z0-9]+: [0-9]+ of [0-9]+ cases agree" "$OUT/ctest_gpu.log" | while read -r l; do row "op family" "$l"; done
+    # every test's output (ctest prints only the failures' output)
+    cp "$BUILD/Testing/Temporary/LastTest.log" "$OUT/ctest_gpu_all.log" 2>/dev/null
+    grep -E "node tests on cuda:" "$OUT/ctest_gpu_all.log" | tail -1 | while read -r l; do row "ONNX node tests" "$l"; done
+    grep -E "^[a-z0-9]+: [0-9]+ of [0-9]+ cases agree" "$OUT/ctest_gpu_all.log" | while read -r l; do row "op family" "$l"; done
     # s4d.engine from Python with CUDA tensors in and out (once the extension is built).
     while [ ! -f "$OUT/python_build.rc" ] && [ $SECONDS -lt "$DEADLINE" ]; do sleep 2; done
     if [ -f "$BUILD/lib/libs4d.so" ]; then
@@ -275,7 +277,6 @@ fi
   for f in "$ROWS_DIR"/*; do [ -f "$f" ] && sed 's/^/  /' "$f"; done
 } > "$SUMMARY"
 rm -rf "$ROWS_DIR"
-cp "$BUILD/Testing/Temporary/LastTest.log" "$OUT/LastTest.log" 2>/dev/null || true
 cat "$SUMMARY" | tee -a "$LOG"
 # Everything but the summary travels back as one archive.
 tar czf /tmp/s4d_results.tgz -C "$OUT" --exclude=summary.txt . 2>/dev/null
