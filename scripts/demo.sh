@@ -12,7 +12,8 @@
 # program), build the engines with s4dexec and the plugin library, run
 # build/bin/s4d_demo over the frames with the temporal state carried, compare
 # with PyTorch, and score both (s4d.sparse4d.evaluate: mAP, NDS, MOTA from the
-# engine's boxes and from PyTorch's). Everything lands in out/demo/<preset>/.
+# engine's boxes and from PyTorch's). Everything lands in out/demo/<preset>/
+# (agreement.jsonl: each frame's agreement with PyTorch, one JSON line).
 # Exit status 0 only when the engine agrees with PyTorch, output by output
 # and in mAP/NDS (within METRIC_TOLERANCE).
 #
@@ -34,7 +35,8 @@
 # s4d_demo --fp16 prints each engine's precision report and, per frame, the
 # output relative L2 against float32 PyTorch and the fraction of the top-100
 # boxes matched (same class and track id, centre within 0.1 m; at least
-# MIN_MATCHED, 0.99, on every frame). The CPU backend computes in float32
+# MIN_MATCHED, 0.99, on every frame; with the track ids paired one to one over
+# the sequence as well, docs/precision.md). The CPU backend computes in float32
 # only: there the engine's refusal is shown and the script exits 2. OUT
 # defaults to out/demo/<preset>_fp16.
 set -euo pipefail
@@ -176,7 +178,7 @@ set +e
 "$demo_bin" --plugins="$plugins" --backbone="$OUT/engines/backbone.s4d" \
   --head="$OUT/engines/head.s4d" --frames="$OUT/golden" --out="$OUT/frames" \
   --threads="$THREADS" --score-threshold="$SCORE_THRESHOLD" --range="$BEV_RANGE" --compare \
-  ${demo_flags[@]+"${demo_flags[@]}"} | tee "$OUT/table.txt"
+  --agreement="$OUT/agreement.jsonl" ${demo_flags[@]+"${demo_flags[@]}"} | tee "$OUT/table.txt"
 rc=${PIPESTATUS[0]}
 set -e
 say "per-frame JSON, bird's-eye PNG and camera mosaic PNG: $OUT/frames/"
