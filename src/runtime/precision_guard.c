@@ -448,7 +448,8 @@ typedef struct guard {
     int *axis;           /* per output: the axis of the rows matched, -1: element by element */
     int *topk;           /* per output: the TopK layer its rows follow (reference plan), or -1 */
     int *forced;         /* per output: its metric was given (output_metrics) */
-    size_t max_bytes;    /* the largest float tensor of any engine, in bytes (float32) */
+    int *state_in;       /* per output: the input it feeds on the next set (carried state), -1 */
+    int num_state;       /* outputs that feed an input */
 } guard;
 
 static s4d_status make_context(const s4d_engine *e, s4d_context **c, char *err, size_t errsz)
@@ -604,6 +605,148 @@ static s4d_status reference_outputs(guard *gd, char *err, size_t errsz)
     return st;
 }
 
+/*
+ * The carried state: an output NAME_out of the same dtype and shape as an input NAME feeds
+ * that input on the next frame (the instance bank of the Sparse4Dv3 head). Calibration sets
+ * in name order are then taken as consecutive frames of one sequence.
+ */
+static s4d_status find_state(guard *gd, char *err, size_t errsz)
+{
+    const s4d_engine *e = gd->ref;
+    int no = s4d_engine_num_outputs(e), ni = s4d_engine_num_inputs(e);
+    gd->state_in = malloc(((size_t)no + 1) * sizeof *gd->state_in);
+    if (!gd->state_in)
+        return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
+    gd->num_state = 0;
+    for (int o = 0; o < no; o++) {
+        s4d_tensor_info to;
+        s4d_engine_output_info(e, o, &to);
+        gd->state_in[o] = -1;
+        size_t len = strlen(to.name);
+        if (len <= 4 || strcmp(to.name + len - 4, "_out") != 0)
+            continue;
+        for (int i = 0; i < ni; i++) {
+            s4d_tensor_info ti;
+            s4d_engine_input_info(e, i, &ti);
+            if (strlen(ti.name) != len - 4 || strncmp(ti.name, to.name, len - 4) != 0 ||
+                ti.dtype != to.dtype || ti.rank != to.rank ||
+                memcmp(ti.dims, to.dims, (size_t)ti.rank * sizeof ti.dims[0]) != 0)
+                continue;
+            gd->state_in[o] = i;
+            gd->num_state++;
+        }
+    }
+    return S4D_OK;
+}
+
+/* One set of the carried run: the set's inputs, the state inputs from the previous set's
+   outputs (state[o], from set 1 on), then the state outputs kept for the next set. */
+static s4d_status run_carried(const guard *gd, s4d_context *c, const s4d_engine *e, int s,
+                              void **state, char *err, size_t errsz)
+{
+    s4d_status st = bind_inputs(c, e, gd->cal, s, err, errsz);
+    int no = s4d_engine_num_outputs(e);
+    for (int o = 0; st == S4D_OK && s > 0 && o < no; o++) {
+        if (gd->state_in[o] < 0)
+            continue;
+        s4d_tensor_info ti;
+        s4d_engine_input_info(e, gd->state_in[o], &ti);
+        st = s4d_context_bind(c, ti.name, ti.dtype, ti.rank, ti.dims, state[o]);
+        if (st != S4D_OK)
+            return s4d_fmt_err(err, errsz, st, "calibration, carried state: binding '%s': %s",
+                               ti.name, s4d_context_errmsg(c));
+    }
+    if (st == S4D_OK && (st = s4d_context_run(c, NULL)) != S4D_OK)
+        return s4d_fmt_err(err, errsz, st, "calibration, carried state: %s", s4d_context_errmsg(c));
+    for (int o = 0; st == S4D_OK && o < no; o++) {
+        if (gd->state_in[o] < 0)
+            continue;
+        s4d_tensor_info ti;
+        s4d_engine_output_info(e, o, &ti);
+        const void *data;
+        st = s4d_context_output(c, ti.name, &data, NULL);
+        if (st != S4D_OK)
+            return s4d_fmt_err(err, errsz, st, "calibration, carried state: output '%s': %s",
+                               ti.name, s4d_context_errmsg(c));
+        memcpy(state[o], data, output_numel(&ti) * s4d_dtype_size(ti.dtype));
+    }
+    return st;
+}
+
+/*
+ * The sets again as one sequence, each engine carrying its own state from set to set, as
+ * a deployment does: a float16 error in the state reaches the next frame and may grow there,
+ * which the sets alone (every set with the reference's state) do not show. Each output's
+ * error from set 1 on counts like the sets' own.
+ */
+static s4d_status evaluate_carried(const guard *gd, const s4d_engine *e16, measure *m, float *buf,
+                                   size_t big, char *err, size_t errsz)
+{
+    const s4d_engine *e32 = gd->ref;
+    int no = gd->num_outputs;
+    void **st32 = calloc((size_t)no + 1, sizeof *st32), **st16 = calloc((size_t)no + 1, sizeof *st16);
+    float *ref = malloc(big + 64);
+    s4d_context *c32 = NULL, *c16 = NULL;
+    s4d_status st = S4D_OK;
+    if (!st32 || !st16 || !ref)
+        st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
+    for (int o = 0; st == S4D_OK && o < no; o++) {
+        if (gd->state_in[o] < 0)
+            continue;
+        s4d_tensor_info ti;
+        s4d_engine_output_info(e32, o, &ti);
+        size_t bytes = output_numel(&ti) * s4d_dtype_size(ti.dtype) + 8;
+        st32[o] = malloc(bytes);
+        st16[o] = malloc(bytes);
+        if (!st32[o] || !st16[o])
+            st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
+    }
+    if (st == S4D_OK)
+        st = make_context(e32, &c32, err, errsz);
+    if (st == S4D_OK)
+        st = make_context(e16, &c16, err, errsz);
+    for (int s = 0; st == S4D_OK && s < gd->cal->num_sets; s++) {
+        st = run_carried(gd, c32, e32, s, st32, err, errsz);
+        if (st == S4D_OK)
+            st = run_carried(gd, c16, e16, s, st16, err, errsz);
+        for (int o = 0; st == S4D_OK && s > 0 && o < no; o++) {
+            if (!gd->ref_outputs[s * no + o]) /* not compared */
+                continue;
+            s4d_tensor_info t32, t16;
+            s4d_engine_output_info(e32, o, &t32);
+            s4d_engine_output_info(e16, o, &t16);
+            const void *d32, *d16;
+            if ((st = s4d_context_output(c32, t32.name, &d32, NULL)) != S4D_OK ||
+                (st = s4d_context_output(c16, t16.name, &d16, NULL)) != S4D_OK) {
+                s4d_fmt_err(err, errsz, st, "calibration, carried state: output '%s'", t32.name);
+                break;
+            }
+            if (!widen_to_float(t32.dtype, d32, output_numel(&t32), ref))
+                continue;
+            double e, ordered;
+            st = compare_output(gd, o, &t16, d16, ref, buf, &e, &ordered);
+            if (st != S4D_OK) {
+                s4d_fmt_err(err, errsz, st, "out of memory");
+                break;
+            }
+            if (e > m->out_err[o] || isnan(e))
+                m->out_err[o] = isnan(e) ? INFINITY : e;
+            if (ordered > m->out_ordered[o] || isnan(ordered))
+                m->out_ordered[o] = isnan(ordered) ? INFINITY : ordered;
+        }
+    }
+    s4d_context_destroy(c16);
+    s4d_context_destroy(c32);
+    for (int o = 0; st32 && st16 && o < no; o++) {
+        free(st32[o]);
+        free(st16[o]);
+    }
+    free(st32);
+    free(st16);
+    free(ref);
+    return st;
+}
+
 /* Measures candidate e16 on every set (outputs and per-layer amplification). */
 static s4d_status evaluate(guard *gd, const s4d_engine *e16, measure *m, char *err, size_t errsz)
 {
@@ -701,6 +844,8 @@ static s4d_status evaluate(guard *gd, const s4d_engine *e16, measure *m, char *e
             ref_out[i] = NULL;
         }
     }
+    if (st == S4D_OK && gd->num_state > 0 && cal->num_sets > 1)
+        st = evaluate_carried(gd, e16, m, buf, big, err, errsz);
 done:
     s4d_context_destroy(c16);
     s4d_context_destroy(c32);
@@ -981,6 +1126,8 @@ s4d_status s4d_precision_guard(const void *data, size_t size, const s4d_build_op
     st = resolve_metrics(&gd, o, err, errsz);
     if (st == S4D_OK)
         st = reference_outputs(&gd, err, errsz);
+    if (st == S4D_OK)
+        st = find_state(&gd, err, errsz);
     if (st != S4D_OK)
         goto done;
 
@@ -990,6 +1137,11 @@ s4d_status s4d_precision_guard(const void *data, size_t size, const s4d_build_op
                  o->output_tolerances[k].rel_l2);
     s4d_text_add(&rep, "%s; %d calibration set%s from %s\n", o->num_output_tolerances ? ")" : "",
              cal.num_sets, cal.num_sets == 1 ? "" : "s", o->calib_dir);
+    if (gd.num_state > 0 && cal.num_sets > 1)
+        s4d_text_add(&rep, "carried state: %d output%s feed%s the input of the same name without "
+                           "'_out'; the sets also run as one sequence in name order, each engine "
+                           "carrying its own state\n",
+                     gd.num_state, gd.num_state == 1 ? "" : "s", gd.num_state == 1 ? "s" : "");
 
     progress("building the fp16 candidate (iteration 0)");
     st = build_candidate(&gs, 0, &cur, err, errsz);
@@ -1264,6 +1416,7 @@ done:
     free(gd.axis);
     free(gd.topk);
     free(gd.forced);
+    free(gd.state_in);
     calib_free(&cal);
     measure_free(&m);
     measure_free(&first);

@@ -58,6 +58,7 @@ def main(out):
     main_chain(out)
     main_topk(out)
     views_chain(out)
+    main_carried(out)
     main_selection(out)
     main_selection_long(out)
 
@@ -246,6 +247,52 @@ def views_chain(out):
     engine runs as views (no kernel): the guard reads the layers' outputs through them.
     y = Sqrt(Reshape(Mul(Exp(Reshape(Add(z, c), [128])), 1e-4), [8, 16])) * 2 + 0.5."""
     chain_model(out, "views", True)
+
+
+CARRIED_R = 3.9
+CARRIED_STEPS = 8
+
+
+def carried_orbit(s0, steps, dtype=np.float64):
+    """The logistic map s <- r s (1 - s) from s0, every step stored in dtype: [steps, ...]."""
+    s = np.asarray(s0, dtype)
+    orbit = [s]
+    for _ in range(steps - 1):
+        s = (dtype(CARRIED_R) * (s * (dtype(1) - s))).astype(dtype)
+        orbit.append(s)
+    return np.stack(orbit)
+
+
+def main_carried(out):
+    """carried.onnx: a state carried from frame to frame, state_out = r state (1 - state)
+    (the logistic map at r = 3.9, chaotic: an error grows about 1.6x a step). One step in
+    float16 is within 1e-2; the same steps with each engine's own state carried are not.
+    calib_carried/stepNN: the float64 orbit of 64 states as the 8 frames' inputs.
+    carried_next.onnx: the same map with its output named 'next', which the guard does not
+    take for the state."""
+    rng = np.random.default_rng(20)
+    for stem, out_name in (("carried", "state_out"), ("carried_next", "next")):
+        nodes = [
+            helper.make_node("Sub", ["one", "state"], ["rest"], name="rest"),
+            helper.make_node("Mul", ["state", "rest"], ["prod"], name="prod"),
+            helper.make_node("Mul", ["prod", "r"], [out_name], name="gain"),
+        ]
+        graph = helper.make_graph(
+            nodes, stem,
+            [helper.make_tensor_value_info("state", TensorProto.FLOAT, [1, 64])],
+            [helper.make_tensor_value_info(out_name, TensorProto.FLOAT, [1, 64])],
+            [numpy_helper.from_array(np.ones(1, np.float32), "one"),
+             numpy_helper.from_array(np.full(1, CARRIED_R, np.float32), "r")])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 8
+        onnx.checker.check_model(model)
+        onnx.save(model, os.path.join(out, stem + ".onnx"))
+    orbit = carried_orbit(rng.uniform(0.2, 0.8, (1, 64)), CARRIED_STEPS)
+    np.save(os.path.join(out, "carried_orbit.npy"), orbit)
+    for s in range(CARRIED_STEPS):
+        d = os.path.join(out, "calib_carried", "step%02d" % s)
+        os.makedirs(d, exist_ok=True)
+        np.save(os.path.join(d, "state.npy"), orbit[s].astype(np.float32))
 
 
 if __name__ == "__main__":

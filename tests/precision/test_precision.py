@@ -124,6 +124,37 @@ def test_guard_moves_the_fragile_layer(toy):
     assert 0 < e_energy <= 1e-2, e_energy
 
 
+def test_carried_state_inputs_grow_in_float16(toy):
+    # The map's inputs justify the test: one float16 step stays within 1e-2 of float64 on
+    # every frame, but the orbit carried in float16 leaves it by more than 1e-2.
+    orbit = np.load(os.path.join(toy, "carried_orbit.npy"))
+    assert np.all((orbit > 0.01) & (orbit < 0.99))
+    one_step = make_toy.carried_orbit(orbit[:-1].astype(np.float16), 2, np.float16)[1]
+    assert max(rel_l2(one_step[i], orbit[i + 1]) for i in range(len(orbit) - 1)) < 1e-2
+    carried = make_toy.carried_orbit(orbit[0].astype(np.float16), len(orbit), np.float16)
+    assert rel_l2(carried[-1], orbit[-1]) > 1e-2
+
+
+def test_guard_measures_the_carried_state(toy):
+    # state_out feeds state: the sets also run as one sequence, and the float16 error that
+    # grows from frame to frame makes the guard keep the map in float32.
+    out = s4dexec(toy, "--onnx=carried.onnx", "--device=cuda", "--fp16", "--calib=calib_carried",
+                  "--dumpLayerInfo")
+    assert "carried state: 1 output feeds the input of the same name without '_out'" in out, out
+    prec = precisions(out)
+    assert {prec[n] for n in ("rest", "prod", "gain")} == {"float32"}, out
+    m = re.search(r"output 'state_out': rel_l2 before (\S+), after (\S+) \(tolerance 0.01\) ok", out)
+    assert m and float(m.group(1)) > 1e-2 and float(m.group(2)) <= 1e-2, out
+    # The same map whose output is not named after its input: nothing is carried, every
+    # step alone is within the tolerance, and the map stays float16.
+    out = s4dexec(toy, "--onnx=carried_next.onnx", "--device=cuda", "--fp16",
+                  "--calib=calib_carried", "--dumpLayerInfo")
+    assert "carried state" not in out, out
+    assert not moved(out), out
+    prec = precisions(out)
+    assert {prec[n] for n in ("rest", "prod", "gain")} == {"float16"}, out
+
+
 def test_saved_engine_keeps_precisions_and_report(toy):
     eng = os.path.join(toy, "guarded.engine")
     if not os.path.exists(eng):
