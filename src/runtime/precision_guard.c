@@ -501,6 +501,21 @@ static s4d_status compare_output(const guard *gd, int o, const s4d_tensor_info *
     return s4d_matched_rel_l2(buf, ref, ti->rank, ti->dims, gd->axis[o], e, NULL);
 }
 
+/* compare_output, kept in m as the output's worst so far (NaN as infinity). */
+static s4d_status account_output(const guard *gd, measure *m, int o, const s4d_tensor_info *ti,
+                                 const void *data, const float *ref, float *buf)
+{
+    double e, ordered;
+    s4d_status st = compare_output(gd, o, ti, data, ref, buf, &e, &ordered);
+    if (st != S4D_OK)
+        return st;
+    if (e > m->out_err[o] || isnan(e))
+        m->out_err[o] = isnan(e) ? INFINITY : e;
+    if (ordered > m->out_ordered[o] || isnan(ordered))
+        m->out_ordered[o] = isnan(ordered) ? INFINITY : ordered;
+    return S4D_OK;
+}
+
 /* Each output's metric: the one asked for, else matched rows where the layer graph
    says the rows follow a TopK's selection. */
 static s4d_status resolve_metrics(guard *gd, const s4d_build_options *o, char *err, size_t errsz)
@@ -723,16 +738,10 @@ static s4d_status evaluate_carried(const guard *gd, const s4d_engine *e16, measu
             }
             if (!widen_to_float(t32.dtype, d32, output_numel(&t32), ref))
                 continue;
-            double e, ordered;
-            st = compare_output(gd, o, &t16, d16, ref, buf, &e, &ordered);
-            if (st != S4D_OK) {
+            if ((st = account_output(gd, m, o, &t16, d16, ref, buf)) != S4D_OK) {
                 s4d_fmt_err(err, errsz, st, "out of memory");
                 break;
             }
-            if (e > m->out_err[o] || isnan(e))
-                m->out_err[o] = isnan(e) ? INFINITY : e;
-            if (ordered > m->out_ordered[o] || isnan(ordered))
-                m->out_ordered[o] = isnan(ordered) ? INFINITY : ordered;
         }
     }
     s4d_context_destroy(c16);
@@ -828,16 +837,10 @@ static s4d_status evaluate(guard *gd, const s4d_engine *e16, measure *m, char *e
             st = s4d_context_output(c16, ti.name, &data, NULL);
             if (st != S4D_OK)
                 break;
-            double e, ordered;
-            st = compare_output(gd, o, &ti, data, ref, buf, &e, &ordered);
-            if (st != S4D_OK) {
+            if ((st = account_output(gd, m, o, &ti, data, ref, buf)) != S4D_OK) {
                 s4d_fmt_err(err, errsz, st, "out of memory");
                 break;
             }
-            if (e > m->out_err[o] || isnan(e))
-                m->out_err[o] = isnan(e) ? INFINITY : e;
-            if (ordered > m->out_ordered[o] || isnan(ordered))
-                m->out_ordered[o] = isnan(ordered) ? INFINITY : ordered;
         }
         for (int i = 0; i < p32->num_layers * MAXO; i++) {
             free(ref_out[i]);

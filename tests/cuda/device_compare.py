@@ -162,6 +162,19 @@ def no_gpu(args, said):
                                  or "has no backend for it" in said)
 
 
+def save_case(d, prefix, model, inputs):
+    """Writes D/<prefix>model.onnx and D/<prefix>in_<name>.npy; returns the model's path
+    and the --loadInputs entries."""
+    model_path = os.path.join(d, prefix + "model.onnx")
+    onnx.save(model, model_path)
+    specs = []
+    for name, arr in inputs.items():
+        p = os.path.join(d, f"{prefix}in_{name}.npy")
+        np.save(p, np.ascontiguousarray(arr).reshape(np.shape(arr)))
+        specs.append(f"{name}:{p}")
+    return model_path, specs
+
+
 def run_case(args, case):
     """One case on both devices. Returns (kind, lines to print, failure line or ""):
     kind "ran", "skip" (float16 refused by the guarded device), "nogpu" or "prep"
@@ -169,13 +182,7 @@ def run_case(args, case):
     said_lines = []
     d = os.path.join(args.workdir, case.name)
     os.makedirs(d, exist_ok=True)
-    model_path = os.path.join(d, "model.onnx")
-    onnx.save(case.model, model_path)
-    specs = []
-    for name, arr in case.inputs.items():
-        p = os.path.join(d, f"in_{name}.npy")
-        np.save(p, np.ascontiguousarray(arr).reshape(np.shape(arr)))
-        specs.append(f"{name}:{p}")
+    model_path, specs = save_case(d, "", case.model, case.inputs)
     common = [args.s4dexec, f"--onnx={model_path}", f"--plugins={args.plugins}",
               "--iterations=1", "--warmUp=0"]
     if specs:
@@ -214,13 +221,7 @@ def run_half(args, case, d, common, ref, said_lines):
     """A float16 case: its float32 twin on device A, the case on device B, compared here.
     Returns None (skipped), NO_GPU, "" (agrees) or the failure line; what it has to
     say goes to said_lines."""
-    twin = os.path.join(d, "ref_model.onnx")
-    onnx.save(case.ref_model, twin)
-    specs = []
-    for name, arr in case.ref_inputs.items():
-        p = os.path.join(d, f"ref_in_{name}.npy")
-        np.save(p, np.ascontiguousarray(arr).reshape(np.shape(arr)))
-        specs.append(f"{name}:{p}")
+    twin, specs = save_case(d, "ref_", case.ref_model, case.ref_inputs)
     ref_cmd = [common[0], f"--onnx={twin}"] + [c for c in common[2:] if not c.startswith("--loadInputs")]
     if specs:
         ref_cmd.append("--loadInputs=" + ",".join(specs))
