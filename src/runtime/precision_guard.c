@@ -694,15 +694,18 @@ static s4d_status run_carried(const guard *gd, s4d_context *c, const s4d_engine 
  * which the sets alone (every set with the reference's state) do not show. Each output's
  * error from set 1 on counts like the sets' own.
  */
-static s4d_status evaluate_carried(const guard *gd, const s4d_engine *e16, measure *m, float *buf,
-                                   size_t big, char *err, size_t errsz)
+static s4d_status evaluate_carried(const guard *gd, const s4d_engine *e16, s4d_context *c32,
+                                   s4d_context *c16, measure *m, float *buf, size_t big,
+                                   char *err, size_t errsz)
 {
     const s4d_engine *e32 = gd->ref;
     int no = gd->num_outputs;
     void **st32 = calloc((size_t)no + 1, sizeof *st32), **st16 = calloc((size_t)no + 1, sizeof *st16);
     float *ref = malloc(big + 64);
-    s4d_context *c32 = NULL, *c16 = NULL;
     s4d_status st = S4D_OK;
+    /* the contexts of the sets' runs, without their per-layer hooks */
+    s4d_context_set_layer_hook(c32, NULL, NULL);
+    s4d_context_set_layer_hook(c16, NULL, NULL);
     if (!st32 || !st16 || !ref)
         st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
     for (int o = 0; st == S4D_OK && o < no; o++) {
@@ -716,10 +719,6 @@ static s4d_status evaluate_carried(const guard *gd, const s4d_engine *e16, measu
         if (!st32[o] || !st16[o])
             st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
     }
-    if (st == S4D_OK)
-        st = make_context(e32, &c32, err, errsz);
-    if (st == S4D_OK)
-        st = make_context(e16, &c16, err, errsz);
     for (int s = 0; st == S4D_OK && s < gd->cal->num_sets; s++) {
         st = run_carried(gd, c32, e32, s, st32, err, errsz);
         if (st == S4D_OK)
@@ -744,8 +743,6 @@ static s4d_status evaluate_carried(const guard *gd, const s4d_engine *e16, measu
             }
         }
     }
-    s4d_context_destroy(c16);
-    s4d_context_destroy(c32);
     for (int o = 0; st32 && st16 && o < no; o++) {
         free(st32[o]);
         free(st16[o]);
@@ -848,7 +845,7 @@ static s4d_status evaluate(guard *gd, const s4d_engine *e16, measure *m, char *e
         }
     }
     if (st == S4D_OK && gd->num_state > 0 && cal->num_sets > 1)
-        st = evaluate_carried(gd, e16, m, buf, big, err, errsz);
+        st = evaluate_carried(gd, e16, c32, c16, m, buf, big, err, errsz);
 done:
     s4d_context_destroy(c16);
     s4d_context_destroy(c32);
