@@ -9,7 +9,7 @@
 #        ONNX node tests on CUDA (one process), the plugin's CUDA path; then
 #        s4d.engine from Python with CUDA tensors (tests/python/gpu);
 #      - "sanitizer": compute-sanitizer memcheck on the tiny Sparse4Dv3 head
-#        and backbone engines (build and run);
+#        and backbone engines (build and run), racecheck on the head;
 #      - "demo": the demo for tiny and v3 on CUDA (DEMO_PRESETS), each with its
 #        agreement check against PyTorch;
 #   2. the benchmarks, alone on the machine ("bench"): bench/frame_bench.py
@@ -164,6 +164,17 @@ if want sanitizer && [ "$HAVE_ENGINE" = 1 ] && [ "$PYOK" -eq 0 ]; then
         row "compute-sanitizer memcheck ($g)" "FAILED: exit $? (memcheck_tiny_$g.log)"
       fi
     done
+    # shared-memory hazards (the fused attention's staging, the reductions) on the tiny head
+    if [ -f "$TINY/sparse4d_tiny_head.onnx" ]; then
+      if STEP_LOG=$OUT/racecheck_tiny_head.log step racecheck-head 200 "$SAN" --tool racecheck \
+           --error-exitcode 9 "$BUILD/bin/s4dexec" --onnx="$TINY/sparse4d_tiny_head.onnx" \
+           --plugins="$BUILD/lib/libs4d_plugins.so" --device=cuda --iterations=1 --warmUp=0; then
+        row "compute-sanitizer racecheck (head)" "clean: $(grep -Eo 'RACECHECK SUMMARY: [0-9]+ hazards?' \
+          "$OUT/racecheck_tiny_head.log" | tail -1) ($STEP_SECONDS s)"
+      else
+        row "compute-sanitizer racecheck (head)" "FAILED: exit $? (racecheck_tiny_head.log)"
+      fi
+    fi
   ) &
   G_SAN=$!
 fi
