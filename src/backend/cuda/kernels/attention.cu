@@ -4,17 +4,19 @@
  * (further down, each with its own comment). The semantics paragraph holds
  * for all three.
  *
- * FFMA work split. A block of 256 threads owns 64 query rows of one batch matrix
- * and a range of key tiles; thread (ty, tx), ty, tx in [0, 16), owns query
- * rows 4 ty .. 4 ty + 3. Per key tile of 64:
+ * FFMA work split. A block of 256 threads owns 16 RT query rows of one batch
+ * matrix and a range of key tiles; thread (ty, tx), ty, tx in [0, 16), owns
+ * query rows RT ty .. RT ty + RT - 1 (RT = 8 up to D = 64: 128 rows per block,
+ * so that each pair of shared-memory loads feeds 32 multiply-adds; RT = 4 at
+ * D = 128, where 8 rows would not fit the registers). Per key tile of 64:
  *   1. K^T [D, 64] and V [64, Dv] are staged in shared memory (Q, transposed,
  *      stays there for the whole block);
- *   2. each thread computes a 4 x 4 block of scores (keys 4 tx .. 4 tx + 3)
+ *   2. each thread computes an RT x 4 block of scores (keys 4 tx .. 4 tx + 3)
  *      in registers, applies the mask, and the 16 threads of a row (one half
  *      of a warp) agree on the row's new maximum and sum by butterfly
  *      shuffles (every lane gets the same bits);
  *   3. the probabilities go through shared memory (transposed, [key][query])
- *      and each thread accumulates its 4 rows x Dv/16 output columns.
+ *      and each thread accumulates its RT rows x Dv/16 output columns.
  * Scores and the running maximum/sum stay in float.
  *
  * Softmax semantics are the unfused chain's: a masked score becomes
@@ -41,13 +43,16 @@
 
 namespace {
 
-constexpr int BQ = 64;       /* queries per block */
+constexpr int BQ = 64;       /* queries per block of the tensor-core kernels */
 constexpr int BK = 64;       /* keys per tile */
-constexpr int NT = 256;      /* threads per block */
-constexpr int LDQ = BQ + 4;  /* padded rows of the transposed Q and P tiles: fewer bank conflicts */
-constexpr int LDP = BQ + 4;
-/* Most blocks the key split aims for: two resident per SM (128 registers, ~72 KB of shared
-   memory each) on a 132-SM H100/H200, so that the blocks run as one wave. A constant, so that the
+constexpr int NT = 256;      /* threads per block of the FFMA kernel */
+/* Query rows per thread of the FFMA kernel (16 threads share a row) and per block. */
+__host__ __device__ constexpr int f32_rt(int dp) { return dp <= 64 ? 8 : 4; }
+__host__ __device__ constexpr int f32_bq(int dp) { return 16 * f32_rt(dp); }
+/* padded rows of the transposed Q and P tiles: fewer bank conflicts */
+__host__ __device__ constexpr int f32_ld(int dp) { return f32_bq(dp) + 4; }
+/* Most blocks the key split aims for: two resident per SM (128 registers, ~109 KB of shared
+   memory each at D = 64) on a 132-SM H100/H200, so that the blocks run as one wave. A constant, so that the
    split (and so the bits) depend on the shapes only. */
 constexpr int64_t WANT_BLOCKS = 264;
 constexpr int64_t MAX_SPLITS = 16;
@@ -73,7 +78,10 @@ __device__ __forceinline__ float4 ld4(const float *p) { return __ldg(reinterpret
 __device__ __forceinline__ void st1(float *p, float v) { *p = v; }
 __device__ __forceinline__ void st1(__half *p, float v) { *p = __float2half_rn(v); }
 
-constexpr int smem_floats(int dp) { return dp * LDQ + dp * BK + BK * dp + BK * LDP + BQ * BK / 4; }
+constexpr int smem_floats(int dp)
+{
+    return dp * f32_ld(dp) + dp * BK + BK * dp + BK * f32_ld(dp) + f32_bq(dp) * BK / 4;
+}
 
 /* Output column of accumulator c of thread tx (CPT = DP / 16 columns per thread). */
 template <int DP>
@@ -90,13 +98,13 @@ template <typename T, int DP>
 __global__ void __launch_bounds__(NT, 2) attn_kernel(Args a)
 {
     S4D_KERNEL_BEGIN();
-    constexpr int CPT = DP / 16;
+    constexpr int CPT = DP / 16, RT = f32_rt(DP), BQF = f32_bq(DP), LDQ = f32_ld(DP), LDP = LDQ;
     extern __shared__ float4 smem4[];
     float *Qs = reinterpret_cast<float *>(smem4); /* [DP][LDQ]: Q transposed */
     float *Ks = Qs + DP * LDQ;                    /* [DP][BK] */
     float *Vs = Ks + DP * BK;                     /* [BK][DP] */
     float *Ps = Vs + BK * DP;                     /* [BK][LDP]: probabilities transposed */
-    unsigned char *Ms = reinterpret_cast<unsigned char *>(Ps + BK * LDP); /* [BQ][BK] mask tile */
+    unsigned char *Ms = reinterpret_cast<unsigned char *>(Ps + BK * LDP); /* [BQF][BK] mask tile */
     const s4d_cuda_attn_desc &g = a.g;
     const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
 
@@ -120,9 +128,9 @@ __global__ void __launch_bounds__(NT, 2) attn_kernel(Args a)
     const T *K = static_cast<const T *>(a.k) + ok * g.d * g.nk;
     const T *V = static_cast<const T *>(a.v) + ov * g.nk * g.dv;
     const unsigned char *M = g.has_mask ? a.mask + om : nullptr;
-    const int64_t q0 = qt * BQ;
+    const int64_t q0 = qt * BQF;
 
-    for (int i = tid; i < BQ * DP; i += NT) {
+    for (int i = tid; i < BQF * DP; i += NT) {
         int q = i / DP, d = i % DP;
         float x = 0.0f;
         if (q0 + q < g.nq && d < g.d)
@@ -130,9 +138,9 @@ __global__ void __launch_bounds__(NT, 2) attn_kernel(Args a)
         Qs[d * LDQ + q] = x;
     }
 
-    float m[4], l[4], acc[4][CPT];
+    float m[RT], l[RT], acc[RT][CPT];
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < RT; i++) {
         m[i] = -INFINITY;
         l[i] = 0.0f;
 #pragma unroll
@@ -193,7 +201,7 @@ __global__ void __launch_bounds__(NT, 2) attn_kernel(Args a)
         }
         if (M) {
             /* 0 or 1 per (query, key) of the tile; rows beyond the queries read as unmasked */
-            for (int i = tid; i < BQ * BK; i += NT) {
+            for (int i = tid; i < BQF * BK; i += NT) {
                 const int q = i / BK, kk = i % BK;
                 unsigned char x = 1 - hit;
                 if (q0 + q < g.nq && k0 + kk < g.nk)
@@ -203,20 +211,28 @@ __global__ void __launch_bounds__(NT, 2) attn_kernel(Args a)
         }
         __syncthreads();
 
-        /* 2. scores of rows 4 ty + i, keys 4 tx + j */
-        float s[4][4];
+        /* 2. scores of rows RT ty + i, keys 4 tx + j */
+        float s[RT][4];
 #pragma unroll
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < RT; i++)
 #pragma unroll
             for (int j = 0; j < 4; j++)
                 s[i][j] = 0.0f;
 #pragma unroll 4
         for (int d = 0; d < DP; d++) {
-            const float4 qv = *reinterpret_cast<const float4 *>(&Qs[d * LDQ + ty * 4]);
-            const float4 kv = *reinterpret_cast<const float4 *>(&Ks[d * BK + tx * 4]);
-            const float qa[4] = {qv.x, qv.y, qv.z, qv.w}, ka[4] = {kv.x, kv.y, kv.z, kv.w};
+            float qa[RT];
 #pragma unroll
-            for (int i = 0; i < 4; i++)
+            for (int r = 0; r < RT / 4; r++) {
+                const float4 qv = *reinterpret_cast<const float4 *>(&Qs[d * LDQ + ty * RT + r * 4]);
+                qa[r * 4 + 0] = qv.x;
+                qa[r * 4 + 1] = qv.y;
+                qa[r * 4 + 2] = qv.z;
+                qa[r * 4 + 3] = qv.w;
+            }
+            const float4 kv = *reinterpret_cast<const float4 *>(&Ks[d * BK + tx * 4]);
+            const float ka[4] = {kv.x, kv.y, kv.z, kv.w};
+#pragma unroll
+            for (int i = 0; i < RT; i++)
 #pragma unroll
                 for (int j = 0; j < 4; j++)
                     s[i][j] = fmaf(qa[i], ka[j], s[i][j]);
@@ -224,8 +240,8 @@ __global__ void __launch_bounds__(NT, 2) attn_kernel(Args a)
         {
             const int kvalid = g.nk - k0 < BK ? (int)(g.nk - k0) : BK; /* keys of this tile */
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const uchar4 mv = M ? *reinterpret_cast<const uchar4 *>(&Ms[(ty * 4 + i) * BK + tx * 4])
+            for (int i = 0; i < RT; i++) {
+                const uchar4 mv = M ? *reinterpret_cast<const uchar4 *>(&Ms[(ty * RT + i) * BK + tx * 4])
                                     : make_uchar4(1 - hit, 1 - hit, 1 - hit, 1 - hit);
                 const unsigned char ma[4] = {mv.x, mv.y, mv.z, mv.w};
 #pragma unroll
@@ -238,7 +254,7 @@ __global__ void __launch_bounds__(NT, 2) attn_kernel(Args a)
             }
         }
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < RT; i++) {
             float tmax = fmaxf(fmaxf(s[i][0], s[i][1]), fmaxf(s[i][2], s[i][3]));
 #pragma unroll
             for (int off = 8; off >= 1; off >>= 1)
@@ -263,15 +279,24 @@ __global__ void __launch_bounds__(NT, 2) attn_kernel(Args a)
         }
 #pragma unroll
         for (int j = 0; j < 4; j++)
-            *reinterpret_cast<float4 *>(&Ps[(tx * 4 + j) * LDP + ty * 4]) =
-                make_float4(s[0][j], s[1][j], s[2][j], s[3][j]);
+#pragma unroll
+            for (int r = 0; r < RT / 4; r++)
+                *reinterpret_cast<float4 *>(&Ps[(tx * 4 + j) * LDP + ty * RT + r * 4]) =
+                    make_float4(s[r * 4][j], s[r * 4 + 1][j], s[r * 4 + 2][j], s[r * 4 + 3][j]);
         __syncthreads();
 
         /* 3. acc += P V */
 #pragma unroll 4
         for (int kk = 0; kk < BK; kk++) {
-            const float4 pv = *reinterpret_cast<const float4 *>(&Ps[kk * LDP + ty * 4]);
-            const float pa[4] = {pv.x, pv.y, pv.z, pv.w};
+            float pa[RT];
+#pragma unroll
+            for (int r = 0; r < RT / 4; r++) {
+                const float4 pv = *reinterpret_cast<const float4 *>(&Ps[kk * LDP + ty * RT + r * 4]);
+                pa[r * 4 + 0] = pv.x;
+                pa[r * 4 + 1] = pv.y;
+                pa[r * 4 + 2] = pv.z;
+                pa[r * 4 + 3] = pv.w;
+            }
             float va[CPT];
             if (DP >= 64) {
 #pragma unroll
@@ -288,7 +313,7 @@ __global__ void __launch_bounds__(NT, 2) attn_kernel(Args a)
                     va[c] = Vs[kk * DP + out_col<DP>(tx, c)];
             }
 #pragma unroll
-            for (int i = 0; i < 4; i++)
+            for (int i = 0; i < RT; i++)
 #pragma unroll
                 for (int c = 0; c < CPT; c++)
                     acc[i][c] = fmaf(pa[i], va[c], acc[i][c]);
@@ -297,8 +322,8 @@ __global__ void __launch_bounds__(NT, 2) attn_kernel(Args a)
 
     /* The rows this thread owns, as results or as partials of its key range. */
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
-        const int64_t qg = q0 + ty * 4 + i;
+    for (int i = 0; i < RT; i++) {
+        const int64_t qg = q0 + ty * RT + i;
         if (qg >= g.nq)
             continue;
         const int64_t row = b * g.nq + qg;
@@ -1019,7 +1044,8 @@ Path path_of(s4d_dtype dtype, const s4d_cuda_attn_desc *g)
 void plan(Path path, const s4d_cuda_attn_desc *g, int64_t *qtiles, int *splits, int *tps)
 {
     const int64_t want = path == PATH_TC16 ? TC_WANT_BLOCKS : path == PATH_TC32 ? TC32_WANT_BLOCKS : WANT_BLOCKS;
-    *qtiles = (g->nq + BQ - 1) / BQ;
+    const int bq = path == PATH_F32 ? f32_bq(head_pad(g->d > g->dv ? g->d : g->dv)) : BQ;
+    *qtiles = (g->nq + bq - 1) / bq;
     const int64_t ktiles = (g->nk + BK - 1) / BK;
     const int64_t base = g->nbatch * *qtiles;
     int64_t s = 1;
@@ -1200,7 +1226,7 @@ extern "C" int s4d_cuda_attention_ok(s4d_dtype dtype, const s4d_cuda_attn_desc *
     int splits, tps;
     plan(path_of(dtype, g), g, &qtiles, &splits, &tps);
     if (g->nbatch > 0 && qtiles > 0 && g->nbatch * qtiles > INT32_MAX / splits) {
-        *why = "more than 2^31-1 blocks of 64 queries";
+        *why = "more than 2^31-1 blocks of queries";
         return 0;
     }
     return 1;
