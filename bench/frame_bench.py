@@ -233,7 +233,7 @@ def keep_logs(work, out, preset):
 
 
 def engine_rows(preset, build, work, frame_dir, iters, fp16=False, calib_frames=3,
-                weights="seeded", deadline=float("inf"), head_accuracy=""):
+                weights="seeded", deadline=float("inf"), head_accuracy="", backbone_accuracy=""):
     rows = []
     exe = os.path.join(build, "bin", "s4dexec")
     plugins = os.path.join(build, "lib", "libs4d_plugins.so")
@@ -254,6 +254,8 @@ def engine_rows(preset, build, work, frame_dir, iters, fp16=False, calib_frames=
             extra = [f"--calib={work}/calib/{g}"] if prec == "fp16" else []
             if prec == "fp16" and g == "head" and head_accuracy:
                 extra.append(f"--accuracy={head_accuracy}")
+            if prec == "fp16" and g == "backbone" and backbone_accuracy:
+                extra.append(f"--accuracy={backbone_accuracy}")
             cmd = [exe, f"--onnx={work}/golden/sparse4d_{preset}_{g}.onnx", f"--plugins={plugins}",
                    "--device=cuda", f"--saveEngine={eng[g]}", "--iterations=1",
                    "--warmUp=0"] + flags + extra
@@ -283,6 +285,7 @@ def engine_rows(preset, build, work, frame_dir, iters, fp16=False, calib_frames=
             if prec == "fp16" and part == "frame":
                 row["build_s"] = round(build_s, 1)
                 row["head_accuracy"] = head_accuracy or "default"
+                row["backbone_accuracy"] = backbone_accuracy or "default"
                 if acc:
                     row.update(accuracy_fields(acc))
             rows.append(row)
@@ -362,6 +365,10 @@ def main(argv=None):
     ap.add_argument("--head-accuracy", default=HEAD_ACCURACY,
                     help="the head's --accuracy for the guarded fp16 build ('' for the default "
                     "1e-2 on every output)")
+    ap.add_argument("--backbone-accuracy", default="",
+                    help="the backbone's --accuracy for the guarded fp16 build ('' for the "
+                    "default 1e-2); bench/feature_sensitivity.py measures what the head's "
+                    "boxes tolerate in their input features")
     ap.add_argument("--calib-frames", type=int, default=3,
                     help="golden frames the accuracy guard calibrates on")
     args = ap.parse_args(argv)
@@ -400,7 +407,8 @@ def main(argv=None):
                         os.path.join(work, "golden")], check=True, capture_output=True)
         frame_dir = os.path.join(work, "golden", "frame_001")
         rows += engine_rows(preset, args.build, work, frame_dir, args.iterations, fp16,
-                            args.calib_frames, weights, deadline, args.head_accuracy)
+                            args.calib_frames, weights, deadline, args.head_accuracy,
+                            args.backbone_accuracy)
         if fp16:
             keep_logs(work, args.out, preset)
         frame_in = {k: np.load(os.path.join(frame_dir, k + ".npy")) for k in
