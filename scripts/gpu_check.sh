@@ -150,31 +150,27 @@ if want sanitizer && [ "$HAVE_ENGINE" = 1 ] && [ "$PYOK" -eq 0 ]; then
     TINY=$ROOT/out/gpu_tiny
     PYTHONPATH=python step export-tiny 120 "$PY" -m s4d.sparse4d.export --preset tiny --out "$TINY"
     SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-    for g in head backbone; do
+    # compute-sanitizer TOOL on the tiny GRAPH engine (build and run); the row quotes the
+    # tool's summary line (SUMMARY, a grep -E pattern)
+    sanitize() {
+      local tool=$1 g=$2 warm=$3 summary=$4
+      local log=$OUT/${tool}_tiny_$g.log
       if [ ! -f "$TINY/sparse4d_tiny_$g.onnx" ]; then
-        row "compute-sanitizer memcheck ($g)" "FAILED (no tiny export)"
-        continue
+        row "compute-sanitizer $tool ($g)" "FAILED (no tiny export)"
+        return
       fi
-      if STEP_LOG=$OUT/memcheck_tiny_$g.log step "memcheck-$g" 200 "$SAN" --tool memcheck \
-           --error-exitcode 9 "$BUILD/bin/s4dexec" --onnx="$TINY/sparse4d_tiny_$g.onnx" \
-           --plugins="$BUILD/lib/libs4d_plugins.so" --device=cuda --iterations=1 --warmUp=1; then
-        row "compute-sanitizer memcheck ($g)" "clean: $(grep -Eo 'ERROR SUMMARY: [0-9]+ errors?' \
-          "$OUT/memcheck_tiny_$g.log" | tail -1) ($STEP_SECONDS s)"
+      if STEP_LOG=$log step "$tool-$g" 200 "$SAN" --tool "$tool" --error-exitcode 9 \
+           "$BUILD/bin/s4dexec" --onnx="$TINY/sparse4d_tiny_$g.onnx" \
+           --plugins="$BUILD/lib/libs4d_plugins.so" --device=cuda --iterations=1 --warmUp="$warm"; then
+        row "compute-sanitizer $tool ($g)" "clean: $(grep -Eo "$summary" "$log" | tail -1) ($STEP_SECONDS s)"
       else
-        row "compute-sanitizer memcheck ($g)" "FAILED: exit $? (memcheck_tiny_$g.log)"
+        row "compute-sanitizer $tool ($g)" "FAILED: exit $? ($(basename "$log"))"
       fi
-    done
-    # shared-memory hazards (the fused attention's staging, the reductions) on the tiny head
-    if [ -f "$TINY/sparse4d_tiny_head.onnx" ]; then
-      if STEP_LOG=$OUT/racecheck_tiny_head.log step racecheck-head 200 "$SAN" --tool racecheck \
-           --error-exitcode 9 "$BUILD/bin/s4dexec" --onnx="$TINY/sparse4d_tiny_head.onnx" \
-           --plugins="$BUILD/lib/libs4d_plugins.so" --device=cuda --iterations=1 --warmUp=0; then
-        row "compute-sanitizer racecheck (head)" "clean: $(grep -Eo 'RACECHECK SUMMARY: [0-9]+ hazards?' \
-          "$OUT/racecheck_tiny_head.log" | tail -1) ($STEP_SECONDS s)"
-      else
-        row "compute-sanitizer racecheck (head)" "FAILED: exit $? (racecheck_tiny_head.log)"
-      fi
-    fi
+    }
+    sanitize memcheck head 1 'ERROR SUMMARY: [0-9]+ errors?'
+    sanitize memcheck backbone 1 'ERROR SUMMARY: [0-9]+ errors?'
+    # shared-memory hazards (the fused attention's staging, the reductions)
+    sanitize racecheck head 0 'RACECHECK SUMMARY: [0-9]+ hazards?'
   ) &
   G_SAN=$!
 fi
