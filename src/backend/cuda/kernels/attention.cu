@@ -83,6 +83,20 @@ constexpr int smem_floats(int dp)
     return dp * f32_ld(dp) + dp * BK + BK * dp + BK * f32_ld(dp) + f32_bq(dp) * BK / 4;
 }
 
+/* N consecutive floats of shared memory (16-byte aligned, N a multiple of 4) into registers. */
+template <int N>
+__device__ __forceinline__ void lds_rows(float (&dst)[N], const float *src)
+{
+#pragma unroll
+    for (int r = 0; r < N / 4; r++) {
+        const float4 v = *reinterpret_cast<const float4 *>(src + r * 4);
+        dst[r * 4 + 0] = v.x;
+        dst[r * 4 + 1] = v.y;
+        dst[r * 4 + 2] = v.z;
+        dst[r * 4 + 3] = v.w;
+    }
+}
+
 /* Output column of accumulator c of thread tx (CPT = DP / 16 columns per thread). */
 template <int DP>
 __device__ __forceinline__ int out_col(int tx, int c)
@@ -221,14 +235,7 @@ __global__ void __launch_bounds__(NT, 2) attn_kernel(Args a)
 #pragma unroll 4
         for (int d = 0; d < DP; d++) {
             float qa[RT];
-#pragma unroll
-            for (int r = 0; r < RT / 4; r++) {
-                const float4 qv = *reinterpret_cast<const float4 *>(&Qs[d * LDQ + ty * RT + r * 4]);
-                qa[r * 4 + 0] = qv.x;
-                qa[r * 4 + 1] = qv.y;
-                qa[r * 4 + 2] = qv.z;
-                qa[r * 4 + 3] = qv.w;
-            }
+            lds_rows(qa, &Qs[d * LDQ + ty * RT]);
             const float4 kv = *reinterpret_cast<const float4 *>(&Ks[d * BK + tx * 4]);
             const float ka[4] = {kv.x, kv.y, kv.z, kv.w};
 #pragma unroll
@@ -289,14 +296,7 @@ __global__ void __launch_bounds__(NT, 2) attn_kernel(Args a)
 #pragma unroll 4
         for (int kk = 0; kk < BK; kk++) {
             float pa[RT];
-#pragma unroll
-            for (int r = 0; r < RT / 4; r++) {
-                const float4 pv = *reinterpret_cast<const float4 *>(&Ps[kk * LDP + ty * RT + r * 4]);
-                pa[r * 4 + 0] = pv.x;
-                pa[r * 4 + 1] = pv.y;
-                pa[r * 4 + 2] = pv.z;
-                pa[r * 4 + 3] = pv.w;
-            }
+            lds_rows(pa, &Ps[kk * LDP + ty * RT]);
             float va[CPT];
             if (DP >= 64) {
 #pragma unroll
