@@ -252,10 +252,9 @@ def engine_rows(preset, build, work, frame_dir, iters, fp16=False, calib_frames=
         for g in ("backbone", "head"):
             eng[g] = os.path.join(work, f"{g}_{prec}.s4d")
             extra = [f"--calib={work}/calib/{g}"] if prec == "fp16" else []
-            if prec == "fp16" and g == "head" and head_accuracy:
-                extra.append(f"--accuracy={head_accuracy}")
-            if prec == "fp16" and g == "backbone" and backbone_accuracy:
-                extra.append(f"--accuracy={backbone_accuracy}")
+            accuracy = head_accuracy if g == "head" else backbone_accuracy
+            if prec == "fp16" and accuracy:
+                extra.append(f"--accuracy={accuracy}")
             cmd = [exe, f"--onnx={work}/golden/sparse4d_{preset}_{g}.onnx", f"--plugins={plugins}",
                    "--device=cuda", f"--saveEngine={eng[g]}", "--iterations=1",
                    "--warmUp=0"] + flags + extra

@@ -159,23 +159,19 @@ step "running PyTorch over $FRAMES validation frames (golden sequence, $golden_d
   --cut-at "$SCENE_LENGTH" --device "$golden_device" --out "$OUT/golden" "${weights[@]}"
 "$PYTHON" examples/demo/frames_from_manifest.py "$OUT/golden" >"$OUT/logs/frames.log" 2>&1 \
   || { cat "$OUT/logs/frames.log" >&2; die "reading $OUT/golden/manifest.json failed"; }
-precision_flags=()
 demo_flags=()
 if [ "$PRECISION" = fp16 ]; then
   step "calibration sets: the first $CALIB_FRAMES golden frames (s4d.sparse4d.calib)" \
     "$OUT/logs/calib.log" \
     "$PYTHON" -m s4d.sparse4d.calib --golden "$OUT/golden" --frames "$CALIB_FRAMES" --out "$OUT/calib"
-  precision_flags=(--fp16)
-  if [ -n "$ACCURACY" ]; then precision_flags+=(--accuracy="$ACCURACY"); fi
   demo_flags=(--fp16 --min-matched="$MIN_MATCHED")
 fi
 for g in backbone head; do
   extra=()
   if [ "$PRECISION" = fp16 ]; then
-    extra=("${precision_flags[@]}" --calib="$OUT/calib/$g")
-    if [ "$g" = backbone ] && [ -n "$BACKBONE_ACCURACY" ]; then
-      extra=(--fp16 --accuracy="$BACKBONE_ACCURACY" --calib="$OUT/calib/$g")
-    fi
+    accuracy=$ACCURACY
+    if [ "$g" = backbone ] && [ -n "$BACKBONE_ACCURACY" ]; then accuracy=$BACKBONE_ACCURACY; fi
+    extra=(--fp16 ${accuracy:+--accuracy="$accuracy"} --calib="$OUT/calib/$g")
   fi
   step "building the $g engine (s4dexec ${extra[*]:-float32})" "$OUT/logs/engine_$g.log" \
     "$exec_bin" --onnx="$OUT/onnx/sparse4d_${PRESET}_$g.onnx" --plugins="$plugins" \
