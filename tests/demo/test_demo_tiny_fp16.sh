@@ -50,31 +50,24 @@ build_engine head "$out/head.s4d"
 build_engine backbone "$out/backbone_2e-4.s4d" --accuracy=2e-4
 build_engine backbone "$out/backbone_1e-2.s4d"
 
-demo() { # backbone engine, log
-  "$build/bin/s4d_demo" --plugins="$plugins" --backbone="$1" --head="$out/head.s4d" \
-    --frames="$out/golden" --threads="$THREADS" --compare --fp16 --min-matched=0.99 >"$2" 2>&1
+# Runs s4d_demo with the backbone guarded at TOL and expects its exit status RC and an
+# agreement line containing PATTERN (WHY says what was expected when it fails).
+expect_demo() { # tol, rc, pattern, why
+  local tol=$1 want=$2 pattern=$3 why=$4 log=$out/demo_$1.log rc line
+  set +e
+  "$build/bin/s4d_demo" --plugins="$plugins" --backbone="$out/backbone_$tol.s4d" \
+    --head="$out/head.s4d" --frames="$out/golden" --threads="$THREADS" --compare --fp16 \
+    --min-matched=0.99 >"$log" 2>&1
+  rc=$?
+  set -e
+  line=$(grep '^agreement of the fp16 engines' "$log" | tail -1 || true)
+  if [ "$rc" -ne "$want" ] || [[ "$line" != *"$pattern"* ]]; then
+    tail -n 30 "$log"
+    echo "FAIL: backbone at $tol: exit $rc, expected $why"
+    exit 1
+  fi
+  echo "backbone $tol: ${line#agreement of the fp16 engines with float32 PyTorch: }"
 }
-set +e
-demo "$out/backbone_2e-4.s4d" "$out/demo_2e-4.log"
-rc=$?
-set -e
-line=$(grep '^agreement of the fp16 engines' "$out/demo_2e-4.log" | tail -1 || true)
-if [ "$rc" -ne 0 ] || [[ "$line" != *": ok (20 of 20 frames"* ]]; then
-  tail -n 30 "$out/demo_2e-4.log"
-  echo "FAIL: backbone at 2e-4: exit $rc, expected every frame >= 99%"
-  exit 1
-fi
-echo "backbone 2e-4: ${line#agreement of the fp16 engines with float32 PyTorch: }"
-
-set +e
-demo "$out/backbone_1e-2.s4d" "$out/demo_1e-2.log"
-rc=$?
-set -e
-line=$(grep '^agreement of the fp16 engines' "$out/demo_1e-2.log" | tail -1 || true)
-if [ "$rc" -ne 1 ] || [[ "$line" != *": FAILED ("* ]]; then
-  tail -n 30 "$out/demo_1e-2.log"
-  echo "FAIL: backbone at 1e-2: exit $rc, expected a frame below 99% to fail the check"
-  exit 1
-fi
-echo "backbone 1e-2: ${line#agreement of the fp16 engines with float32 PyTorch: }"
+expect_demo 2e-4 0 ": ok (20 of 20 frames" "every frame >= 99%"
+expect_demo 1e-2 1 ": FAILED (" "a frame below 99% to fail the check"
 echo "done in $((SECONDS - t0)) s"
