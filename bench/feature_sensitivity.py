@@ -64,11 +64,10 @@ def perturber(spec, seed):
     raise SystemExit(f"feature_sensitivity: unknown perturbation '{spec}' (none, fp16, noise:E)")
 
 
-def run(model, golden_dir, perturb):
-    """agreement.run_sequence of the float32 head on perturbed golden features."""
-    _, frames = agreement.load_golden(golden_dir)
-    feats = [fr["head_in"]["features"] for fr in frames]
-    counter = iter(range(len(frames)))
+def run(model, golden_dir, feats, perturb):
+    """agreement.run_sequence of the float32 head on perturbed golden features
+    (`feats`: the golden sequence's features, frame by frame)."""
+    counter = iter(range(len(feats)))
     errs = []
 
     def step(images, frame_in, state):
@@ -118,9 +117,11 @@ def main(argv=None):
         weights = "seeded (seed 0)"
     model.eval()
     os.makedirs(a.out, exist_ok=True)
+    _, golden = agreement.load_golden(a.golden)
+    feats = [fr["head_in"]["features"] for fr in golden]
     results = []
     for s in specs:
-        frames, errs = run(model, a.golden, perturbs[s])
+        frames, errs = run(model, a.golden, feats, perturbs[s])
         summ = agreement.summary(frames)
         below = sum(1 for f in frames if f["boxes"] and f["matched"] < 0.99 * f["boxes"])
         below_m = sum(1 for f in frames if f["boxes"] and f["matched_ids_mapped"] < 0.99 * f["boxes"])
