@@ -1029,6 +1029,12 @@ int head_pad(int64_t n)
     return n <= 16 ? 16 : n <= 32 ? 32 : n <= 64 ? 64 : 128;
 }
 
+/* The compiled head size that holds both D and Dv. */
+int head_dp(const s4d_cuda_attn_desc *g)
+{
+    return head_pad(g->d > g->dv ? g->d : g->dv);
+}
+
 /* Which kernel runs g: float16 on tensor cores, float32 on TF32 tensor cores where the
    engine allows TF32, else in FFMA. */
 enum Path { PATH_F32, PATH_TC16, PATH_TC32 };
@@ -1044,7 +1050,7 @@ Path path_of(s4d_dtype dtype, const s4d_cuda_attn_desc *g)
 void plan(Path path, const s4d_cuda_attn_desc *g, int64_t *qtiles, int *splits, int *tps)
 {
     const int64_t want = path == PATH_TC16 ? TC_WANT_BLOCKS : path == PATH_TC32 ? TC32_WANT_BLOCKS : WANT_BLOCKS;
-    const int bq = path == PATH_F32 ? f32_bq(head_pad(g->d > g->dv ? g->d : g->dv)) : BQ;
+    const int bq = path == PATH_F32 ? f32_bq(head_dp(g)) : BQ;
     *qtiles = (g->nq + bq - 1) / bq;
     const int64_t ktiles = (g->nk + BK - 1) / BK;
     const int64_t base = g->nbatch * *qtiles;
@@ -1246,7 +1252,7 @@ extern "C" size_t s4d_cuda_attention_workspace(s4d_dtype dtype, const s4d_cuda_a
 
 extern "C" cudaError_t s4d_cuda_attention_prepare(s4d_dtype dtype, const s4d_cuda_attn_desc *g)
 {
-    const int dp = head_pad(g->d > g->dv ? g->d : g->dv);
+    const int dp = head_dp(g);
     if (dtype != S4D_DTYPE_FLOAT16 && dtype != S4D_DTYPE_FLOAT32)
         return cudaErrorInvalidValue;
     switch (path_of(dtype, g)) {
@@ -1294,7 +1300,7 @@ extern "C" cudaError_t s4d_cuda_attention(s4d_dtype dtype, const s4d_cuda_attn_d
     a.w_k = access_width(kt, g->nk, es);
     a.w_v = access_width(v, g->dv, es);
     a.w_o = g->dv % 2 == 0 && aligned(out, 2 * es) ? 2 : 1;
-    const int dp = head_pad(g->d > g->dv ? g->d : g->dv);
+    const int dp = head_dp(g);
     switch (path) {
     case PATH_TC16: return run_tc16(dp, a, stream);
     case PATH_TC32: return run_tc32(dp, a, stream);
