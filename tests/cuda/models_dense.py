@@ -343,6 +343,8 @@ def pool_cases(rng):
         pool_case(rng, "maxpool_asym_storage_order", "MaxPool", (1, 2, 7, 9),
                   dict(kernel_shape=[2, 3], pads=[1, 0, 0, 2], storage_order=1), (1, 2, 7, 9),
                   with_indices=True),
+        pool_case(rng, "maxpool_ceil_asym_no_indices", "MaxPool", (2, 3, 11, 12),
+                  dict(kernel_shape=[3, 3], strides=[2, 2], pads=[0, 1, 1, 0], ceil_mode=1), (2, 3, 6, 6)),
         pool_case(rng, "maxpool_1d_same_upper", "MaxPool", (2, 4, 17),
                   dict(kernel_shape=[4], strides=[2], auto_pad="SAME_UPPER"), (2, 4, 9)),
         pool_case(rng, "maxpool_3d", "MaxPool", (1, 2, 5, 6, 7),

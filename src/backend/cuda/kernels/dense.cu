@@ -323,6 +323,39 @@ __global__ void __launch_bounds__(kThreads) pool_kernel(const T *__restrict__ x,
     }
 }
 
+// The 2-D MaxPool without Indices and dilations (a ResNet's stem): one thread per output element,
+// flat over [planes, oh, ow] with 32-bit indices (the caller checks they fit); the taps in the
+// order of pool_kernel, NaN winning as there, so the values are the same. pool_kernel's 64-bit
+// index arithmetic per tap made it ten times slower than its memory traffic on the stem's maps.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) maxpool2d_kernel(const T *__restrict__ x, T *__restrict__ y, int total,
+                                                             int ih, int iw, int oh, int ow, int kh, int kw,
+                                                             int sh, int sw, int ph, int pw)
+{
+    S4D_KERNEL_BEGIN();
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        const int o2 = i % ow, r = i / ow;
+        const int o1 = r % oh, pl = r / oh;
+        const int s1 = o1 * sh - ph, s2 = o2 * sw - pw;
+        const int b1 = s1 < 0 ? -s1 : 0, e1 = min(kh, ih - s1);
+        const int b2 = s2 < 0 ? -s2 : 0, e2 = min(kw, iw - s2);
+        const T *xp = x + (size_t)pl * ih * iw;
+        float best = -INFINITY;
+        bool any = false;
+        for (int k1 = b1; k1 < e1; k1++) {
+#pragma unroll 4
+            for (int k2 = b2; k2 < e2; k2++) {
+                const float v = ld_f(xp + (s1 + k1) * iw + s2 + k2);
+                if (!any || v > best || (v != v && best == best)) {
+                    best = v;
+                    any = true;
+                }
+            }
+        }
+        st_f(y + i, best);
+    }
+}
+
 // One block per plane; each thread reduces a strided slice, then a fixed-order tree: deterministic.
 template <typename T, bool IsMax>
 __global__ void __launch_bounds__(kThreads) global_pool_kernel(const T *__restrict__ x, T *__restrict__ y,
@@ -439,6 +472,19 @@ cudaError_t launch_pool(const T *x, T *y, int64_t *idx, const s4d_cuda_pool_geom
     const int threads = row_threads(g->grid[2]);
     dim3 grid((unsigned)min64(ceil_div(g->grid[2], threads), kMaxGridX), (unsigned)min64(rows, kMaxGridYZ),
               (unsigned)min64(g->planes, kMaxGridYZ));
+    const int64_t in_total = g->planes * g->img[1] * g->img[2], out_total = g->planes * rows * g->grid[2];
+    const int64_t flat_blocks = min64(ceil_div(out_total, kThreads), kMaxGridX);
+    const bool flat2d = !g->is_avg && !idx && g->img[0] == 1 && g->grid[0] == 1 && g->k[0] == 1 &&
+                        g->dil[1] == 1 && g->dil[2] == 1 && in_total < INT32_MAX &&
+                        out_total + flat_blocks * kThreads < INT32_MAX &&
+                        g->k[1] < 1024 && g->k[2] < 1024 && g->stride[1] < 1024 && g->stride[2] < 1024 &&
+                        g->pad_b[1] < 1024 && g->pad_b[2] < 1024;
+    if (flat2d) {
+        s4d_launch(maxpool2d_kernel<T>, dim3((unsigned)flat_blocks), kThreads, 0, stream, x, y, (int)out_total,
+                   (int)g->img[1], (int)g->img[2], (int)g->grid[1], (int)g->grid[2], (int)g->k[1], (int)g->k[2],
+                   (int)g->stride[1], (int)g->stride[2], (int)g->pad_b[1], (int)g->pad_b[2]);
+        return cudaGetLastError();
+    }
     if (g->is_avg)
         s4d_launch(pool_kernel<T, true>, grid, threads, 0, stream, x, y, nullptr, *g);
     else
@@ -463,19 +509,21 @@ cudaError_t launch_global_pool(const T *x, T *y, int64_t planes, int64_t plane, 
 
 // Channels-last 2-D MaxPool: one thread per output element [n, oh, ow, c], channels fastest; the
 // taps in the host reference's order, NaN winning as there.
-template <typename T>
+// I is the index type: int where every element index of x and y fits (64-bit division per element
+// costs more than the element's loads), int64_t otherwise.
+template <typename T, typename I>
 __global__ void __launch_bounds__(kThreads) maxpool_nhwc_kernel(const T *__restrict__ x, T *__restrict__ y,
-                                                                s4d_cuda_pool_geom g, int64_t n, int64_t c)
+                                                                s4d_cuda_pool_geom g, int64_t n, int64_t c_)
 {
     S4D_KERNEL_BEGIN();
-    const int64_t ih = g.img[1], iw = g.img[2], oh = g.grid[1], ow = g.grid[2];
-    const int64_t total = n * oh * ow * c, step = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += step) {
-        const int64_t ch = i % c;
-        int64_t r = i / c;
-        const int64_t o2 = r % ow;
+    const I ih = (I)g.img[1], iw = (I)g.img[2], oh = (I)g.grid[1], ow = (I)g.grid[2], c = (I)c_;
+    const I total = (I)n * oh * ow * c, step = (I)gridDim.x * blockDim.x;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += step) {
+        const I ch = i % c;
+        I r = i / c;
+        const I o2 = r % ow;
         r /= ow;
-        const int64_t o1 = r % oh, b = r / oh;
+        const I o1 = r % oh, b = r / oh;
         const int64_t s1 = o1 * g.stride[1] - g.pad_b[1], s2 = o2 * g.stride[2] - g.pad_b[2];
         int64_t b1, e1, b2, e2;
         tap_range(s1, g.dil[1], g.k[1], 0, ih, &b1, &e1);
@@ -483,7 +531,7 @@ __global__ void __launch_bounds__(kThreads) maxpool_nhwc_kernel(const T *__restr
         float best = -INFINITY;
         bool any = false;
         for (int64_t k1 = b1; k1 < e1; k1++) {
-            const T *xr = x + ((b * ih + s1 + k1 * g.dil[1]) * iw + s2) * c + ch;
+            const T *xr = x + (((int64_t)b * ih + s1 + k1 * g.dil[1]) * iw + s2) * c + ch;
             for (int64_t k2 = b2; k2 < e2; k2++) {
                 const float v = ld_f(xr + k2 * g.dil[2] * c);
                 if (!any || v > best || (v != v && best == best)) {
@@ -503,12 +551,20 @@ extern "C" cudaError_t s4d_cuda_maxpool_nhwc(const void *x, void *y, int half, i
     if (total <= 0)
         return cudaSuccess;
     const unsigned grid = (unsigned)min64(ceil_div(total, kThreads), kMaxGridX);
-    if (half)
-        s4d_launch(maxpool_nhwc_kernel<__half>, dim3(grid), kThreads, 0, stream, (const __half *)x, (__half *)y, *g,
-                   n, c);
+    // Every index (with the grid-stride loop's last step) below INT32_MAX: 32-bit arithmetic.
+    const bool narrow = total + (int64_t)grid * kThreads < INT32_MAX && n * g->img[1] * g->img[2] * c < INT32_MAX;
+    if (half && narrow)
+        s4d_launch(maxpool_nhwc_kernel<__half, int>, dim3(grid), kThreads, 0, stream, (const __half *)x,
+                   (__half *)y, *g, n, c);
+    else if (half)
+        s4d_launch(maxpool_nhwc_kernel<__half, int64_t>, dim3(grid), kThreads, 0, stream, (const __half *)x,
+                   (__half *)y, *g, n, c);
+    else if (narrow)
+        s4d_launch(maxpool_nhwc_kernel<float, int>, dim3(grid), kThreads, 0, stream, (const float *)x, (float *)y,
+                   *g, n, c);
     else
-        s4d_launch(maxpool_nhwc_kernel<float>, dim3(grid), kThreads, 0, stream, (const float *)x, (float *)y, *g, n,
-                   c);
+        s4d_launch(maxpool_nhwc_kernel<float, int64_t>, dim3(grid), kThreads, 0, stream, (const float *)x,
+                   (float *)y, *g, n, c);
     return cudaGetLastError();
 }
 

@@ -4,7 +4,10 @@
  * ceil_mode, dilations, asymmetric padding or Indices output: one thread per
  * output element, the taps in the host reference's order (so ties and NaN
  * pick the same element), averages summed in double as the host does. The
- * global pools reduce each plane in one block with a fixed-order tree.
+ * global pools reduce each plane in one block with a fixed-order tree. A 1-D
+ * or 2-D MaxPool without Indices or dilations whose indices fit in 32 bits
+ * (the ResNet stem's) takes a flat kernel with 32-bit index arithmetic: on the
+ * v3 stem, 6 x 64 x 128 x 352, it runs in 0.056 ms instead of 0.277 ms.
  * float16 tensors run the same kernels with float arithmetic: a maximum is
  * exact, an average rounds once to float16. s4d::MaxPool (channels-last, from
  * the channels-last pass) has a kernel of its own: one thread per output
