@@ -291,11 +291,12 @@ def test_graph_on_several_streams_matches_eager_bit_for_bit(tmp_path, models, mo
             for k, w in want.items():
                 same = got[k].cpu().numpy().tobytes() == w.cpu().numpy().tobytes()
                 assert same, f"{k}: graph on {n} streams differs from eager"
-    # The chosen count: one stream or 4, timed on both (the head has branches to spread).
+    # The chosen count: one stream or up to 4 (as many as the schedule uses), timed on both
+    # (the head has branches to spread), the faster kept.
     info = graphs[0].graph_streams()
-    assert info["streams"] in (1, 4), info
+    assert 1 <= info["streams"] <= 4, info
     assert info["ms_one"] > 0 and info["ms_many"] > 0, info
-    assert info["streams"] == (4 if info["ms_many"] < info["ms_one"] else 1), info
+    assert (info["streams"] > 1) == (info["ms_many"] < info["ms_one"]), info
     fixed = graphs[2].graph_streams()
     assert fixed["streams"] in (1, 2) and fixed["ms_one"] is None and fixed["ms_many"] is None, fixed
     with pytest.raises(se.InvalidArgumentError, match="graph_streams"):
