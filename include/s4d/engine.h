@@ -191,8 +191,7 @@ typedef struct s4d_context_options {
                           (recaptured when a bound device pointer changes); ignored on the CPU */
     int graph_streams; /* CUDA graphs: streams the captured layers spread over, so that
                           independent branches run at once (1 .. 8; 1: one stream); 0: the
-                          environment's S4D_GRAPH_STREAMS, else chosen at the first capture:
-                          one stream or 4, whichever graph replays faster (timed there) */
+                          environment's S4D_GRAPH_STREAMS, else 4 */
 } s4d_context_options;
 
 /* Where the memory bound to an input or output lives. */
@@ -406,12 +405,6 @@ S4D_API s4d_status s4d_plugins_load(s4d_plugin_registry *registry, const char *p
 /* Milliseconds layer `index` took in the last run (profile must be on; device
    time from events on CUDA; 0 for layers inside a replayed graph). */
 S4D_API s4d_status s4d_context_layer_time(const s4d_context *ctx, int index, double *ms);
-
-/* The CUDA graph of the last run (use_graph): *streams the streams it was captured on (0: no
-   graph), and where the context chose them (graph_streams 0) the mean replay of the one-stream
-   and of the several-stream graph it timed, in ms (< 0: not timed). Any pointer may be NULL. */
-S4D_API s4d_status s4d_context_graph_streams(const s4d_context *ctx, int *streams, double *ms_one,
-                                             double *ms_many);
 
 #ifdef __cplusplus
 }

@@ -50,8 +50,7 @@ reports latency, like build/bin/s4dexec. Exit status 0 only on success.
   --warmUp=N             untimed runs first (default 2)
   --threads=N            CPU threads per context (default: all cores)
   --useCudaGraph         replay the layers as a CUDA graph
-  --graphStreams=N       streams the graph's independent branches spread over (1..8;
-                         default: one or 4, whichever replays faster at the first capture)
+  --graphStreams=N       streams the graph's independent branches spread over (1..8)
   --dumpLayerInfo        print each layer and the activation memory plan
   --dumpProfile          print the mean time of each layer over the timed runs
   --verbose              print the plugin creators, where inputs came from, the layers

@@ -24,11 +24,6 @@ typedef struct ctx_dev {
     void *workspace;
 } ctx_dev;
 
-/* graph_streams 0 (and no S4D_GRAPH_STREAMS): the first capture is timed on one stream and on
-   this many, and the faster kept; each timed over GRAPH_PICK_REPS replays. */
-#define GRAPH_AUTO_STREAMS 4
-#define GRAPH_PICK_REPS 5
-
 /* A layer tensor slot that refers to a graph input or output. */
 typedef struct io_slot {
     int slot; /* index into lt */
@@ -62,9 +57,6 @@ struct s4d_context {
     /* A graph's layers spread over streams (schedule.h): the schedule of the graph captured
        last, stream 0 being the enqueue's; each extra stream has its own workspace. */
     int graph_streams;
-    int streams_auto;       /* graph_streams chosen by timing at the first capture (option 0) */
-    int graph_streams_used; /* streams of the graph captured last (0: none yet) */
-    double graph_ms[2];     /* streams_auto: one replay on 1 and on graph_streams streams; < 0: untimed */
     s4d_schedule sched;
     void *xstream[S4D_SCHED_MAX_STREAMS];
     void *xworkspace[S4D_SCHED_MAX_STREAMS];
@@ -306,12 +298,9 @@ s4d_status s4d_context_create(const s4d_engine *e, const s4d_context_options *op
     const char *sync_env = getenv("S4D_SYNC_LAYERS");
     c->sync_layers = sync_env && sync_env[0] && strcmp(sync_env, "0") != 0;
     c->graph_streams = o.graph_streams;
-    c->graph_ms[0] = c->graph_ms[1] = -1.0;
     const char *gs_env = getenv("S4D_GRAPH_STREAMS");
-    if (c->graph_streams <= 0) {
-        c->streams_auto = !(gs_env && gs_env[0]);
-        c->graph_streams = c->streams_auto ? GRAPH_AUTO_STREAMS : atoi(gs_env);
-    }
+    if (c->graph_streams <= 0)
+        c->graph_streams = gs_env && gs_env[0] ? atoi(gs_env) : 4;
     if (c->graph_streams < 1)
         c->graph_streams = 1;
     if (c->graph_streams > S4D_SCHED_MAX_STREAMS)
@@ -647,76 +636,6 @@ static s4d_status run_scheduled(s4d_context *c, void *stream)
     return st;
 }
 
-/* One capture of the layers on up to `streams` streams; *used gets the count the schedule took. */
-static s4d_status capture_graph(s4d_context *c, void *stream, int streams, void **graph, int *used)
-{
-    const s4d_backend *be = main_dev(c)->be;
-    char msg[1024];
-    *graph = NULL;
-    const int keep = c->graph_streams;
-    c->graph_streams = streams;
-    int ns = 1;
-    s4d_status st = make_schedule(c, &ns);
-    c->graph_streams = keep;
-    if (st != S4D_OK)
-        return st;
-    st = be->graph_begin(stream, msg, sizeof msg);
-    if (st != S4D_OK)
-        return cerr(c, st, "run: starting graph capture failed: %s", msg);
-    s4d_status rst = ns > 1 ? run_scheduled(c, stream) : run_layers(c, stream);
-    void *g = NULL;
-    st = be->graph_end(stream, &g, msg, sizeof msg);
-    if (rst != S4D_OK) {
-        if (g)
-            be->graph_destroy(g);
-        return rst;
-    }
-    if (st != S4D_OK)
-        return cerr(c, st, "run: graph capture failed: %s", msg);
-    *graph = g;
-    *used = ns;
-    return S4D_OK;
-}
-
-/* The mean time of one replay of `graph` over GRAPH_PICK_REPS, after one untimed replay. The
-   replays only recompute this run's outputs from its inputs, which no layer writes. */
-static s4d_status time_graph(s4d_context *c, void *graph, void *stream, double *ms)
-{
-    ctx_dev *md = main_dev(c);
-    const s4d_backend *be = md->be;
-    char msg[1024] = "";
-    void *ev[2] = {NULL, NULL};
-    s4d_status st = be->event_create(&ev[0]);
-    if (st == S4D_OK)
-        st = be->event_create(&ev[1]);
-    if (st == S4D_OK)
-        st = be->graph_launch(graph, stream, msg, sizeof msg);
-    if (st == S4D_OK)
-        st = be->event_record(ev[0], stream);
-    for (int r = 0; st == S4D_OK && r < GRAPH_PICK_REPS; r++)
-        st = be->graph_launch(graph, stream, msg, sizeof msg);
-    if (st == S4D_OK)
-        st = be->event_record(ev[1], stream);
-    if (st == S4D_OK)
-        st = be->synchronize(md->bctx, stream, msg, sizeof msg);
-    if (st == S4D_OK)
-        st = be->event_elapsed(ev[0], ev[1], ms);
-    for (int i = 0; i < 2; i++)
-        if (ev[i])
-            be->event_destroy(ev[i]);
-    if (st != S4D_OK)
-        return cerr(c, st, "run: timing the graph's stream schedules failed%s%s", msg[0] ? ": " : "", msg);
-    *ms /= GRAPH_PICK_REPS;
-    return S4D_OK;
-}
-
-/*
- * The graph of this run's pointers. With the stream count left to the context, the first
- * capture is made twice, on one stream (each kernel launched while the one before it ends,
- * kernels/launch.cuh) and spread over GRAPH_AUTO_STREAMS (independent branches at once, but
- * every wait between streams a full dependency): the faster replay is kept, and later
- * captures use its count.
- */
 static s4d_status run_graph(s4d_context *c, void *stream)
 {
     const s4d_backend *be = main_dev(c)->be;
@@ -728,44 +647,24 @@ static s4d_status run_graph(s4d_context *c, void *stream)
         if (c->graph)
             be->graph_destroy(c->graph);
         c->graph = NULL;
-        const int pick = c->streams_auto && c->graph_ms[0] < 0 && c->graph_streams > 1;
+        int ns = 1;
+        s4d_status st = make_schedule(c, &ns);
+        if (st != S4D_OK)
+            return st;
+        st = be->graph_begin(stream, msg, sizeof msg);
+        if (st != S4D_OK)
+            return cerr(c, st, "run: starting graph capture failed: %s", msg);
+        s4d_status rst = ns > 1 ? run_scheduled(c, stream) : run_layers(c, stream);
         void *g = NULL;
-        int used = 1;
-        s4d_status st = capture_graph(c, stream, pick ? 1 : c->graph_streams, &g, &used);
-        if (st == S4D_OK && pick) {
-            void *gm = NULL;
-            int used_m = 1;
-            st = capture_graph(c, stream, c->graph_streams, &gm, &used_m);
-            if (st == S4D_OK && used_m > 1) {
-                st = time_graph(c, g, stream, &c->graph_ms[0]);
-                if (st == S4D_OK)
-                    st = time_graph(c, gm, stream, &c->graph_ms[1]);
-                if (st == S4D_OK && c->graph_ms[1] < c->graph_ms[0]) {
-                    void *t = g;
-                    g = gm;
-                    gm = t;
-                    used = used_m;
-                }
-            }
-            if (gm)
-                be->graph_destroy(gm);
-            /* Later captures (other bound pointers) keep the choice. One stream needs none of
-               the extra streams' workspaces (their replays have ended: time_graph waited). */
-            if (st == S4D_OK)
-                c->graph_streams = used;
-            for (int s = 1; st == S4D_OK && used == 1 && s < S4D_SCHED_MAX_STREAMS; s++)
-                if (c->xworkspace[s]) {
-                    be->free(c->xworkspace[s]);
-                    c->xworkspace[s] = NULL;
-                }
-        }
-        if (st != S4D_OK) {
+        st = be->graph_end(stream, &g, msg, sizeof msg);
+        if (rst != S4D_OK) {
             if (g)
                 be->graph_destroy(g);
-            return st;
+            return rst;
         }
+        if (st != S4D_OK)
+            return cerr(c, st, "run: graph capture failed: %s", msg);
         c->graph = g;
-        c->graph_streams_used = used;
         memcpy(c->graph_views, c->view, sizeof(void *) * (size_t)c->num_io);
     }
     s4d_status st = be->graph_launch(c->graph, stream, msg, sizeof msg);
@@ -912,19 +811,6 @@ s4d_status s4d_context_layer_time(const s4d_context *c, int index, double *ms)
     if (!c || !ms || index < 0 || index >= plan_of(c)->num_layers)
         return S4D_ERR_INVALID_ARG;
     *ms = c->times[index];
-    return S4D_OK;
-}
-
-s4d_status s4d_context_graph_streams(const s4d_context *c, int *streams, double *ms_one, double *ms_many)
-{
-    if (!c)
-        return S4D_ERR_INVALID_ARG;
-    if (streams)
-        *streams = c->graph ? c->graph_streams_used : 0;
-    if (ms_one)
-        *ms_one = c->graph_ms[0];
-    if (ms_many)
-        *ms_many = c->graph_ms[1];
     return S4D_OK;
 }
 

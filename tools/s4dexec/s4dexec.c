@@ -131,8 +131,7 @@ static const char *usage_text =
     "  --threads=N            CPU threads per context (default: all cores)\n"
     "  --useCudaGraph         capture the layers into a CUDA graph once and replay it\n"
     "  --graphStreams=N       streams the graph's independent branches spread over (1..8;\n"
-    "                         default: S4D_GRAPH_STREAMS, else one stream or 4, whichever\n"
-    "                         replays faster at the first capture; 1: one stream)\n"
+    "                         default 4, or S4D_GRAPH_STREAMS; 1: one stream)\n"
     "  --noDataTransfers      time without host<->device copies: after the warm-up, inputs\n"
     "                         and outputs stay in the context's device buffers (CUDA)\n"
     "  --dumpLayerInfo        print each layer: op, device, dtypes, shapes, workspace,\n"
@@ -951,16 +950,6 @@ static int run_all(const options *o, s4d_engine *e)
                "%.3f ms, max %.3f ms, mean %.3f ms\n",
                n, o->warmup, lat[0], n % 2 ? lat[n / 2] : 0.5 * (lat[n / 2 - 1] + lat[n / 2]),
                lat[p90 < 0 ? 0 : p90], lat[n - 1], mean);
-        int streams = 0;
-        double one = -1, many = -1;
-        if (o->use_graph && s4d_context_graph_streams(ctx, &streams, &one, &many) == S4D_OK && streams > 0) {
-            if (one >= 0 && many >= 0)
-                printf("[graph] captured on %d stream%s, chosen at the first capture by replay time: "
-                       "one stream %.3f ms, several %.3f ms\n",
-                       streams, streams > 1 ? "s" : "", one, many);
-            else
-                printf("[graph] captured on %d stream%s\n", streams, streams > 1 ? "s" : "");
-        }
     }
     if (!rc && o->dump_profile) {
         double total = 0;

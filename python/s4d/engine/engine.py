@@ -736,19 +736,6 @@ class Engine(_Closing):
         spread over (1 .. 8; 0: S4D_GRAPH_STREAMS or 4)."""
         return Context(self, num_threads, profile, stream, use_graph, graph_streams)
 
-    def graph_streams(self) -> dict:
-        """The CUDA graph of the last run (use_graph=True): {"streams": the streams it was
-        captured on, 0 before the first run; "ms_one", "ms_many": the replay times the context
-        compared when it chose the count itself (graph_streams=0), else None}."""
-        with _Busy(self):
-            n, one, many = ctypes.c_int(), ctypes.c_double(), ctypes.c_double()
-            st = _lib.lib().s4d_context_graph_streams(self._ptr(), ctypes.byref(n), ctypes.byref(one),
-                                                       ctypes.byref(many))
-            if st != _lib.OK:
-                _raise(st, "reading the graph's streams failed")
-            return {"streams": n.value, "ms_one": one.value if one.value >= 0 else None,
-                    "ms_many": many.value if many.value >= 0 else None}
-
     # -- lifetime
     def close(self):
         """Gives up the engine; its contexts keep working until they close."""
