@@ -18,7 +18,7 @@
 #      --iterations 100") and the aggregation op's
 #      default kernels (s4d_da_bench);
 #      "streams" (not in the default): each float32 engine's graph replayed on
-#      one stream, on 4 and on the count the context picks (the default);
+#      one stream, 2 and 4 (the default);
 #   3. steps left out by default, each for a call of its own (add them to
 #      STEPS): "fp16" (the demo with guarded fp16 engines, DEMO_FP16_PRESETS),
 #      "cpu" (the CPU suite as built there; CI runs it on every change),
@@ -259,8 +259,8 @@ if want fp16bench && [ -f bench/dense/fp16_bench.py ] && [ "$HAVE_ENGINE" = 1 ];
   row "float16 dense benchmark" "$([ -f "$OUT/fp16_bench/fp16_bench.md" ] && echo ok || echo FAILED)"
 fi
 if want streams && [ "$HAVE_ENGINE" = 1 ] && [ "$PYOK" -eq 0 ]; then
-  # CUDA graph replay on one stream, on 4, and on the count the context chooses by timing
-  # (the default), float32, for each part of tiny and v3 (docs/cuda-backend.md).
+  # CUDA graph replay on one stream, 2 and 4 (the default), float32, for each part of tiny
+  # and v3 (docs/cuda-backend.md).
   for preset in ${STREAMS_PRESETS:-tiny v3}; do
     d=$ROOT/out/streams_$preset
     PYTHONPATH=python step "export-$preset-streams" 120 "$PY" -m s4d.sparse4d.export --preset "$preset" --out "$d"
@@ -269,13 +269,12 @@ if want streams && [ "$HAVE_ENGINE" = 1 ] && [ "$PYOK" -eq 0 ]; then
         --onnx="$d/sparse4d_${preset}_$g.onnx" --plugins="$BUILD/lib/libs4d_plugins.so" --device=cuda \
         --saveEngine="$d/$g.s4d" --iterations=1 --warmUp=0
       r=""
-      for n in 1 4 auto; do
+      for n in 1 2 4; do
         log=$OUT/streams_${preset}_${g}_$n.log
         STEP_LOG=$log step "graph-$preset-$g-$n" 60 "$BUILD/bin/s4dexec" --loadEngine="$d/$g.s4d" \
           --plugins="$BUILD/lib/libs4d_plugins.so" --useCudaGraph --noDataTransfers --iterations=200 \
-          --warmUp=20 $([ $n = auto ] || echo "--graphStreams=$n")
+          --warmUp=20 --graphStreams=$n
         r="$r $n: $(grep -Eo 'median [0-9.]+ ms' "$log" | head -1 | cut -d' ' -f2)"
-        [ $n = auto ] && r="$r ($(grep -Eo 'captured on [0-9]+ streams?' "$log" | cut -d' ' -f3-))"
       done
       row "graph streams $preset $g" "$r"
     done
