@@ -12,9 +12,8 @@
  * column gets tpc = 1, 2, 4 or 8 threads (as many as 256 / n allows), each
  * of which sums 8 / tpc rows. A thread reads its column of W from global
  * memory (the warp's 32 columns are one coalesced read; the weights stay in
- * L1 and L2 across blocks), sixteen k in flight at a time, and the rows'
- * inputs from shared memory four k at a time, so each W value feeds 8 / tpc
- * FMAs. Sums run in k order with
+ * L1 and L2 across blocks) and the rows' inputs from shared memory four
+ * k at a time, so each W value feeds 8 / tpc FMAs. Sums run in k order with
  * FMA: the same bits on every run. Then bias and ReLU (NaN stays NaN), and
  * the LayerNormalization: one warp per row, mean and variance accumulated
  * in double as the host's LayerNormalization has them, the row normalised
@@ -57,9 +56,6 @@ __device__ __forceinline__ void layer_product(const s4d_cuda_mlp_layer &L, const
         acc[j] = 0.0f;
     const float *__restrict__ w = L.w + col;
     int q = 0;
-    /* Unrolled so that 16 loads of W are in flight at once: with few blocks (a camera encoder's
-       6 rows are one block) the loop waits on L2 latency, not on the FMAs. */
-#pragma unroll 4
     for (; q + 4 <= k; q += 4) {
         const float w0 = __ldg(w + (int64_t)q * n), w1 = __ldg(w + (int64_t)(q + 1) * n);
         const float w2 = __ldg(w + (int64_t)(q + 2) * n), w3 = __ldg(w + (int64_t)(q + 3) * n);
