@@ -245,6 +245,13 @@ __device__ __forceinline__ float ld_f(const __half *p) { return __half2float(__l
 __device__ __forceinline__ void st_f(float *p, float v) { *p = v; }
 __device__ __forceinline__ void st_f(__half *p, float v) { *p = __float2half_rn(v); }
 
+// Whether tap value v replaces the running maximum best (first: no tap taken yet). The first NaN
+// wins and stays, as in the host reference (numpy's max); ties keep the earlier tap.
+__device__ __forceinline__ bool max_takes(float v, float best, bool first)
+{
+    return first || v > best || (v != v && best == best);
+}
+
 // One thread per output element: x along the last output dim, y over (o0, o1) rows, z over planes.
 template <typename T, bool IsAvg>
 __global__ void __launch_bounds__(kThreads) pool_kernel(const T *__restrict__ x, T *__restrict__ y,
@@ -299,8 +306,7 @@ __global__ void __launch_bounds__(kThreads) pool_kernel(const T *__restrict__ x,
                             for (int64_t k2 = b2; k2 < e2; k2++) {
                                 const int64_t i2 = s2 + k2 * g.dil[2];
                                 const float v = ld_f(xr + i2);
-                                // The first NaN wins and stays, as in the host reference (numpy's max).
-                                if (a0 < 0 || v > best || (v != v && best == best)) {
+                                if (max_takes(v, best, a0 < 0)) {
                                     best = v;
                                     a0 = i0;
                                     a1 = i1;
@@ -346,7 +352,7 @@ __global__ void __launch_bounds__(kThreads) maxpool2d_kernel(const T *__restrict
 #pragma unroll 4
             for (int k2 = b2; k2 < e2; k2++) {
                 const float v = ld_f(xp + (s1 + k1) * iw + s2 + k2);
-                if (!any || v > best || (v != v && best == best)) {
+                if (max_takes(v, best, !any)) {
                     best = v;
                     any = true;
                 }
@@ -469,9 +475,6 @@ cudaError_t launch_pool(const T *x, T *y, int64_t *idx, const s4d_cuda_pool_geom
     const int64_t rows = g->grid[0] * g->grid[1];
     if (g->planes <= 0 || rows <= 0 || g->grid[2] <= 0)
         return cudaSuccess;
-    const int threads = row_threads(g->grid[2]);
-    dim3 grid((unsigned)min64(ceil_div(g->grid[2], threads), kMaxGridX), (unsigned)min64(rows, kMaxGridYZ),
-              (unsigned)min64(g->planes, kMaxGridYZ));
     const int64_t in_total = g->planes * g->img[1] * g->img[2], out_total = g->planes * rows * g->grid[2];
     const int64_t flat_blocks = min64(ceil_div(out_total, kThreads), kMaxGridX);
     const bool flat2d = !g->is_avg && !idx && g->img[0] == 1 && g->grid[0] == 1 && g->k[0] == 1 &&
@@ -485,6 +488,9 @@ cudaError_t launch_pool(const T *x, T *y, int64_t *idx, const s4d_cuda_pool_geom
                    (int)g->stride[1], (int)g->stride[2], (int)g->pad_b[1], (int)g->pad_b[2]);
         return cudaGetLastError();
     }
+    const int threads = row_threads(g->grid[2]);
+    dim3 grid((unsigned)min64(ceil_div(g->grid[2], threads), kMaxGridX), (unsigned)min64(rows, kMaxGridYZ),
+              (unsigned)min64(g->planes, kMaxGridYZ));
     if (g->is_avg)
         s4d_launch(pool_kernel<T, true>, grid, threads, 0, stream, x, y, nullptr, *g);
     else
@@ -534,7 +540,7 @@ __global__ void __launch_bounds__(kThreads) maxpool_nhwc_kernel(const T *__restr
             const T *xr = x + (((int64_t)b * ih + s1 + k1 * g.dil[1]) * iw + s2) * c + ch;
             for (int64_t k2 = b2; k2 < e2; k2++) {
                 const float v = ld_f(xr + k2 * g.dil[2] * c);
-                if (!any || v > best || (v != v && best == best)) {
+                if (max_takes(v, best, !any)) {
                     best = v;
                     any = true;
                 }
