@@ -42,7 +42,8 @@ __device__ __forceinline__ float epi1(float v, float b, float z)
 }
 
 // y viewed as planes of `units` vectors of V floats (V = 4: float4, V = 1: float).
-template <typename Vec, bool HasBias, bool HasZ, bool Relu>
+// Fill: y's old values are not read (taken as 0), so y = bias + z: the addend a product then accumulates onto.
+template <typename Vec, bool HasBias, bool HasZ, bool Relu, bool Fill = false>
 __global__ void __launch_bounds__(kThreads) conv_epilogue_kernel(Vec *__restrict__ y, const float *__restrict__ bias,
                                                                  const Vec *__restrict__ z, int64_t planes,
                                                                  int64_t units, int64_t channels)
@@ -54,7 +55,13 @@ __global__ void __launch_bounds__(kThreads) conv_epilogue_kernel(Vec *__restrict
         Vec *yp = y + p * units;
         const Vec *zp = HasZ ? z + p * units : nullptr;
         for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < units; i += step) {
-            Vec v = yp[i];
+            Vec v;
+            if constexpr (!Fill)
+                v = yp[i];
+            else if constexpr (sizeof(Vec) == 16)
+                v = make_float4(0.f, 0.f, 0.f, 0.f);
+            else
+                v = 0.0f;
             if constexpr (sizeof(Vec) == 16) {
                 float4 w = HasZ ? zp[i] : make_float4(0.f, 0.f, 0.f, 0.f);
                 v.x = epi1<HasBias, HasZ, Relu>(v.x, b, w.x);
@@ -90,6 +97,24 @@ void launch_epilogue(Vec *y, const float *bias, const Vec *z, int relu, int64_t 
 #undef S4D_EPI_CASE
     default: break; // nothing to apply
     }
+}
+
+// y = bias[plane % channels] + z (either may be absent, not both).
+template <typename Vec>
+void launch_prefill(Vec *y, const float *bias, const Vec *z, int64_t planes, int64_t units, int64_t channels,
+                    cudaStream_t s)
+{
+    const int threads = row_threads(units);
+    dim3 grid((unsigned)min64(ceil_div(units, threads), kMaxGridX), (unsigned)min64(planes, kMaxGridYZ));
+    if (bias && z)
+        s4d_launch(conv_epilogue_kernel<Vec, true, true, false, true>, grid, threads, 0, s, y, bias, z, planes, units,
+                   channels);
+    else if (bias)
+        s4d_launch(conv_epilogue_kernel<Vec, true, false, false, true>, grid, threads, 0, s, y, bias, z, planes,
+                   units, channels);
+    else
+        s4d_launch(conv_epilogue_kernel<Vec, false, true, false, true>, grid, threads, 0, s, y, bias, z, planes,
+                   units, channels);
 }
 
 // float16 y (and z, bias): each value read to float, the epilogue in float, one rounding back.
@@ -428,6 +453,21 @@ extern "C" cudaError_t s4d_cuda_conv_epilogue_f32(float *y, const float *bias, c
         launch_epilogue<float4>((float4 *)y, bias, (const float4 *)z, relu, planes, plane / 4, channels, stream);
     else
         launch_epilogue<float>(y, bias, z, relu, planes, plane, channels, stream);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t s4d_cuda_conv_prefill_f32(float *y, const float *bias, const float *z, int64_t planes,
+                                                 int64_t plane, int64_t channels, cudaStream_t stream)
+{
+    if (planes <= 0 || plane <= 0)
+        return cudaSuccess;
+    if ((!bias && !z) || (bias && channels <= 0))
+        return cudaErrorInvalidValue;
+    const bool vec = plane % 4 == 0 && ((uintptr_t)y & 15) == 0 && (!z || ((uintptr_t)z & 15) == 0);
+    if (vec)
+        launch_prefill<float4>((float4 *)y, bias, (const float4 *)z, planes, plane / 4, channels, stream);
+    else
+        launch_prefill<float>(y, bias, z, planes, plane, channels, stream);
     return cudaGetLastError();
 }
 

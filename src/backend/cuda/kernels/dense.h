@@ -30,6 +30,14 @@ cudaError_t s4d_cuda_conv_epilogue_f32(float *y, const float *bias, const float 
                                        cudaStream_t stream);
 
 /*
+ * y = bias[p % channels] + z on y [planes, plane], y's old values unread: the
+ * addend a 1x1 convolution's product then accumulates onto (beta = 1). At
+ * least one of bias and z; z may alias y (then y += bias).
+ */
+cudaError_t s4d_cuda_conv_prefill_f32(float *y, const float *bias, const float *z, int64_t planes, int64_t plane,
+                                      int64_t channels, cudaStream_t stream);
+
+/*
  * The same on float16 y, bias and z (passed as void *: C has no half type):
  * each value converted to float, the epilogue in float, rounded once to
  * float16.

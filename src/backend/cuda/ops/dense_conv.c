@@ -70,7 +70,11 @@
 
 #define CONV_MAGIC 0x56434453u /* "SDCV" */
 
-enum { CONV_PLAIN = 1, CONV_FUSED = 2, CONV_BWD_DATA = 3 };
+/* CONV_GEMM: a 1x1 convolution as cuBLASLt products (conv_gemm_fits), the bias and residual
+   written into Y first; the choice keeps cuDNN's best algorithm beside it (validated, unused). */
+enum { CONV_PLAIN = 1, CONV_FUSED = 2, CONV_BWD_DATA = 3, CONV_GEMM = 4 };
+/* Bytes of the payload before a CONV_GEMM choice's product (magic .. reserved). */
+#define CONV_PAYLOAD_HEAD 24
 /* How a layer's choice was made, for --dumpLayerInfo. */
 enum { CONV_HOW_PAYLOAD = 0, CONV_HOW_TIMED = 1, CONV_HOW_HEURISTIC = 2 };
 
@@ -106,6 +110,8 @@ typedef struct conv_state {
     s4d_dtype dtype; /* of every tensor; the descriptors and the epilogue follow it */
     int64_t n, c, m, out_plane;
     void *zero_bias; /* device zeros [m]: the fused call needs a bias */
+    int gemm_fits;   /* conv_gemm_fits: CONV_GEMM may run it */
+    s4d_conv_gemm *gemm; /* CONV_GEMM: the products */
 } conv_state;
 
 /* ---- descriptors ---- */
@@ -163,6 +169,7 @@ static void conv_state_free(conv_state *st)
         cudnnDestroyActivationDescriptor(st->act);
     if (st->zero_bias)
         cudaFree(st->zero_bias);
+    s4d_conv_gemm_free(st->gemm);
     free(st);
 }
 
@@ -279,6 +286,15 @@ static s4d_status conv_launch(void *arg)
             return s4d_cuda_check(a->ctx, conv_epilogue(st, a->y, a->b, NULL, 0, a->s),
                                   "the ConvTranspose bias kernel");
         return S4D_OK;
+    }
+    if (a->ch.mode == CONV_GEMM) {
+        if (st->has_bias || st->has_z) {
+            cudaError_t e = s4d_cuda_conv_prefill_f32(a->y, st->has_bias ? a->b : NULL, st->has_z ? a->z : NULL,
+                                                      st->n * st->m, st->out_plane, st->m, a->s);
+            if (e != cudaSuccess)
+                return s4d_cuda_check(a->ctx, e, "the convolution's addend kernel");
+        }
+        return s4d_conv_gemm_run(a->ctx, st->gemm, a->x, a->w, a->y, a->ws, a->ws_size, a->s);
     }
     if (a->ch.mode == CONV_FUSED) {
         const float alpha2 = st->has_z ? 1.0f : 0.0f;
@@ -452,6 +468,64 @@ static size_t tensor_bytes(s4d_dtype dt, int64_t a, int64_t b, const int64_t *sp
 }
 
 /*
+ * A 1x1 convolution that CONV_GEMM can run: cuBLASLt's products against cuDNN.
+ * t: the scratch buffers cuDNN was timed on (NULL: nothing could be timed);
+ * cudnn_ms: cuDNN's best time there (-1: not timed as the engine runs it, so
+ * its choice is timed here). S4D_CONV_CHOICE=gemm takes the products wherever
+ * they fit, =cudnn never (tests).
+ */
+static s4d_status conv_gemm_choose(s4d_op_ctx *ctx, conv_state *st, conv_args *t, const void *w_const,
+                                   double cudnn_ms)
+{
+    const char *force = getenv("S4D_CONV_CHOICE");
+    if (force && strcmp(force, "cudnn") == 0)
+        return S4D_OK;
+    const int force_gemm = force && strcmp(force, "gemm") == 0;
+    if (!t && !force_gemm)
+        return S4D_OK; /* untimed: cuDNN's heuristic choice stands */
+    s4d_conv_gemm *g = NULL;
+    s4d_status s = s4d_conv_gemm_prepare(ctx, st->n, st->c, st->m, st->out_plane, st->has_bias || st->has_z,
+                                         st->relu, w_const, NULL, 0, &g);
+    if (s != S4D_OK) {
+        if (force_gemm)
+            return s;
+        if (ctx->err_size)
+            ctx->err[0] = 0; /* no product for it: cuDNN's choice stands */
+        return S4D_OK;
+    }
+    st->gemm = g;
+    double gemm_ms = -1.0;
+    if (t) {
+        cudaStream_t stream = t->s;
+        if (cudnn_ms < 0.0) {
+            t->ch = st->pick.ch;
+            if (cudnnSetConvolutionMathType(st->conv, (cudnnMathType_t)t->ch.math) != CUDNN_STATUS_SUCCESS ||
+                s4d_dense_time(stream, conv_launch, t, CONV_TIME_REPS, &cudnn_ms) != S4D_OK)
+                cudnn_ms = -1.0;
+        }
+        t->ch = st->pick.ch;
+        t->ch.mode = CONV_GEMM;
+        if (s4d_conv_gemm_workspace(g) > t->ws_size ||
+            s4d_dense_time(stream, conv_launch, t, CONV_TIME_REPS, &gemm_ms) != S4D_OK)
+            gemm_ms = -1.0;
+        cudaError_t se = s4d_dense_sticky_error(stream);
+        if (se != cudaSuccess)
+            return s4d_cuda_check(ctx, se, "timing the convolution's cuBLASLt products");
+        if (ctx->err_size)
+            ctx->err[0] = 0;
+    }
+    if (force_gemm || (gemm_ms >= 0.0 && (cudnn_ms < 0.0 || gemm_ms < cudnn_ms))) {
+        st->pick.ch.mode = CONV_GEMM;
+        st->pick.how = gemm_ms >= 0.0 ? CONV_HOW_TIMED : st->pick.how;
+        st->pick.ms = gemm_ms >= 0.0 ? (float)gemm_ms : st->pick.ms;
+    } else {
+        s4d_conv_gemm_free(g);
+        st->gemm = NULL;
+    }
+    return S4D_OK;
+}
+
+/*
  * Chooses st->pick.ch: on scratch buffers when they fit (timed), else by cuDNN's
  * heuristics. x/w/b: the layer's constant inputs on the device, or NULL.
  */
@@ -513,14 +587,14 @@ static s4d_status conv_choose(s4d_op_ctx *ctx, conv_state *st, const int64_t *in
     /* cuDNN's Find ranks algorithms by their own kernels; timing them as the engine runs them (with the
        epilogue, in a graph) decides between its best few, and between the two ways of an epilogue. */
     const int epilogue = !st->transpose && (st->has_bias || st->has_z || st->relu);
-    if (timed && (nc > 1 || epilogue)) {
-        void *bias = st->has_bias ? (b_const ? (void *)b_const
-                                             : s4d_dense_scratch_alloc(&sc, s4d_dtype_size(st->dtype) * (size_t)st->m,
-                                                                       stream))
-                                  : NULL;
-        a.b = bias;
-        a.z = st->has_z ? a.y : NULL; /* cuDNN allows z to alias y; the timing is the same */
-        double best = -1.0;
+    void *bias = NULL;
+    if (timed && st->has_bias)
+        bias = b_const ? (void *)b_const
+                       : s4d_dense_scratch_alloc(&sc, s4d_dtype_size(st->dtype) * (size_t)st->m, stream);
+    a.b = bias;
+    a.z = st->has_z ? a.y : NULL; /* cuDNN allows z to alias y; the timing is the same */
+    double best = -1.0;
+    if (timed && (nc > 1 || epilogue || st->gemm_fits)) {
         for (int i = 0; i < nc && i < CONV_TIME_TOP; i++) {
             const int first = st->transpose ? CONV_BWD_DATA : CONV_PLAIN;
             const int last = st->transpose ? CONV_BWD_DATA : epilogue ? CONV_FUSED : CONV_PLAIN;
@@ -555,8 +629,11 @@ static s4d_status conv_choose(s4d_op_ctx *ctx, conv_state *st, const int64_t *in
         if (ctx->err_size)
             ctx->err[0] = 0; /* a skipped candidate is no error of the layer */
     }
+    s4d_status s = S4D_OK;
+    if (st->gemm_fits)
+        s = conv_gemm_choose(ctx, st, timed && (!st->has_bias || bias) ? &a : NULL, w_const, best);
     s4d_dense_scratch_free(&sc, stream);
-    return S4D_OK;
+    return s;
 }
 
 /* Validates a stored choice and applies it; S4D_ERR_PARSE when the payload is not one this layer can take. */
@@ -573,12 +650,16 @@ static s4d_status conv_apply_payload(s4d_op_ctx *ctx, conv_state *st, const void
     const int half = st->dtype == S4D_DTYPE_FLOAT16;
     const int tf32 = s4d_cuda_ctx(ctx)->allow_tf32 || half; /* tensor cores allowed */
     const char *why = NULL;
-    if (r.failed || r.pos != size)
+    /* CONV_GEMM: the product's choice follows (parsed and validated by s4d_conv_gemm_prepare). */
+    const int gemm = !r.failed && mode == CONV_GEMM;
+    if (r.failed || (gemm ? r.pos >= size : r.pos != size))
         why = "it is not the size of a convolution choice";
     else if (magic != CONV_MAGIC || version != S4D_DENSE_PAYLOAD_VERSION)
         why = "it is not a convolution choice of this version";
-    else if (st->transpose ? mode != CONV_BWD_DATA : (mode != CONV_PLAIN && mode != CONV_FUSED))
+    else if (st->transpose ? mode != CONV_BWD_DATA : (mode != CONV_PLAIN && mode != CONV_FUSED && mode != CONV_GEMM))
         why = "its mode is unknown";
+    else if (gemm && !st->gemm_fits)
+        why = "it runs a 1x1 convolution as products, which this layer is not";
     else if (algo >= (uint32_t)(st->transpose ? CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT : CUDNN_CONVOLUTION_FWD_ALGO_COUNT))
         why = "its algorithm is out of range";
     else if (st->transpose && algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0)
@@ -606,7 +687,7 @@ static s4d_status conv_save(const void *state, s4d_wbuf *w)
     s4d_wbuf_u32(w, (uint32_t)st->pick.ch.algo);
     s4d_wbuf_u32(w, (uint32_t)st->pick.ch.math);
     s4d_wbuf_u32(w, 0);
-    return S4D_OK;
+    return st->pick.ch.mode == CONV_GEMM ? s4d_conv_gemm_save(st->gemm, w) : S4D_OK;
 }
 
 /* Cache key of a layer's choice. */
@@ -681,6 +762,19 @@ static s4d_status conv_finish(s4d_op_ctx *ctx, conv_state *st, const s4d_conv_ge
                             "cuDNN does not run algorithm %d (math type %d) on this convolution%s",
                             (int)st->pick.ch.algo, (int)st->pick.ch.math,
                             payload ? " (stored in the engine: rebuild it)" : "");
+    if (st->pick.ch.mode == CONV_GEMM) {
+        /* From the engine file or the process cache: the product's own choice (its cache, or the payload). */
+        if (!st->gemm) {
+            const int stored = payload && size;
+            s = s4d_conv_gemm_prepare(ctx, st->n, st->c, st->m, st->out_plane, st->has_bias || st->has_z, st->relu,
+                                      ctx->inputs[1].data,
+                                      stored ? (const char *)payload + CONV_PAYLOAD_HEAD : NULL,
+                                      stored ? size - CONV_PAYLOAD_HEAD : 0, &st->gemm);
+            if (s != S4D_OK)
+                return s;
+        }
+        st->algo_ws = s4d_conv_gemm_workspace(st->gemm);
+    }
     if (st->pick.ch.mode != CONV_FUSED && st->zero_bias) {
         cudaFree(st->zero_bias);
         st->zero_bias = NULL;
@@ -689,6 +783,22 @@ static s4d_status conv_finish(s4d_op_ctx *ctx, conv_state *st, const s4d_conv_ge
 }
 
 /* ---- Conv / FusedConv ---- */
+
+/*
+ * Whether CONV_GEMM may run the layer: float32 NCHW, one group, every kernel
+ * dim 1 with stride 1, dilation 1 and no padding, so that Y[i] = W X[i] per
+ * image. TF32 engines take it too (the products then compute in TF32).
+ */
+static int conv_gemm_fits(const s4d_conv_params *p, const conv_state *st)
+{
+    if (p->dtype != S4D_DTYPE_FLOAT32 || p->nhwc || p->group != 1 || st->prepad || st->transpose)
+        return 0;
+    for (int j = 0; j < 3; j++)
+        if (p->g.k[j] != 1 || p->g.stride[j] != 1 || p->g.dil[j] != 1 || p->g.pad_b[j] != 0 ||
+            p->g.pad_e[j] != 0 || p->g.grid[j] != p->g.img[j])
+            return 0;
+    return 1;
+}
 
 static s4d_status conv_supports(s4d_op_ctx *ctx)
 {
@@ -758,6 +868,7 @@ static s4d_status conv_prepare(s4d_op_ctx *ctx, const void *payload, size_t size
     }
     if (st->prepad)
         st->prepad_bytes = tensor_bytes(p->dtype, p->n, p->c, st->padded);
+    st->gemm_fits = conv_gemm_fits(p, st);
     s = make_descs(ctx, st, &p->g, p->group, p->c, st->padded, p->m, p->g.grid, p->m, p->cg, pad);
     if (s == S4D_OK)
         s = conv_finish(ctx, st, &p->g, p->group, pad, st->padded, p->g.grid, payload, size,
@@ -871,17 +982,27 @@ static int conv_describe(const void *state, char *buf, size_t size)
     if (!st || st->empty)
         return 0;
     const conv_choice *ch = &st->pick.ch;
-    const char *mode = ch->mode == CONV_FUSED  ? "cudnnConvolutionBiasActivationForward"
-                       : ch->mode == CONV_PLAIN ? (st->has_bias || st->has_z || st->relu
-                                                          ? "cudnnConvolutionForward + epilogue kernel"
-                                                          : "cudnnConvolutionForward")
-                                                   : "cudnnConvolutionBackwardData";
     char how[64];
     if (st->pick.how == CONV_HOW_TIMED)
         snprintf(how, sizeof how, "timed %.4f ms at build", (double)st->pick.ms);
     else
         snprintf(how, sizeof how, "%s",
                  st->pick.how == CONV_HOW_HEURISTIC ? "cuDNN heuristics" : "from the engine file");
+    if (ch->mode == CONV_GEMM) {
+        int n = snprintf(buf, size, "1x1 as products per image%s, ",
+                         st->has_bias || st->has_z ? " onto the addend kernel's bias/residual" : "");
+        if (n < 0 || (size_t)n >= size)
+            return n;
+        int d = s4d_conv_gemm_describe(st->gemm, buf + n, size - (size_t)n);
+        if (d < 0 || (size_t)(n + d) >= size)
+            return n + d;
+        return n + d + snprintf(buf + n + d, size - (size_t)(n + d), ", %s", how);
+    }
+    const char *mode = ch->mode == CONV_FUSED  ? "cudnnConvolutionBiasActivationForward"
+                       : ch->mode == CONV_PLAIN ? (st->has_bias || st->has_z || st->relu
+                                                          ? "cudnnConvolutionForward + epilogue kernel"
+                                                          : "cudnnConvolutionForward")
+                                                   : "cudnnConvolutionBackwardData";
     return snprintf(buf, size, "%s%s, algo %s (%d), %s, workspace %zu KiB%s, %s", mode, st->nhwc ? " (NHWC)" : "",
                     st->transpose ? bwd_data_algo_name(ch->algo) : fwd_algo_name(ch->algo), (int)ch->algo,
                     math_name(ch->math), st->algo_ws >> 10, st->prepad ? ", padded copy" : "", how);

@@ -55,8 +55,9 @@
 #define LT_MAGIC 0x4d474453u /* "SDGM" */
 #define LT_OUTER_MAX S4D_MAX_RANK
 
-/* What cuBLASLt reads beside A and B. */
-enum { LT_C_NONE = 0, LT_C_MATRIX = 1, LT_C_FILL = 2 };
+/* What cuBLASLt reads beside A and B. LT_C_PRE: D holds the addend already, written by the
+   caller (a 1x1 convolution's bias and residual), and the product accumulates onto it. */
+enum { LT_C_NONE = 0, LT_C_MATRIX = 1, LT_C_FILL = 2, LT_C_PRE = 3 };
 
 /* The algorithm configuration attributes that rebuild an algorithm, and their sizes. */
 static const struct {
@@ -475,7 +476,10 @@ static s4d_status lt_launch(void *arg)
         if (e != cudaSuccess)
             return s4d_cuda_check(x->ctx, e, "the GEMM addend kernel");
     }
-    const double alpha_d = p->alpha, beta_d = p->c_kind == LT_C_NONE ? 0.0 : p->c_kind == LT_C_FILL ? 1.0 : p->beta;
+    const double alpha_d = p->alpha,
+                 beta_d = p->c_kind == LT_C_NONE                              ? 0.0
+                          : p->c_kind == LT_C_FILL || p->c_kind == LT_C_PRE ? 1.0
+                                                                              : p->beta;
     const float alpha_f = (float)alpha_d, beta_f = (float)beta_d;
     const void *alpha = f64 ? (const void *)&alpha_d : (const void *)&alpha_f;
     const void *beta = f64 ? (const void *)&beta_d : (const void *)&beta_f;
@@ -542,30 +546,30 @@ static int ptr_aligned(const void *p, unsigned a)
     return ((uintptr_t)p % a) == 0;
 }
 
-/* Runs the product with the layer's pointers: a, b, c as lt_args, d the output. */
-static s4d_status lt_exec(s4d_op_ctx *ctx, const void *a, const void *b, const void *c, void *d)
+/* Runs st's product on stream s with workspace ws: a, b, c as lt_args, d the output. */
+static s4d_status lt_exec_on(s4d_op_ctx *ctx, const lt_state *st, const void *a, const void *b, const void *c,
+                             void *d, void *ws, size_t ws_size, cudaStream_t s)
 {
-    const lt_state *st = ctx->state;
     if (!st)
         return s4d_op_error(ctx, S4D_ERR_INTERNAL, "the product was not prepared");
     if (st->empty)
         return S4D_OK;
     size_t need = st->ws > st->safe_ws ? st->ws : st->safe_ws;
-    if (ctx->workspace_size < need)
+    if (ws_size < need)
         return s4d_op_error(ctx, S4D_ERR_INTERNAL, "workspace of %zu bytes is below the %zu the product needs",
-                            ctx->workspace_size, need);
+                            ws_size, need);
     lt_args x;
     memset(&x, 0, sizeof x);
     x.ctx = ctx;
     x.lt = s4d_cuda_ctx(ctx)->lt;
-    x.s = s4d_cuda_stream(ctx);
+    x.s = s;
     x.st = st;
     x.a = a;
     x.b = b;
     x.c = c;
     x.d = d;
-    x.ws = ctx->workspace;
-    x.ws_size = ctx->workspace_size < LT_WS_CAP ? ctx->workspace_size : LT_WS_CAP;
+    x.ws = ws;
+    x.ws_size = ws_size < LT_WS_CAP ? ws_size : LT_WS_CAP;
     if (st->own)
         return own_launch(&x); /* element loads: any alignment */
     int aligned = ptr_aligned(a, st->align[0]) && ptr_aligned(b, st->align[1]) && ptr_aligned(d, st->align[3]) &&
@@ -579,6 +583,12 @@ static s4d_status lt_exec(s4d_op_ctx *ctx, const void *a, const void *b, const v
         x.algo = &st->safe;
     }
     return lt_launch(&x);
+}
+
+/* Runs the layer's product with its pointers: a, b, c as lt_args, d the output. */
+static s4d_status lt_exec(s4d_op_ctx *ctx, const void *a, const void *b, const void *c, void *d)
+{
+    return lt_exec_on(ctx, ctx->state, a, b, c, d, ctx->workspace, ctx->workspace_size, s4d_cuda_stream(ctx));
 }
 
 /* ---- choosing ---- */
@@ -1249,3 +1259,79 @@ const s4d_kernel s4d_cuda_k_einsum = {
     .domain = "", .op_type = "Einsum", .since_version = 12, .supports = es_supports, .workspace_size = lt_ws,
     .prepare = es_prepare, .save = lt_save, .destroy = lt_destroy, .describe = lt_describe, .run = es_run,
 };
+
+/* ---- 1x1 convolutions (dense_conv.c) ---- */
+
+struct s4d_conv_gemm {
+    lt_state *st;
+};
+
+s4d_status s4d_conv_gemm_prepare(s4d_op_ctx *ctx, int64_t n, int64_t c, int64_t m, int64_t plane, int addend,
+                                 int relu, const void *w_const, const void *payload, size_t size,
+                                 s4d_conv_gemm **out)
+{
+    *out = NULL;
+    s4d_status s = lt_check_sizes(ctx, S4D_DTYPE_FLOAT32, m, plane, c, n);
+    if (s != S4D_OK)
+        return s;
+    lt_problem p;
+    memset(&p, 0, sizeof p);
+    p.dtype = S4D_DTYPE_FLOAT32;
+    p.m = m;
+    p.n = plane;
+    p.k = c;
+    p.alpha = 1.0;
+    p.relu = relu;
+    p.c_kind = addend ? LT_C_PRE : LT_C_NONE;
+    /* W [m, c] shared by the images (stride 0), X[i] [c, plane] one after another. */
+    const int64_t dims[1] = {n}, sa[1] = {0}, sb[1] = {c * plane};
+    lt_shape_batches(&p, 1, dims, sa, sb);
+    p.a_const = w_const;
+    p.a_bytes = sizeof(float) * (size_t)(m * c);
+    p.b_bytes = sizeof(float) * (size_t)(n * c * plane);
+    s4d_conv_gemm *g = calloc(1, sizeof *g);
+    if (!g)
+        return s4d_op_error(ctx, S4D_ERR_NO_MEMORY, "out of memory");
+    void *state = NULL;
+    s = lt_prepare(ctx, &p, n == 0 || m == 0 || plane == 0, payload, size, &state);
+    if (s != S4D_OK) {
+        free(g);
+        return s;
+    }
+    g->st = state;
+    *out = g;
+    return S4D_OK;
+}
+
+s4d_status s4d_conv_gemm_run(s4d_op_ctx *ctx, const s4d_conv_gemm *g, const void *x, const void *w, void *y,
+                             void *ws, size_t ws_size, cudaStream_t s)
+{
+    if (!g)
+        return s4d_op_error(ctx, S4D_ERR_INTERNAL, "the convolution's product was not prepared");
+    return lt_exec_on(ctx, g->st, w, x, NULL, y, ws, ws_size, s);
+}
+
+size_t s4d_conv_gemm_workspace(const s4d_conv_gemm *g)
+{
+    if (!g || !g->st || g->st->empty)
+        return 0;
+    return g->st->ws > g->st->safe_ws ? g->st->ws : g->st->safe_ws;
+}
+
+s4d_status s4d_conv_gemm_save(const s4d_conv_gemm *g, s4d_wbuf *w)
+{
+    return lt_save(g->st, w);
+}
+
+int s4d_conv_gemm_describe(const s4d_conv_gemm *g, char *buf, size_t size)
+{
+    return g ? lt_describe(g->st, buf, size) : 0;
+}
+
+void s4d_conv_gemm_free(s4d_conv_gemm *g)
+{
+    if (!g)
+        return;
+    lt_state_free(g->st);
+    free(g);
+}

@@ -79,6 +79,28 @@ s4d_status s4d_dense_time(cudaStream_t stream, s4d_dense_run_fn fn, void *arg, i
  */
 cudaError_t s4d_dense_sticky_error(cudaStream_t stream);
 
+/*
+ * A 1x1 convolution (stride 1, no padding, one group) over NCHW float32 as
+ * one strided batch of cuBLASLt products (dense_gemm.c, for dense_conv.c):
+ * Y[i] [m, plane] = W [m, c] X[i] [c, plane] for each of the n images, W
+ * shared. addend: Y already holds the bias and residual (the caller's
+ * s4d_cuda_conv_prefill_f32) and the product accumulates onto it; relu:
+ * cuBLASLt's ReLU epilogue, after the sum. prepare chooses the algorithm as
+ * the products do (timed candidates, the process cache) or takes a stored
+ * choice (payload, size: what save wrote; validated). run checks the
+ * workspace against s4d_conv_gemm_workspace.
+ */
+typedef struct s4d_conv_gemm s4d_conv_gemm;
+s4d_status s4d_conv_gemm_prepare(s4d_op_ctx *ctx, int64_t n, int64_t c, int64_t m, int64_t plane, int addend,
+                                 int relu, const void *w_const, const void *payload, size_t size,
+                                 s4d_conv_gemm **out);
+s4d_status s4d_conv_gemm_run(s4d_op_ctx *ctx, const s4d_conv_gemm *g, const void *x, const void *w, void *y,
+                             void *ws, size_t ws_size, cudaStream_t s);
+size_t s4d_conv_gemm_workspace(const s4d_conv_gemm *g);
+s4d_status s4d_conv_gemm_save(const s4d_conv_gemm *g, s4d_wbuf *w);
+int s4d_conv_gemm_describe(const s4d_conv_gemm *g, char *buf, size_t size);
+void s4d_conv_gemm_free(s4d_conv_gemm *g);
+
 /* Payload framing: magic, version, then the kernel's fields. */
 #define S4D_DENSE_PAYLOAD_VERSION 1u
 
