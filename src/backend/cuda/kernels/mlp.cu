@@ -10,11 +10,10 @@
  *
  * A layer of n columns spreads its n x 8 outputs over the threads: each
  * column gets tpc = 1, 2, 4 or 8 threads (as many as 256 / n allows), each
- * of which sums 8 / tpc rows. A thread reads its column of W from global
- * memory (the warp's 32 columns are one coalesced read; the weights stay in
- * L1 and L2 across blocks) and the rows' inputs from shared memory four
- * k at a time, so each W value feeds 8 / tpc FMAs. Sums run in k order with
- * FMA: the same bits on every run. Then bias and ReLU (NaN stays NaN), and
+ * of which sums 8 / tpc rows. W comes through shared memory in tiles of 24
+ * rows that the whole block loads at once (below, before layer_product),
+ * and the rows' inputs are read four k at a time, so each W value feeds
+ * 8 / tpc FMAs. Sums run in k order with FMA: the same bits on every run. Then bias and ReLU (NaN stays NaN), and
  * the LayerNormalization: one warp per row, mean and variance accumulated
  * in double as the host's LayerNormalization has them, the row normalised
  * in float.
@@ -38,45 +37,112 @@ __device__ __forceinline__ double warp_sum(double v)
     return v;
 }
 
-/* One layer: out[r][c] = act(in[r][:k] . w[:, c] + bias[c]) for the block's rows. */
+/*
+ * W reaches the block in tiles of KT rows [KT, n], staged in shared memory by
+ * all threads at once (float4 loads when n is a multiple of 4 and W is
+ * 16-byte aligned), the next tile's loads in flight in registers while the
+ * current one is multiplied. Each thread reading its own column of W from
+ * global memory, as the kernel first did, left one load chain per thread
+ * waiting on L2 (a block per SM or fewer: the cameras' 6 rows are one
+ * block) and took 35-60 us per chain on the H200.
+ */
+constexpr int KT = 24;                                    /* rows of W per tile: a multiple of 4 */
+constexpr int WT_VEC = KT * S4D_CUDA_MLP_MAX_WIDTH / 4 / NT; /* float4 per thread per tile */
+static_assert(KT % 4 == 0 && (KT * S4D_CUDA_MLP_MAX_WIDTH / 4) % NT == 0, "whole float4 per thread");
+
+/* Loads tile rows [k0, k0 + kt) of W into registers: as float4 (vec) or as floats, NT apart. */
+__device__ __forceinline__ void tile_fetch(const float *__restrict__ w, int n, int k0, int kt, bool vec,
+                                           float4 (&r)[WT_VEC])
+{
+    const int64_t base = (int64_t)k0 * n;
+    const int count = kt * n;
+#pragma unroll
+    for (int i = 0; i < WT_VEC; i++) {
+        const int e = (threadIdx.x + i * NT) * 4; /* first element of this thread's i-th quad */
+        if (vec) {
+            r[i] = e < count ? __ldg(reinterpret_cast<const float4 *>(w + base + e)) : make_float4(0.f, 0.f, 0.f, 0.f);
+        } else {
+            r[i].x = e < count ? __ldg(w + base + e) : 0.0f;
+            r[i].y = e + 1 < count ? __ldg(w + base + e + 1) : 0.0f;
+            r[i].z = e + 2 < count ? __ldg(w + base + e + 2) : 0.0f;
+            r[i].w = e + 3 < count ? __ldg(w + base + e + 3) : 0.0f;
+        }
+    }
+}
+
+/* Stores the fetched tile as wt[kk * n + c] (packed rows of n). */
+__device__ __forceinline__ void tile_store(float *wt, int n, int kt, const float4 (&r)[WT_VEC])
+{
+    const int count = kt * n;
+#pragma unroll
+    for (int i = 0; i < WT_VEC; i++) {
+        const int e = (threadIdx.x + i * NT) * 4;
+        if (e + 3 < count) {
+            *reinterpret_cast<float4 *>(wt + e) = r[i];
+        } else {
+            if (e < count)
+                wt[e] = r[i].x;
+            if (e + 1 < count)
+                wt[e + 1] = r[i].y;
+            if (e + 2 < count)
+                wt[e + 2] = r[i].z;
+        }
+    }
+}
+
+/* One layer: out[r][c] = act(in[r][:k] . w[:, c] + bias[c]) for the block's rows. Every thread of the
+   block calls it (the tiles are loaded together); sums run in k order with FMA. */
 __device__ __forceinline__ void layer_product(const s4d_cuda_mlp_layer &L, const float (*in)[STRIDE],
-                                              float (*out)[STRIDE])
+                                              float (*out)[STRIDE], float *wt)
 {
     const int n = L.n, k = L.k;
     const int room = NT / n;
     const int tpc = room >= 8 ? 8 : room >= 4 ? 4 : room >= 2 ? 2 : 1;
     const int nr = ROWS / tpc;
     const int t = threadIdx.x;
-    if (t >= n * tpc)
-        return;
-    const int col = t % n, rg = t / n;
+    const bool active = t < n * tpc;
+    const int col = active ? t % n : 0, rg = active ? t / n : 0;
+    const bool vec = n % 4 == 0 && (reinterpret_cast<uintptr_t>(L.w) & 15) == 0;
     float acc[ROWS];
 #pragma unroll
     for (int j = 0; j < ROWS; j++)
         acc[j] = 0.0f;
-    const float *__restrict__ w = L.w + col;
-    int q = 0;
-    for (; q + 4 <= k; q += 4) {
-        const float w0 = __ldg(w + (int64_t)q * n), w1 = __ldg(w + (int64_t)(q + 1) * n);
-        const float w2 = __ldg(w + (int64_t)(q + 2) * n), w3 = __ldg(w + (int64_t)(q + 3) * n);
+    float4 next[WT_VEC];
+    tile_fetch(L.w, n, 0, k < KT ? k : KT, vec, next);
+    for (int k0 = 0; k0 < k; k0 += KT) {
+        const int kt = k - k0 < KT ? k - k0 : KT;
+        __syncthreads(); /* the previous tile is no longer read */
+        tile_store(wt, n, kt, next);
+        __syncthreads();
+        if (k0 + KT < k)
+            tile_fetch(L.w, n, k0 + KT, k - k0 - KT < KT ? k - k0 - KT : KT, vec, next);
+        if (!active)
+            continue;
+        int q = 0;
+        for (; q + 4 <= kt; q += 4) {
+            const float w0 = wt[q * n + col], w1 = wt[(q + 1) * n + col];
+            const float w2 = wt[(q + 2) * n + col], w3 = wt[(q + 3) * n + col];
 #pragma unroll
-        for (int j = 0; j < ROWS; j++) {
-            if (j < nr) {
-                const float4 a = *reinterpret_cast<const float4 *>(&in[rg + j * tpc][q]);
-                acc[j] = fmaf(a.x, w0, acc[j]);
-                acc[j] = fmaf(a.y, w1, acc[j]);
-                acc[j] = fmaf(a.z, w2, acc[j]);
-                acc[j] = fmaf(a.w, w3, acc[j]);
+            for (int j = 0; j < ROWS; j++) {
+                if (j < nr) {
+                    const float4 a = *reinterpret_cast<const float4 *>(&in[rg + j * tpc][k0 + q]);
+                    acc[j] = fmaf(a.x, w0, acc[j]);
+                    acc[j] = fmaf(a.y, w1, acc[j]);
+                    acc[j] = fmaf(a.z, w2, acc[j]);
+                    acc[j] = fmaf(a.w, w3, acc[j]);
+                }
             }
         }
-    }
-    for (; q < k; q++) {
-        const float wq = __ldg(w + (int64_t)q * n);
+        for (; q < kt; q++) {
+            const float wq = wt[q * n + col];
 #pragma unroll
-        for (int j = 0; j < ROWS; j++)
-            if (j < nr)
-                acc[j] = fmaf(in[rg + j * tpc][q], wq, acc[j]);
+            for (int j = 0; j < ROWS; j++)
+                if (j < nr)
+                    acc[j] = fmaf(in[rg + j * tpc][k0 + q], wq, acc[j]);
+        }
     }
+    if (!active)
+        return;
     const float b = L.bias ? __ldg(L.bias + col) : 0.0f;
 #pragma unroll
     for (int j = 0; j < ROWS; j++) {
@@ -112,6 +178,7 @@ __global__ void __launch_bounds__(NT)
 {
     S4D_KERNEL_BEGIN();
     __shared__ __align__(16) float buf[2][ROWS][STRIDE];
+    __shared__ __align__(16) float wt[KT * S4D_CUDA_MLP_MAX_WIDTH];
     const int64_t row0 = (int64_t)blockIdx.x * ROWS;
     const int k0 = d.layer[0].k;
     for (int i = threadIdx.x; i < ROWS * k0; i += NT) {
@@ -123,7 +190,7 @@ __global__ void __launch_bounds__(NT)
     int cur = 0;
     for (int l = 0; l < d.layers; l++) {
         const s4d_cuda_mlp_layer &L = d.layer[l];
-        layer_product(L, buf[cur], buf[cur ^ 1]);
+        layer_product(L, buf[cur], buf[cur ^ 1], wt);
         __syncthreads();
         if (L.scale) {
             layer_norm(L, buf[cur ^ 1]);
@@ -153,7 +220,6 @@ extern "C" int s4d_cuda_mlp_ok(const s4d_cuda_mlp_desc *d, const char **why)
         *why = "too many rows for one grid";
         return 0;
     }
-    int64_t largest = 0;
     for (int l = 0; l < d->layers; l++) {
         const s4d_cuda_mlp_layer &L = d->layer[l];
         if (L.k < 1 || L.n < 1 || L.k > S4D_CUDA_MLP_MAX_WIDTH || L.n > S4D_CUDA_MLP_MAX_WIDTH ||
@@ -161,9 +227,17 @@ extern "C" int s4d_cuda_mlp_ok(const s4d_cuda_mlp_desc *d, const char **why)
             *why = "a layer is wider than the kernel's 256 columns";
             return 0;
         }
-        if ((int64_t)L.k * L.n > largest)
-            largest = (int64_t)L.k * L.n;
     }
+    return 1;
+}
+
+extern "C" int s4d_cuda_mlp_preferred(const s4d_cuda_mlp_desc *d, const char **why)
+{
+    *why = "";
+    int64_t largest = 0;
+    for (int l = 0; l < d->layers && l < S4D_CUDA_MLP_MAX_LAYERS; l++)
+        if ((int64_t)d->layer[l].k * d->layer[l].n > largest)
+            largest = (int64_t)d->layer[l].k * d->layer[l].n;
     if (d->rows > S4D_CUDA_MLP_MANY_ROWS && largest > S4D_CUDA_MLP_MANY_ROWS_MAX_WEIGHTS) {
         *why = "many rows through a layer of more than 128 x 128 weights run faster as separate products";
         return 0;

@@ -50,6 +50,13 @@ typedef struct s4d_cuda_mlp_desc {
 /* 1 when the kernel takes the chain's sizes (pointers aside); else 0 and why (static text). */
 int s4d_cuda_mlp_ok(const s4d_cuda_mlp_desc *d, const char **why);
 
+/*
+ * 1 when the kernel is expected to beat separate products on the chain (the
+ * S4D_CUDA_MLP_MANY_ROWS rule); else 0 and why. A speed rule: the kernel runs
+ * any chain s4d_cuda_mlp_ok takes.
+ */
+int s4d_cuda_mlp_preferred(const s4d_cuda_mlp_desc *d, const char **why);
+
 /* y [rows, n_last] = the chain applied to each row of x. */
 cudaError_t s4d_cuda_mlp(const s4d_cuda_mlp_desc *d, const float *x, float *y, cudaStream_t stream);
 
