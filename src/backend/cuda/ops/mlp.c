@@ -6,7 +6,6 @@
  * whole chain, so a wider layer stays a FusedMatMul. float16 is refused by
  * the schema already: the layer stays float32 in fp16 builds.
  */
-#include <stdlib.h>
 #include <string.h>
 
 #include "backend/cuda/cuda_backend.h"
@@ -50,9 +49,7 @@ static s4d_status mlp_supports(s4d_op_ctx *ctx)
     const char *why = "";
     if (!s4d_cuda_mlp_ok(&d, &why))
         return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "%s", why);
-    /* S4D_MLP_WIDE=1: fuse chains the speed rule leaves to separate products (for measuring it). */
-    const char *wide = getenv("S4D_MLP_WIDE");
-    if (!(wide && strcmp(wide, "1") == 0) && !s4d_cuda_mlp_preferred(&d, &why))
+    if (!s4d_cuda_mlp_preferred(&d, &why))
         return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "%s", why);
     return S4D_OK;
 }
