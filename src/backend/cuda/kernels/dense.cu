@@ -495,52 +495,6 @@ extern "C" cudaError_t s4d_cuda_pad3_f32(const float *x, float *xp, int64_t plan
     return launch_pad3<float>(x, xp, planes, img, padded, off, stream);
 }
 
-namespace {
-
-// One block row per line of the output: cols row r = (image, c, k0, k1, k2), output rows o0, o1; the
-// threads run along o2, so per element only the input column is worked out.
-__global__ void __launch_bounds__(128) im2col_kernel(const float *__restrict__ x, float *__restrict__ cols,
-                                                     const s4d_cuda_im2col_geom g, int64_t lines, int64_t kvol)
-{
-    S4D_KERNEL_BEGIN();
-    const int64_t lines_per_row = g.grid[0] * g.grid[1];
-    const int64_t img_plane = g.img[0] * g.img[1] * g.img[2];
-    for (int64_t l = blockIdx.y; l < lines; l += gridDim.y) {
-        const int64_t r = l / lines_per_row, o01 = l % lines_per_row;
-        const int64_t o0 = o01 / g.grid[1], o1 = o01 % g.grid[1];
-        const int64_t plane_ci = r / kvol; // image * c + ci: the input plane
-        int64_t t = r % kvol;
-        const int64_t k2 = t % g.k[2];
-        t /= g.k[2];
-        const int64_t k1 = t % g.k[1], k0 = t / g.k[1];
-        const int64_t j0 = o0 * g.stride[0] - g.pad[0] + k0 * g.dil[0];
-        const int64_t j1 = o1 * g.stride[1] - g.pad[1] + k1 * g.dil[1];
-        const bool row_in = j0 >= 0 && j0 < g.img[0] && j1 >= 0 && j1 < g.img[1];
-        const float *xr = x + plane_ci * img_plane + (row_in ? (j0 * g.img[1] + j1) * g.img[2] : 0);
-        float *cr = cols + l * g.grid[2];
-        const int64_t base = k2 * g.dil[2] - g.pad[2];
-        for (int64_t o2 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; o2 < g.grid[2];
-             o2 += (int64_t)gridDim.x * blockDim.x) {
-            const int64_t j2 = o2 * g.stride[2] + base;
-            cr[o2] = row_in && j2 >= 0 && j2 < g.img[2] ? __ldg(xr + j2) : 0.0f;
-        }
-    }
-}
-
-} // namespace
-
-extern "C" cudaError_t s4d_cuda_im2col_f32(const float *x, float *cols, const s4d_cuda_im2col_geom *g,
-                                           cudaStream_t stream)
-{
-    const int64_t kvol = g->k[0] * g->k[1] * g->k[2];
-    const int64_t lines = g->n * g->c * kvol * g->grid[0] * g->grid[1];
-    if (lines <= 0 || g->grid[2] <= 0)
-        return cudaSuccess;
-    dim3 grid((unsigned)min64(ceil_div(g->grid[2], 128), kMaxGridX), (unsigned)min64(lines, kMaxGridYZ));
-    s4d_launch(im2col_kernel, grid, 128, 0, stream, x, cols, *g, lines, kvol);
-    return cudaGetLastError();
-}
-
 extern "C" cudaError_t s4d_cuda_fill_bcast_f32(float *y, const float *c, int64_t rows, int64_t cols, int64_t rs,
                                                int64_t cs, float beta, cudaStream_t stream)
 {

@@ -56,18 +56,6 @@ cudaError_t s4d_cuda_conv_epilogue_nhwc_f16(void *y, const void *bias, const voi
                                             int64_t channels, cudaStream_t stream);
 
 /*
- * A convolution's columns (one group, up to 3 spatial dims right-aligned in
- * the slots, unused ones 1 with no padding): cols [n, c * k0 * k1 * k2,
- * grid0 * grid1 * grid2], row (ci, kk0, kk1, kk2) in W's order, holding
- * x[image, ci, o * stride - pad + kk * dil] or 0 outside the image.
- */
-typedef struct s4d_cuda_im2col_geom {
-    int64_t n, c;
-    int64_t img[3], grid[3], k[3], stride[3], dil[3], pad[3]; /* pad: before, per dim */
-} s4d_cuda_im2col_geom;
-cudaError_t s4d_cuda_im2col_f32(const float *x, float *cols, const s4d_cuda_im2col_geom *g, cudaStream_t stream);
-
-/*
  * Copies x [planes, img0, img1, img2] into xp [planes, pad0, pad1, pad2] at
  * offset (off0, off1, off2), zero elsewhere (pad_i >= img_i + off_i).
  */

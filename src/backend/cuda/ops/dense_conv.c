@@ -62,8 +62,6 @@
  */
 #define CONV_WS_CAP_MAX ((size_t)1 << 30)
 #define CONV_WS_CAP_MIN ((size_t)64 << 20)
-/* Most bytes of columns a convolution may write to run as products (CONV_GEMM with im2col). */
-#define CONV_COLS_CAP ((size_t)512 << 20)
 /* Scratch the build may allocate to time one layer; above it, cuDNN's heuristics choose. */
 #define CONV_SCRATCH_CAP ((size_t)2 << 30)
 /* Algorithms timed with each epilogue variant. */
@@ -72,9 +70,8 @@
 
 #define CONV_MAGIC 0x56434453u /* "SDCV" */
 
-/* CONV_GEMM: the convolution as cuBLASLt products (conv_gemm_fits): a 1x1 one directly, others
-   over their columns (im2col into the workspace); the bias and residual written into Y first. The
-   choice keeps cuDNN's best algorithm beside it (validated, unused). */
+/* CONV_GEMM: a 1x1 convolution as cuBLASLt products (conv_gemm_fits), the bias and residual
+   written into Y first; the choice keeps cuDNN's best algorithm beside it (validated, unused). */
 enum { CONV_PLAIN = 1, CONV_FUSED = 2, CONV_BWD_DATA = 3, CONV_GEMM = 4 };
 /* Bytes of the payload before a CONV_GEMM choice's product (magic .. reserved). */
 #define CONV_PAYLOAD_HEAD 24
@@ -113,25 +110,9 @@ typedef struct conv_state {
     s4d_dtype dtype; /* of every tensor; the descriptors and the epilogue follow it */
     int64_t n, c, m, out_plane;
     void *zero_bias; /* device zeros [m]: the fused call needs a bias */
-    int gemm_fits;   /* conv_gemm_fits: CONV_GEMM may run it (GEMM_DIRECT or GEMM_COLUMNS) */
+    int gemm_fits;   /* conv_gemm_fits: CONV_GEMM may run it */
     s4d_conv_gemm *gemm; /* CONV_GEMM: the products */
-    s4d_cuda_im2col_geom cols; /* GEMM_COLUMNS: the columns' geometry */
-    size_t cols_bytes;         /* GEMM_COLUMNS: their bytes, first in the workspace */
 } conv_state;
-
-enum { GEMM_DIRECT = 1, GEMM_COLUMNS = 2 };
-
-/* The inner dimension of a CONV_GEMM layer's products: C, times the kernel's size over columns. */
-static int64_t conv_gemm_k(const conv_state *st)
-{
-    return st->gemm_fits == GEMM_COLUMNS ? st->c * st->cols.k[0] * st->cols.k[1] * st->cols.k[2] : st->c;
-}
-
-/* Workspace of a CONV_GEMM layer: its columns (if any), then the products'. */
-static size_t conv_gemm_ws(const conv_state *st, const s4d_conv_gemm *g)
-{
-    return (st->gemm_fits == GEMM_COLUMNS ? s4d_dense_align256(st->cols_bytes) : 0) + s4d_conv_gemm_workspace(g);
-}
 
 /* ---- descriptors ---- */
 
@@ -307,27 +288,13 @@ static s4d_status conv_launch(void *arg)
         return S4D_OK;
     }
     if (a->ch.mode == CONV_GEMM) {
-        const void *x = a->x;
-        char *ws = a->ws;
-        size_t ws_size = a->ws_size;
-        if (st->gemm_fits == GEMM_COLUMNS) {
-            const size_t cb = s4d_dense_align256(st->cols_bytes);
-            if (ws_size < cb)
-                return s4d_op_error(a->ctx, S4D_ERR_INTERNAL, "the workspace has no room for the columns");
-            cudaError_t e = s4d_cuda_im2col_f32(a->x, (float *)ws, &st->cols, a->s);
-            if (e != cudaSuccess)
-                return s4d_cuda_check(a->ctx, e, "the convolution's im2col kernel");
-            x = ws;
-            ws += cb;
-            ws_size -= cb;
-        }
         if (st->has_bias || st->has_z) {
             cudaError_t e = s4d_cuda_conv_prefill_f32(a->y, st->has_bias ? a->b : NULL, st->has_z ? a->z : NULL,
                                                       st->n * st->m, st->out_plane, st->m, a->s);
             if (e != cudaSuccess)
                 return s4d_cuda_check(a->ctx, e, "the convolution's addend kernel");
         }
-        return s4d_conv_gemm_run(a->ctx, st->gemm, x, a->w, a->y, ws, ws_size, a->s);
+        return s4d_conv_gemm_run(a->ctx, st->gemm, a->x, a->w, a->y, a->ws, a->ws_size, a->s);
     }
     if (a->ch.mode == CONV_FUSED) {
         const float alpha2 = st->has_z ? 1.0f : 0.0f;
@@ -517,8 +484,8 @@ static s4d_status conv_gemm_choose(s4d_op_ctx *ctx, conv_state *st, conv_args *t
     if (!t && !force_gemm)
         return S4D_OK; /* untimed: cuDNN's heuristic choice stands */
     s4d_conv_gemm *g = NULL;
-    s4d_status s = s4d_conv_gemm_prepare(ctx, st->n, conv_gemm_k(st), st->m, st->out_plane,
-                                         st->has_bias || st->has_z, st->relu, w_const, NULL, 0, &g);
+    s4d_status s = s4d_conv_gemm_prepare(ctx, st->n, st->c, st->m, st->out_plane, st->has_bias || st->has_z,
+                                         st->relu, w_const, NULL, 0, &g);
     if (s != S4D_OK) {
         if (force_gemm)
             return s;
@@ -538,7 +505,7 @@ static s4d_status conv_gemm_choose(s4d_op_ctx *ctx, conv_state *st, conv_args *t
         }
         t->ch = st->pick.ch;
         t->ch.mode = CONV_GEMM;
-        if (conv_gemm_ws(st, g) > t->ws_size ||
+        if (s4d_conv_gemm_workspace(g) > t->ws_size ||
             s4d_dense_time(stream, conv_launch, t, CONV_TIME_REPS, &gemm_ms) != S4D_OK)
             gemm_ms = -1.0;
         cudaError_t se = s4d_dense_sticky_error(stream);
@@ -692,8 +659,7 @@ static s4d_status conv_apply_payload(s4d_op_ctx *ctx, conv_state *st, const void
     else if (st->transpose ? mode != CONV_BWD_DATA : (mode != CONV_PLAIN && mode != CONV_FUSED && mode != CONV_GEMM))
         why = "its mode is unknown";
     else if (gemm && !st->gemm_fits)
-        why = "it runs the convolution as products, which this layer cannot (grouped, channels-last, "
-              "asymmetric padding or too many columns)";
+        why = "it runs a 1x1 convolution as products, which this layer is not";
     else if (algo >= (uint32_t)(st->transpose ? CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT : CUDNN_CONVOLUTION_FWD_ALGO_COUNT))
         why = "its algorithm is out of range";
     else if (st->transpose && algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0)
@@ -800,14 +766,14 @@ static s4d_status conv_finish(s4d_op_ctx *ctx, conv_state *st, const s4d_conv_ge
         /* From the engine file or the process cache: the product's own choice (its cache, or the payload). */
         if (!st->gemm) {
             const int stored = payload && size;
-            s = s4d_conv_gemm_prepare(ctx, st->n, conv_gemm_k(st), st->m, st->out_plane, st->has_bias || st->has_z,
-                                      st->relu, ctx->inputs[1].data,
+            s = s4d_conv_gemm_prepare(ctx, st->n, st->c, st->m, st->out_plane, st->has_bias || st->has_z, st->relu,
+                                      ctx->inputs[1].data,
                                       stored ? (const char *)payload + CONV_PAYLOAD_HEAD : NULL,
                                       stored ? size - CONV_PAYLOAD_HEAD : 0, &st->gemm);
             if (s != S4D_OK)
                 return s;
         }
-        st->algo_ws = conv_gemm_ws(st, st->gemm);
+        st->algo_ws = s4d_conv_gemm_workspace(st->gemm);
     }
     if (st->pick.ch.mode != CONV_FUSED && st->zero_bias) {
         cudaFree(st->zero_bias);
@@ -819,41 +785,19 @@ static s4d_status conv_finish(s4d_op_ctx *ctx, conv_state *st, const s4d_conv_ge
 /* ---- Conv / FusedConv ---- */
 
 /*
- * Whether CONV_GEMM may run the layer: float32 NCHW, one group, symmetric
- * padding. GEMM_DIRECT: every kernel dim 1 with stride 1, dilation 1 and no
- * padding, so that Y[i] = W X[i] per image; GEMM_COLUMNS: any other, over
- * its columns (at most CONV_COLS_CAP bytes of them). TF32 engines take it
- * too (the products then compute in TF32).
+ * Whether CONV_GEMM may run the layer: float32 NCHW, one group, every kernel
+ * dim 1 with stride 1, dilation 1 and no padding, so that Y[i] = W X[i] per
+ * image. TF32 engines take it too (the products then compute in TF32).
  */
-static int conv_gemm_fits(const s4d_conv_params *p, conv_state *st)
+static int conv_gemm_fits(const s4d_conv_params *p, const conv_state *st)
 {
     if (p->dtype != S4D_DTYPE_FLOAT32 || p->nhwc || p->group != 1 || st->prepad || st->transpose)
         return 0;
-    int direct = 1;
     for (int j = 0; j < 3; j++)
         if (p->g.k[j] != 1 || p->g.stride[j] != 1 || p->g.dil[j] != 1 || p->g.pad_b[j] != 0 ||
             p->g.pad_e[j] != 0 || p->g.grid[j] != p->g.img[j])
-            direct = 0;
-    if (direct)
-        return GEMM_DIRECT;
-    const int64_t kvol = s4d_host_conv_prod3(p->g.k);
-    const double bytes = 4.0 * (double)p->n * (double)p->c * (double)kvol * (double)st->out_plane;
-    if (bytes > (double)CONV_COLS_CAP)
-        return 0;
-    s4d_cuda_im2col_geom *c = &st->cols;
-    memset(c, 0, sizeof *c);
-    c->n = p->n;
-    c->c = p->c;
-    for (int j = 0; j < 3; j++) {
-        c->img[j] = p->g.img[j];
-        c->grid[j] = p->g.grid[j];
-        c->k[j] = p->g.k[j];
-        c->stride[j] = p->g.stride[j];
-        c->dil[j] = p->g.dil[j];
-        c->pad[j] = p->g.pad_b[j];
-    }
-    st->cols_bytes = (size_t)bytes;
-    return GEMM_COLUMNS;
+            return 0;
+    return 1;
 }
 
 static s4d_status conv_supports(s4d_op_ctx *ctx)
@@ -1045,8 +989,7 @@ static int conv_describe(const void *state, char *buf, size_t size)
         snprintf(how, sizeof how, "%s",
                  st->pick.how == CONV_HOW_HEURISTIC ? "cuDNN heuristics" : "from the engine file");
     if (ch->mode == CONV_GEMM) {
-        int n = snprintf(buf, size, "%s per image%s, ",
-                         st->gemm_fits == GEMM_COLUMNS ? "im2col + products" : "1x1 as products",
+        int n = snprintf(buf, size, "1x1 as products per image%s, ",
                          st->has_bias || st->has_z ? " onto the addend kernel's bias/residual" : "");
         if (n < 0 || (size_t)n >= size)
             return n;
