@@ -55,13 +55,7 @@ __global__ void __launch_bounds__(kThreads) conv_epilogue_kernel(Vec *__restrict
         Vec *yp = y + p * units;
         const Vec *zp = HasZ ? z + p * units : nullptr;
         for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < units; i += step) {
-            Vec v;
-            if constexpr (!Fill)
-                v = yp[i];
-            else if constexpr (sizeof(Vec) == 16)
-                v = make_float4(0.f, 0.f, 0.f, 0.f);
-            else
-                v = 0.0f;
+            Vec v = Fill ? Vec{} : yp[i];
             if constexpr (sizeof(Vec) == 16) {
                 float4 w = HasZ ? zp[i] : make_float4(0.f, 0.f, 0.f, 0.f);
                 v.x = epi1<HasBias, HasZ, Relu>(v.x, b, w.x);

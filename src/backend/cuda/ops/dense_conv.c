@@ -470,9 +470,10 @@ static size_t tensor_bytes(s4d_dtype dt, int64_t a, int64_t b, const int64_t *sp
 /*
  * A 1x1 convolution that CONV_GEMM can run: cuBLASLt's products against cuDNN.
  * t: the scratch buffers cuDNN was timed on (NULL: nothing could be timed);
- * cudnn_ms: cuDNN's best time there (-1: not timed as the engine runs it, so
- * its choice is timed here). S4D_CONV_CHOICE=gemm takes the products wherever
- * they fit, =cudnn never (tests).
+ * cudnn_ms: cuDNN's best time there (conv_choose times cuDNN's candidates for
+ * every such layer; -1: none of them ran, and timed products win).
+ * S4D_CONV_CHOICE=gemm takes the products wherever they fit, =cudnn never
+ * (tests).
  */
 static s4d_status conv_gemm_choose(s4d_op_ctx *ctx, conv_state *st, conv_args *t, const void *w_const,
                                    double cudnn_ms)
@@ -497,12 +498,6 @@ static s4d_status conv_gemm_choose(s4d_op_ctx *ctx, conv_state *st, conv_args *t
     double gemm_ms = -1.0;
     if (t) {
         cudaStream_t stream = t->s;
-        if (cudnn_ms < 0.0) {
-            t->ch = st->pick.ch;
-            if (cudnnSetConvolutionMathType(st->conv, (cudnnMathType_t)t->ch.math) != CUDNN_STATUS_SUCCESS ||
-                s4d_dense_time(stream, conv_launch, t, CONV_TIME_REPS, &cudnn_ms) != S4D_OK)
-                cudnn_ms = -1.0;
-        }
         t->ch = st->pick.ch;
         t->ch.mode = CONV_GEMM;
         if (s4d_conv_gemm_workspace(g) > t->ws_size ||

@@ -541,6 +541,14 @@ static s4d_status own_launch(void *arg)
     return fused_norm ? S4D_OK : norm_launch(x);
 }
 
+/* Workspace a prepared product needs: its algorithm's, or the element-aligned fallback's if larger. */
+static size_t lt_state_ws(const lt_state *st)
+{
+    if (!st || st->empty)
+        return 0;
+    return st->ws > st->safe_ws ? st->ws : st->safe_ws;
+}
+
 static int ptr_aligned(const void *p, unsigned a)
 {
     return ((uintptr_t)p % a) == 0;
@@ -554,7 +562,7 @@ static s4d_status lt_exec_on(s4d_op_ctx *ctx, const lt_state *st, const void *a,
         return s4d_op_error(ctx, S4D_ERR_INTERNAL, "the product was not prepared");
     if (st->empty)
         return S4D_OK;
-    size_t need = st->ws > st->safe_ws ? st->ws : st->safe_ws;
+    const size_t need = lt_state_ws(st);
     if (ws_size < need)
         return s4d_op_error(ctx, S4D_ERR_INTERNAL, "workspace of %zu bytes is below the %zu the product needs",
                             ws_size, need);
@@ -851,10 +859,7 @@ static s4d_status lt_save(const void *state, s4d_wbuf *w)
 
 static size_t lt_ws(const s4d_op_ctx *ctx)
 {
-    const lt_state *st = ctx->state;
-    if (!st || st->empty)
-        return 0;
-    return st->ws > st->safe_ws ? st->ws : st->safe_ws;
+    return lt_state_ws(ctx->state);
 }
 
 /* Moves the strided batch into the loop of calls (for when cuBLASLt takes no strided batch of this form). */
@@ -1313,9 +1318,7 @@ s4d_status s4d_conv_gemm_run(s4d_op_ctx *ctx, const s4d_conv_gemm *g, const void
 
 size_t s4d_conv_gemm_workspace(const s4d_conv_gemm *g)
 {
-    if (!g || !g->st || g->st->empty)
-        return 0;
-    return g->st->ws > g->st->safe_ws ? g->st->ws : g->st->safe_ws;
+    return g ? lt_state_ws(g->st) : 0;
 }
 
 s4d_status s4d_conv_gemm_save(const s4d_conv_gemm *g, s4d_wbuf *w)
