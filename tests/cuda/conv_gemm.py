@@ -18,13 +18,14 @@ Exit 77 when there is no GPU.
 import os
 import struct
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "engine"))
 sys.path.insert(0, os.path.join(HERE, "..", "fuzz"))
-from exec_util import close, load_inputs_flag, run  # noqa: E402
+from exec_util import check_reload, close, load_inputs_flag, run  # noqa: E402
 from engine_file import EngineFile  # noqa: E402
 from mbconv_fusion import Graph, reference  # noqa: E402
 import onnx  # noqa: E402
@@ -162,14 +163,8 @@ def main():
                         f"of {n_gemm + 1}: {plans}")
         agree(d, "gemm", want, msgs)
         built = {k: np.load(f"{d}/gemm/{k}.npy") for k in want}
-        q = run(args[0], [f"--loadEngine={engine}", f"--plugins={args[1]}", "--iterations=1", "--warmUp=0",
-                          flags_in, f"--exportOutput={d}/loaded"], check=False)
-        if q.returncode != 0:
-            msgs.append(f"the saved engine does not load: {q.stderr.strip()}")
-        else:
-            for k, a in built.items():
-                if np.load(f"{d}/loaded/{k}.npy").tobytes() != a.tobytes():
-                    msgs.append(f"output {k}: the loaded engine differs from the built one")
+        check_reload(SimpleNamespace(s4dexec=args[0], plugins=args[1]), engine, flags_in, d, built, "engine",
+                     msgs)
         for choice in ("cudnn", None):
             tag = choice or "timed"
             p = build(args, d, model, flags_in, choice, tag)
