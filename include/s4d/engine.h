@@ -364,8 +364,9 @@ S4D_API s4d_status s4d_context_bind_memory(s4d_context *ctx, const char *name, s
 S4D_API s4d_status s4d_context_device_buffer(s4d_context *ctx, const char *name, void **data);
 
 /*
- * Enqueues one run of the network on stream (a cudaStream_t; NULL: the
- * context's own stream) and returns without waiting, like TensorRT's
+ * Enqueues one run of the network on stream (a cudaStream_t, cudaStreamLegacy
+ * and cudaStreamPerThread included; NULL: the context's own stream, not the
+ * legacy default stream) and returns without waiting, like TensorRT's
  * enqueueV3: host-bound inputs are read and host-bound outputs written by
  * copies on that stream, so they must stay valid until the stream has run
  * them (s4d_context_synchronize). On the CPU the work is done on return.

@@ -145,6 +145,10 @@ typedef struct s4d_backend {
     void (*stream_destroy)(void *stream);
     s4d_status (*order_event_create)(void **event); /* an event for ordering only (no timing) */
     s4d_status (*stream_wait)(void *stream, void *event);
+    /* 0 when work on stream cannot be captured into a graph (CUDA's legacy default stream):
+       the graph is then captured on a stream from stream_create and launched on stream.
+       NULL: every stream can be. */
+    int (*stream_capturable)(void *stream);
 } s4d_backend;
 
 /*

@@ -63,6 +63,7 @@ struct s4d_context {
     void **order_ev;       /* per layer: recorded after it when another stream waits for it */
     void *fork_ev;
     void *join_ev[S4D_SCHED_MAX_STREAMS];
+    void *cap_stream;      /* captures the graph when the enqueue's stream cannot be captured */
     s4d_layer_hook hook;   /* called after each layer (the accuracy guard), or NULL */
     void *hook_user;
     char errmsg[2048];
@@ -116,6 +117,8 @@ void s4d_context_destroy(s4d_context *c)
         if (c->xstream[s])
             md->be->stream_destroy(c->xstream[s]);
     }
+    if (c->cap_stream)
+        md->be->stream_destroy(c->cap_stream);
     s4d_schedule_free(&c->sched);
     if (c->ev)
         for (int i = 0; i < 2 * p->num_layers; i++)
@@ -651,12 +654,21 @@ static s4d_status run_graph(s4d_context *c, void *stream)
         s4d_status st = make_schedule(c, &ns);
         if (st != S4D_OK)
             return st;
-        st = be->graph_begin(stream, msg, sizeof msg);
+        /* A stream that cannot be captured (CUDA's legacy default stream) gets the graph
+           captured on a stream of the context's; the replay still goes on `stream`. */
+        void *cap = stream;
+        if (be->stream_capturable && !be->stream_capturable(stream)) {
+            if (!c->cap_stream &&
+                (st = be->stream_create(main_dev(c)->bctx, &c->cap_stream, msg, sizeof msg)) != S4D_OK)
+                return cerr(c, st, "run: a stream to capture the graph on: %s", msg);
+            cap = c->cap_stream;
+        }
+        st = be->graph_begin(cap, msg, sizeof msg);
         if (st != S4D_OK)
             return cerr(c, st, "run: starting graph capture failed: %s", msg);
-        s4d_status rst = ns > 1 ? run_scheduled(c, stream) : run_layers(c, stream);
+        s4d_status rst = ns > 1 ? run_scheduled(c, cap) : run_layers(c, cap);
         void *g = NULL;
-        st = be->graph_end(stream, &g, msg, sizeof msg);
+        st = be->graph_end(cap, &g, msg, sizeof msg);
         if (rst != S4D_OK) {
             if (g)
                 be->graph_destroy(g);

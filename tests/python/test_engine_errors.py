@@ -199,6 +199,22 @@ def test_unbound_input_and_bad_bind_arguments(mlp):
         se.Context("engine")
 
 
+def test_stream_handles_given_to_the_c_api():
+    # What Context passes to s4d_context_enqueue: torch's default stream (handle 0) as
+    # cudaStreamLegacy (1), never NULL, which would be the context's own unordered stream.
+    from s4d.engine import engine as eng
+
+    class FakeTorchStream:
+        def __init__(self, handle):
+            self.cuda_stream = handle
+
+    assert eng._stream_address(FakeTorchStream(0)) == 1
+    assert eng._stream_address(FakeTorchStream(0x7f00dead0000)) == 0x7f00dead0000
+    assert eng._stream_address(None) is None
+    assert eng._stream_address(0) is None  # an int 0 is C's NULL: the context's own stream
+    assert eng._stream_address(1) == 1
+
+
 def test_bad_outputs(ctx):
     good = lambda: np.empty((2, 4), np.float32)  # noqa: E731
     ro = good()

@@ -755,11 +755,22 @@ class Engine(_Closing):
         return f"<s4d.engine.Engine {self._device}: ({ins}) -> ({outs})>"
 
 
+# cudaStreamLegacy: the handle of CUDA's legacy default stream, which torch reports as 0.
+_LEGACY_STREAM = 1
+
+
+def _torch_stream(handle):
+    """The C API's handle of a torch stream: torch's default stream is CUDA's legacy
+    default stream (0 there), which the C API takes as cudaStreamLegacy; its NULL
+    would mean the context's own stream, unordered with torch's work."""
+    return int(handle) or _LEGACY_STREAM
+
+
 def _stream_address(stream):
     if stream is None:
         return None
     if hasattr(stream, "cuda_stream"):  # torch.cuda.Stream
-        return int(stream.cuda_stream) or None
+        return _torch_stream(stream.cuda_stream)
     if isinstance(stream, int) and not isinstance(stream, bool):
         if not 0 <= stream < 2 ** 64:
             raise InvalidArgumentError(f"stream {stream} is not an address")
@@ -985,7 +996,7 @@ class Context(_Closing):
         for m in self._bound.values():
             if m.kind == "torch" and m.memory == _lib.MEMORY_DEVICE:
                 torch = _arrays.torch_module()
-                return int(torch.cuda.current_stream(m.keep.device).cuda_stream) or None
+                return _torch_stream(torch.cuda.current_stream(m.keep.device).cuda_stream)
         return None
 
     def enqueue(self, inputs=None, outputs=None, stream=None) -> Dict[str, object]:

@@ -442,6 +442,13 @@ static s4d_status cuda_stream_wait(void *stream, void *event)
                : S4D_ERR_CUDA;
 }
 
+/* The legacy default stream (NULL or cudaStreamLegacy) synchronises with every blocking
+   stream and cannot be captured. */
+static int cuda_stream_capturable(void *stream)
+{
+    return stream != NULL && (cudaStream_t)stream != cudaStreamLegacy;
+}
+
 static const s4d_backend cuda_backend = {
     .version = S4D_BACKEND_VERSION,
     .device = S4D_DEVICE_CUDA,
@@ -474,6 +481,7 @@ static const s4d_backend cuda_backend = {
     .stream_destroy = cuda_stream_destroy,
     .order_event_create = cuda_order_event_create,
     .stream_wait = cuda_stream_wait,
+    .stream_capturable = cuda_stream_capturable,
 };
 
 const s4d_backend *s4d_backend_cuda(void)

@@ -138,6 +138,36 @@ def test_enqueue_without_waiting_then_torch_reads_in_stream_order(models):
     ctx.synchronize()
 
 
+# How the run's stream is given: torch's current stream (the default one here), torch's
+# default stream object, or cudaStreamLegacy (1) as an int address.
+_DEFAULT_STREAM_FORMS = {"current": lambda: None, "torch_default": torch.cuda.default_stream,
+                         "legacy_int": lambda: 1}
+
+
+@pytest.mark.parametrize("use_graph", [False, True], ids=["eager", "graph"])
+@pytest.mark.parametrize("form", sorted(_DEFAULT_STREAM_FORMS))
+def test_default_stream_orders_the_run_with_torch(models, form, use_graph):
+    # torch's default stream is CUDA's legacy stream: the run must wait for the work queued
+    # there before it (an input written after a 25 ms spin) and come before what follows it.
+    # Unordered, the run would read the input before the copy lands: the check fails every time.
+    assert torch.cuda.current_stream() == torch.cuda.default_stream()
+    dev, _ = _pair(models, "twice", shapes={"x": (1024, 1024)})
+    ctx = dev.create_context(use_graph=use_graph)
+    x = torch.zeros(1024, 1024, device="cuda")
+    y = torch.empty_like(x)
+    stream = _DEFAULT_STREAM_FORMS[form]()
+    for i in range(3):  # a graph: captured by the first run, replayed by the others
+        new = torch.randn(1024, 1024, device="cuda") + i
+        torch.cuda.synchronize()
+        torch.cuda._sleep(50_000_000)
+        x.copy_(new)
+        ctx.enqueue({"x": x}, outputs={"y": y}, stream=stream)
+        got = y.clone()  # in stream order after the run
+        torch.cuda.synchronize()
+        assert torch.equal(got, new * 2), f"run {i}: the run and torch's default stream are unordered"
+    ctx.synchronize()
+
+
 def test_device_buffers_through_cuda_array_interface_and_chained(models):
     dev, cpu = _pair(models, "mlp")
     twice = se.build(os.path.join(models, "twice.onnx"), device="cuda", shapes={"x": (2, 4)})
