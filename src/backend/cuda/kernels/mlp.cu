@@ -14,9 +14,9 @@
  * rows that the whole block loads at once (below, before layer_product),
  * and the rows' inputs are read four k at a time, so each W value feeds
  * 8 / tpc FMAs. Sums run in k order with FMA: the same bits on every run.
- * Then bias and ReLU (NaN stays NaN), and the LayerNormalization: one warp per row, mean and variance accumulated
- * in double as the host's LayerNormalization has them, the row normalised
- * in float.
+ * Then bias and ReLU (NaN stays NaN), and the LayerNormalization: one warp
+ * per row, mean and variance accumulated in double as the host's
+ * LayerNormalization has them, the row normalised in float.
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -50,15 +50,15 @@ constexpr int KT = 24;                                    /* rows of W per tile:
 constexpr int WT_VEC = KT * S4D_CUDA_MLP_MAX_WIDTH / 4 / NT; /* float4 per thread per tile */
 static_assert(KT % 4 == 0 && (KT * S4D_CUDA_MLP_MAX_WIDTH / 4) % NT == 0, "whole float4 per thread");
 
-/* Elements of the tile of W [k, n] that starts at row k0: up to KT rows. */
-__device__ __forceinline__ int tile_count(int n, int k, int k0) { return (k - k0 < KT ? k - k0 : KT) * n; }
+/* Rows of the tile of W [k, n] that starts at row k0: KT, or what is left. */
+__device__ __forceinline__ int tile_rows(int k, int k0) { return k - k0 < KT ? k - k0 : KT; }
 
 /* Loads the tile at row k0 of W [k, n] into registers: as float4 (vec) or as floats, NT apart. */
 __device__ __forceinline__ void tile_fetch(const float *__restrict__ w, int n, int k, int k0, bool vec,
                                            float4 (&r)[WT_VEC])
 {
     const int64_t base = (int64_t)k0 * n;
-    const int count = tile_count(n, k, k0);
+    const int count = tile_rows(k, k0) * n;
 #pragma unroll
     for (int i = 0; i < WT_VEC; i++) {
         const int e = (threadIdx.x + i * NT) * 4; /* first element of this thread's i-th quad */
@@ -76,7 +76,7 @@ __device__ __forceinline__ void tile_fetch(const float *__restrict__ w, int n, i
 /* Stores the tile fetched at row k0 as wt[kk * n + c] (packed rows of n). */
 __device__ __forceinline__ void tile_store(float *wt, int n, int k, int k0, const float4 (&r)[WT_VEC])
 {
-    const int count = tile_count(n, k, k0);
+    const int count = tile_rows(k, k0) * n;
 #pragma unroll
     for (int i = 0; i < WT_VEC; i++) {
         const int e = (threadIdx.x + i * NT) * 4;
@@ -113,7 +113,7 @@ __device__ __forceinline__ void layer_product(const s4d_cuda_mlp_layer &L, const
     float4 next[WT_VEC];
     tile_fetch(L.w, n, k, 0, vec, next);
     for (int k0 = 0; k0 < k; k0 += KT) {
-        const int kt = tile_count(n, k, k0) / n;
+        const int kt = tile_rows(k, k0);
         __syncthreads(); /* the previous tile is no longer read */
         tile_store(wt, n, k, k0, next);
         __syncthreads();
