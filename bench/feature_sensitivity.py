@@ -1,11 +1,19 @@
 """How sensitive the boxes-matched measure is to small errors in the head's
-input features: the float32 PyTorch head over a golden sequence, its own
-state carried, with the backbone's features (the golden ones, float32)
-perturbed on every frame, against the golden head outputs.
+input features or in its carried state: the float32 PyTorch head over a
+golden sequence, its own state carried, with the backbone's features (the
+golden ones, float32) or the state it carries perturbed on every frame,
+against the golden head outputs.
 
     PYTHONPATH=python /usr/bin/python3 bench/feature_sensitivity.py GOLDEN_DIR OUT_DIR
         [--checkpoint FILE | --preset tiny|v3] [--perturb none,fp16,noise:1e-4,...]
-        [--seed 0] [--aggregation ext|reference]
+        [--seed 0] [--aggregation ext|reference] [--target features|state:NAME+NAME...]
+
+--target: what is perturbed. `features` (the default): the head's input
+features. `state:bank_feature+bank_anchor` (any of the float state inputs):
+those state tensors as the head carries them into the next frame, each
+perturbed on its own (noise:E gives each a relative L2 of E), which is what
+an error in the head's own state outputs (bank_*_out) does to the following
+frames.
 
 Perturbations (each a run over the whole sequence):
   none       the features as they are: the check that the measure reads 100%
@@ -64,16 +72,27 @@ def perturber(spec, seed):
     raise SystemExit(f"feature_sensitivity: unknown perturbation '{spec}' (none, fp16, noise:E)")
 
 
-def run(model, golden_dir, feats, perturb):
+def run(model, golden_dir, feats, perturb, state_names=()):
     """agreement.run_sequence of the float32 head on perturbed golden features
-    (`feats`: the golden sequence's features, frame by frame)."""
+    (`feats`: the golden sequence's features, frame by frame), or, with
+    `state_names`, on the golden features with those carried state tensors
+    perturbed (`perturb`: one function per name)."""
     counter = iter(range(len(feats)))
     errs = []
 
     def step(images, frame_in, state):
         i = next(counter)
-        f = perturb(feats[i])
-        errs.append(agreement.rel_l2(f, feats[i]))
+        if state_names:
+            f = feats[i]
+            state = dict(state)
+            for n in state_names:
+                clean = state[n]
+                state[n] = perturb[n](clean)
+                if np.any(clean):  # a fresh bank (zeros) has no relative error
+                    errs.append(agreement.rel_l2(state[n], clean))
+        else:
+            f = perturb(feats[i])
+            errs.append(agreement.rel_l2(f, feats[i]))
         with torch.no_grad():
             ins = [torch.from_numpy(frame_in[k]) for k in ("projection", "image_wh", "timestamp",
                                                            "ego_pose")]
@@ -99,13 +118,33 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--aggregation", default="ext", choices=("ext", "reference"),
                     help="the aggregation op's implementation; the golden sequence's (default ext)")
+    ap.add_argument("--target", default="features",
+                    help="features, or state:NAME+NAME (float state inputs, e.g. "
+                         "state:bank_feature+bank_anchor)")
     a = ap.parse_args(argv)
+    state_names = ()
+    if a.target.startswith("state:"):
+        state_names = tuple(n for n in a.target[len("state:"):].split("+") if n)
+        bad = [n for n in state_names
+               if n not in STATE_NAMES or n in ("bank_track_id", "bank_valid", "bank_next_id")]
+        if not state_names or bad:
+            print(f"feature_sensitivity: --target {a.target}: give float state inputs among "
+                  f"{', '.join(n for n in STATE_NAMES[:3] + STATE_NAMES[4:6])}", file=sys.stderr)
+            return 2
+    elif a.target != "features":
+        print(f"feature_sensitivity: --target {a.target}: features or state:NAME+NAME",
+              file=sys.stderr)
+        return 2
     if not os.path.isfile(os.path.join(a.golden, "manifest.json")):
         print(f"feature_sensitivity: {a.golden}/manifest.json not found (s4d.sparse4d.golden "
               "writes it)", file=sys.stderr)
         return 2
     specs = [s for s in a.perturb.split(",") if s]
-    perturbs = {s: perturber(s, a.seed) for s in specs}
+    if state_names:  # one generator per state tensor, seeded apart
+        perturbs = {s: {n: perturber(s, a.seed + 1000 * k) for k, n in enumerate(state_names)}
+                    for s in specs}
+    else:
+        perturbs = {s: perturber(s, a.seed) for s in specs}
     torch.manual_seed(0)
     if a.checkpoint:
         from s4d.sparse4d.checkpoint import load_model
@@ -121,17 +160,18 @@ def main(argv=None):
     feats = [fr["head_in"]["features"] for fr in golden]
     results = []
     for s in specs:
-        frames, errs = run(model, a.golden, feats, perturbs[s])
+        frames, errs = run(model, a.golden, feats, perturbs[s], state_names)
         summ = agreement.summary(frames)
         below = sum(1 for f in frames if f["boxes"] and f["matched"] < 0.99 * f["boxes"])
         below_m = sum(1 for f in frames if f["boxes"] and f["matched_ids_mapped"] < 0.99 * f["boxes"])
-        r = {"perturbation": s, "features_rel_l2": float(np.median(errs)),
+        r = {"perturbation": s, "target": a.target,
+             "features_rel_l2": float(np.median(errs)) if errs else 0.0,
              "frames_below_99": below, "frames_below_99_ids_mapped": below_m, **summ,
              "per_frame": [{"frame": f["frame"], "matched": f["matched"],
                             "matched_ids_mapped": f["matched_ids_mapped"], "boxes": f["boxes"],
                             "rel_l2": f["rel_l2"]} for f in frames]}
         results.append(r)
-        print(f"{s:>12}: features rel L2 {r['features_rel_l2']:.2e}; worst frame "
+        print(f"{s:>12}: {a.target} rel L2 {r['features_rel_l2']:.2e}; worst frame "
               f"{summ['boxes_matched']:.2f} matched, {summ['boxes_matched_ids_mapped']:.2f} with ids "
               f"mapped; frames below 99%: {below} ({below_m} mapped) of {summ['frames']}; "
               f"worst output rel L2 {summ['rel_l2']:.2e}", flush=True)
@@ -142,11 +182,13 @@ def main(argv=None):
            "command": cmd, "results": results}
     with open(os.path.join(a.out, "feature_sensitivity.json"), "w") as f:
         json.dump(doc, f, indent=1)
-    lines = [f"# Boxes matched under perturbed features ({stamp}, float32 PyTorch head on the CPU)",
+    what = "features" if not state_names else "carried " + "+".join(state_names)
+    lines = [f"# Boxes matched under perturbed {what} ({stamp}, float32 PyTorch head on the CPU)",
              "", f"Command: `{cmd}`. Weights: {weights}. {results[0]['frames'] if results else 0} "
              "frames, state carried; the reference is the golden sequence (the same head on the "
-             "unperturbed features).", "",
-             "| perturbation | features rel L2 | worst frame matched | worst, ids mapped | "
+             f"unperturbed {what}). The rel L2 column is the median over frames of each "
+             "perturbed tensor's relative L2.", "",
+             f"| perturbation | {what} rel L2 | worst frame matched | worst, ids mapped | "
              "frames < 99% | frames < 99%, ids mapped | worst output rel L2 |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in results:
