@@ -8,8 +8,12 @@
 #   - the backbone guarded at the builder's default 1e-2: some frame of the
 #     second scene falls below 99% (docs/precision.md, "How accurate the
 #     backbone must be"), so the agreement check is seen to fail.
-# The head is guarded once, as the demo builds it (default tolerance, the
-# first 3 frames as calibration sets).
+# The head is guarded once, as the demo builds it (the first 3 frames as
+# calibration sets; 1e-2 with the carried instance bank's tolerances from
+# s4d.sparse4d.calib --print-accuracy head: at the default 1e-2 on the bank the
+# guard may return layers of the anchors' path to float16 whose error, small
+# on 3 frames, moves boxes later in the sequence; docs/precision.md, "How
+# accurate the carried state must be").
 # Usage: test_demo_tiny_fp16.sh <repo root> <build dir> <scratch dir>
 set -euo pipefail
 root=$1 build=$2 out=$3
@@ -46,7 +50,8 @@ build_engine() { # graph, engine file, extra s4dexec flags...
   fi
   echo "$(basename "$eng"): $(grep -m1 '^\[precision\] fp16:' "$eng.log" | cut -c13-90)... ($((SECONDS - t)) s)"
 }
-build_engine head "$out/head.s4d"
+head_accuracy=$("$PYTHON" -m s4d.sparse4d.calib --print-accuracy head)
+build_engine head "$out/head.s4d" --accuracy="$head_accuracy"
 build_engine backbone "$out/backbone_2e-4.s4d" --accuracy=2e-4
 build_engine backbone "$out/backbone_1e-2.s4d"
 

@@ -11,7 +11,7 @@ import onnx
 import pytest
 import torch
 
-from s4d.sparse4d.calib import calib_from_golden, export_calib, load_weights
+from s4d.sparse4d.calib import ACCURACY, calib_from_golden, export_calib, load_weights
 from s4d.sparse4d.export import export
 from s4d.sparse4d.golden import generate
 from s4d.sparse4d.head import HeadState, STATE_NAMES
@@ -125,7 +125,9 @@ def test_from_golden_agrees_with_the_direct_export(calib, tmp_path):
                 np.testing.assert_allclose(a[k], b[k], rtol=1e-5, atol=1e-5,
                                            err_msg=f"{graph} f{i:03d} {k}")
     with open(os.path.join(other, "calib.json")) as f:
-        assert json.load(f)["frames"] == FRAMES
+        index = json.load(f)
+    assert index["frames"] == FRAMES
+    assert index["accuracy"] == ACCURACY
 
 
 def _run(*args):
@@ -144,3 +146,23 @@ def test_bad_arguments(tmp_path):
     p = _run("--preset", "tiny", "--weights", "trained", "--checkpoint",
              str(tmp_path / "none.pt"), "--out", str(tmp_path / "x"))
     assert p.returncode == 1 and "no checkpoint" in p.stderr
+
+
+def test_print_accuracy_gives_the_tolerances_the_guard_parses():
+    # the string goes to s4dexec --accuracy: a default, then name:value pairs whose names
+    # are outputs of the exported graph (the head's carried state)
+    from s4d.sparse4d.export import HEAD_OUTPUT_NAMES
+    for graph in ("backbone", "head"):
+        p = _run("--print-accuracy", graph)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.strip() == ACCURACY[graph]
+        parts = p.stdout.strip().split(",")
+        assert float(parts[0]) > 0
+        for item in parts[1:]:
+            name, value = item.split(":")
+            assert name in HEAD_OUTPUT_NAMES and 0 < float(value) < float(parts[0])
+    assert "bank_anchor_out" in ACCURACY["head"]
+    p = _run("--print-accuracy", "neck")
+    assert p.returncode == 2 and "invalid choice" in p.stderr
+    p = _run("--preset", "tiny")
+    assert p.returncode == 2 and "--out is required" in p.stderr

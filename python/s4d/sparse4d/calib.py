@@ -14,7 +14,13 @@ golden sequence), one scene, in order: the head's sets hold the instance bank
 as the eager fp32 PyTorch model carries it (zeros on the first frame, then
 the previous frame's bank_*_out), because the guard has to see the state a
 deployment feeds, not random values. DIR/calib.json records what was
-written (preset, weights, frames, names, shapes, dtypes).
+written (preset, weights, frames, names, shapes, dtypes) and, as "accuracy",
+the tolerances to build each graph with (s4dexec --accuracy=...): what the
+head's boxes tolerate in the features and in the carried state, measured
+(ACCURACY below). `--print-accuracy head` (or backbone) prints one of them:
+
+    s4dexec ... --fp16 --calib=DIR/head \
+        --accuracy="$(python3 -m s4d.sparse4d.calib --print-accuracy head)"
 
 With --golden the sets are taken from a golden sequence already computed
 (s4d.sparse4d.golden, e.g. the demo's), linked where the file system allows,
@@ -41,6 +47,16 @@ from .head import HeadState
 from .model import build_model
 
 BACKBONE_INPUT_NAMES = ("images",)
+# The tolerances (s4dexec --accuracy) the demo, its tests and the frame benchmark give
+# the guard for each graph: what the head's boxes tolerate, measured with
+# bench/feature_sensitivity.py (docs/precision.md, "How accurate the backbone must be"
+# and "How accurate the carried state must be"): 2e-4 relative L2 in the features; in
+# the instance bank the head carries to the next frame, 5e-6 in the anchors, 1e-4 in the
+# confidences and 1e-3 in the instance features (the other outputs: the default 1e-2).
+ACCURACY = {
+    "backbone": "2e-4",
+    "head": "1e-2,bank_anchor_out:5e-6,bank_confidence_out:1e-4,bank_feature_out:1e-3",
+}
 FRAME_KEYS = ("projection", "image_wh", "timestamp", "ego_pose")
 WEIGHTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "weights")
 
@@ -64,6 +80,7 @@ def _record(d: str, name: str, arr: np.ndarray) -> Dict:
 
 
 def _write_index(out_dir: str, info: Dict) -> None:
+    info["accuracy"] = dict(ACCURACY)  # what to give s4dexec --accuracy per graph
     with open(os.path.join(out_dir, "calib.json"), "w") as f:
         json.dump(info, f, indent=1)
         f.write("\n")
@@ -184,7 +201,10 @@ def main(argv=None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", choices=["tiny", "v3"])
     ap.add_argument("--golden", help="take the sets from this golden sequence instead")
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out")
+    ap.add_argument("--print-accuracy", choices=sorted(ACCURACY), metavar="GRAPH",
+                    help="print the tolerances to give s4dexec --accuracy for that graph "
+                    "(backbone or head) and exit")
     ap.add_argument("--frames", type=int, default=3)
     ap.add_argument("--weights", choices=["trained", "seeded"])
     ap.add_argument("--checkpoint", help="the trained weights (default: the committed "
@@ -193,6 +213,12 @@ def main(argv=None) -> int:
     ap.add_argument("--aggregation", choices=["ext", "reference"],
                     help="the head's aggregation (default: ext when the extension is built)")
     args = ap.parse_args(argv)
+    if args.print_accuracy:
+        print(ACCURACY[args.print_accuracy])
+        return 0
+    if not args.out:
+        print("calib: --out is required", file=sys.stderr)
+        return 2
     if (args.preset is None) == (args.golden is None):
         print("calib: give one of --preset and --golden", file=sys.stderr)
         return 2
