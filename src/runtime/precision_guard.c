@@ -1071,6 +1071,7 @@ s4d_status s4d_precision_guard(const void *data, size_t size, const s4d_build_op
     memset(&m, 0, sizeof m);
     memset(&first, 0, sizeof first);
     double *tol = NULL;
+    unsigned char *own_tol = NULL; /* outputs given their own tolerance */
     s4d_engine *ref = NULL, *cur = NULL, *trial = NULL;
     s4d_text rep = {0};
     s4d_status st;
@@ -1094,7 +1095,8 @@ s4d_status s4d_precision_guard(const void *data, size_t size, const s4d_build_op
     gd.cal = &cal;
     int no = s4d_engine_num_outputs(ref);
     tol = malloc(((size_t)no + 1) * sizeof *tol);
-    if (!tol) {
+    own_tol = calloc((size_t)no + 1, 1);
+    if (!tol || !own_tol) {
         st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
         goto done;
     }
@@ -1122,6 +1124,7 @@ s4d_status s4d_precision_guard(const void *data, size_t size, const s4d_build_op
             goto done;
         }
         tol[found] = ot->rel_l2;
+        own_tol[found] = 1;
     }
     st = resolve_metrics(&gd, o, err, errsz);
     if (st == S4D_OK)
@@ -1142,6 +1145,23 @@ s4d_status s4d_precision_guard(const void *data, size_t size, const s4d_build_op
                            "'_out'; the sets also run as one sequence in name order, each engine "
                            "carrying its own state\n",
                      gd.num_state, gd.num_state == 1 ? "" : "s", gd.num_state == 1 ? "s" : "");
+    /* The general tolerance says nothing about what later frames tolerate in the state:
+       a tracker's decisions may need far less (the Sparse4Dv3 head's anchors: 5e-6). */
+    int general = 0;
+    for (int i = 0; gd.num_state > 0 && cal.num_sets > 1 && i < no; i++) {
+        s4d_tensor_info ti;
+        s4d_engine_output_info(ref, i, &ti);
+        if (gd.state_in[i] < 0 || own_tol[i] || (ti.dtype != S4D_DTYPE_FLOAT32 && !gd.forced[i]))
+            continue;
+        s4d_text_add(&rep, "%s'%s'", general++ ? ", " : "carried state at the general tolerance: ",
+                     ti.name);
+    }
+    if (general)
+        s4d_text_add(&rep, " (%g, as every output); what the state may differ by is what the "
+                           "following frames' results tolerate, which may be far less: give "
+                           "%s its own (--accuracy=%g,NAME:X; docs/precision.md, \"How "
+                           "accurate the carried state must be\")\n",
+                     default_tol, general == 1 ? "it" : "each", default_tol);
 
     progress("building the fp16 candidate (iteration 0)");
     st = build_candidate(&gs, 0, &cur, err, errsz);
@@ -1421,6 +1441,7 @@ done:
     measure_free(&m);
     measure_free(&first);
     free(tol);
+    free(own_tol);
     free(rep.s);
     for (int i = 0; i < gs.num_moved; i++) {
         free(gs.moved[i]);

@@ -141,10 +141,19 @@ def test_guard_measures_the_carried_state(toy):
     out = s4dexec(toy, "--onnx=carried.onnx", "--device=cuda", "--fp16", "--calib=calib_carried",
                   "--dumpLayerInfo")
     assert "carried state: 1 output feeds the input of the same name without '_out'" in out, out
+    # the state at the general tolerance: the report says so and points to its own
+    assert ("carried state at the general tolerance: 'state_out' (0.01, as every output); "
+            "what the state may differ by") in out, out
     prec = precisions(out)
     assert {prec[n] for n in ("rest", "prod", "gain")} == {"float32"}, out
     m = re.search(r"output 'state_out': rel_l2 before (\S+), after (\S+) \(tolerance 0.01\) ok", out)
     assert m and float(m.group(1)) > 1e-2 and float(m.group(2)) <= 1e-2, out
+    # given its own tolerance, the state needs no such line
+    out = s4dexec(toy, "--onnx=carried.onnx", "--device=cuda", "--fp16", "--calib=calib_carried",
+                  "--accuracy=0.01,state_out:0.02")
+    assert "carried state: 1 output" in out and "general tolerance" not in out, out
+    m = re.search(r"output 'state_out': rel_l2 before \S+, after (\S+) \(tolerance 0.02\) ok", out)
+    assert m and float(m.group(1)) <= 2e-2, out
     # The same map whose output is not named after its input: nothing is carried, every
     # step alone is within the tolerance, and the map stays float16.
     out = s4dexec(toy, "--onnx=carried_next.onnx", "--device=cuda", "--fp16",
