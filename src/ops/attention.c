@@ -7,7 +7,10 @@
  * Where(mask, fill, S)). Output [..., Nq, Dv] =
  *   Softmax_lastaxis(masked(Q KT)) V
  * with the semantics of that chain of ONNX ops: a row whose scores are all
- * -inf gives NaN, NaN scores make their row NaN.
+ * -inf gives NaN, NaN scores make their row NaN. Optional attributes for the
+ * chain's neighbours: q_scale (float): Q is Mul(Q, q_scale), each element
+ * rounded once as the Mul layer rounds it; swap_out (int 0/1): the output is
+ * Transpose'd as [..., Nq, H, Dv], H the last batch dim (rank >= 3).
  *
  * The host reference runs the very computations the unfused layers run on the
  * CPU, in the same order (the same matrix products per batch, the same
@@ -78,6 +81,17 @@ static s4d_status attn_analyse(s4d_op_ctx *ctx, attn_params *p, int *out_rank, i
     out_dims[p->batch_rank] = p->nq;
     out_dims[p->batch_rank + 1] = p->dv;
     *out_rank = p->batch_rank + 2;
+    const s4d_attr *qs = s4d_op_attr(ctx, "q_scale");
+    p->has_q_scale = qs != NULL;
+    p->q_scale = qs ? s4d_op_attr_float(ctx, "q_scale", 1.0f) : 1.0f;
+    p->swap_out = (int)s4d_op_attr_int(ctx, "swap_out", 0);
+    if (p->swap_out) {
+        if (p->batch_rank < 1)
+            return s4d_op_error(ctx, S4D_ERR_INVALID_ARG,
+                                "swap_out needs a batch dim to swap with the queries (the output has rank 2)");
+        out_dims[p->batch_rank - 1] = p->nq;
+        out_dims[p->batch_rank] = p->batch[p->batch_rank - 1];
+    }
     /* The scores the unfused chain holds: the host reference keeps them in its workspace. */
     int64_t scores;
     if (s4d_mul_i64(p->nbatch, p->nq, &scores) || s4d_mul_i64(scores, p->nk, &scores) ||
@@ -106,7 +120,8 @@ static s4d_status attn_analyse(s4d_op_ctx *ctx, attn_params *p, int *out_rank, i
     /* Right-aligned against the scores [batch..., Nq, Nk]: each dim 1 or equal. */
     int64_t sdims[S4D_MAX_RANK], mst[S4D_MAX_RANK];
     int sr = *out_rank;
-    memcpy(sdims, out_dims, sizeof(int64_t) * (size_t)sr);
+    memcpy(sdims, p->batch, sizeof(int64_t) * (size_t)p->batch_rank);
+    sdims[sr - 2] = p->nq;
     sdims[sr - 1] = p->nk;
     for (int i = 0; i < m->rank; i++) {
         int64_t md = m->dims[i], sd = sdims[sr - m->rank + i];
@@ -140,6 +155,12 @@ static s4d_status attn_infer(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
+/* Elements of Q as given (its batch dims may broadcast). */
+static int64_t q_numel(const s4d_op_ctx *ctx)
+{
+    return s4d_tensor_numel(&ctx->inputs[0]);
+}
+
 static size_t attn_workspace(const s4d_op_ctx *ctx)
 {
     attn_params local;
@@ -151,7 +172,7 @@ static size_t attn_workspace(const s4d_op_ctx *ctx)
             return 0;
         p = &local;
     }
-    return (size_t)(p->nbatch * p->nq * p->nk) * sizeof(float);
+    return (size_t)(p->nbatch * p->nq * p->nk + (p->has_q_scale ? q_numel(ctx) : 0)) * sizeof(float);
 }
 
 typedef struct attn_job {
@@ -218,8 +239,11 @@ static void output_batches(void *arg, int64_t b0, int64_t b1)
     for (int64_t i = b0; i < b1; i++) {
         int64_t oq, ok, ov, om;
         attn_offsets(p, i, &oq, &ok, &ov, &om);
+        /* swap_out: batch i = (outer, h) writes rows of stride H Dv from (outer Nq H + h) Dv */
+        int64_t h = p->swap_out ? p->batch[p->batch_rank - 1] : 1;
+        int64_t oy = p->swap_out ? ((i / h) * p->nq * h + i % h) * p->dv : i * p->nq * p->dv;
         s4d_host_sgemm(0, 0, p->nq, p->dv, p->nk, 1.0f, j->s + i * p->nq * p->nk, p->nk,
-                       j->v + ov * p->nk * p->dv, p->dv, 0.0f, j->y + i * p->nq * p->dv, p->dv);
+                       j->v + ov * p->nk * p->dv, p->dv, 0.0f, j->y + oy, h * p->dv);
     }
 }
 
@@ -251,10 +275,19 @@ static s4d_status attn_run(s4d_op_ctx *ctx)
         memset(ctx->outputs[0].data, 0, (size_t)nout * sizeof(float));
         return S4D_OK;
     }
-    if (ctx->workspace_size < (size_t)(p.nbatch * p.nq * p.nk) * sizeof(float))
+    const int64_t nqs = p.has_q_scale ? q_numel(ctx) : 0;
+    if (ctx->workspace_size < (size_t)(p.nbatch * p.nq * p.nk + nqs) * sizeof(float))
         return s4d_op_error(ctx, S4D_ERR_INTERNAL, "workspace of %zu bytes is too small", ctx->workspace_size);
     attn_job j = {&p, ctx->inputs[0].data, ctx->inputs[1].data, ctx->inputs[2].data,
                   p.has_mask ? ctx->inputs[3].data : NULL, ctx->workspace, ctx->outputs[0].data};
+    if (p.has_q_scale) {
+        /* the Mul layer's products, each rounded once */
+        float *qs = (float *)ctx->workspace + p.nbatch * p.nq * p.nk;
+        const float *q = ctx->inputs[0].data;
+        for (int64_t i = 0; i < nqs; i++)
+            qs[i] = q[i] * p.q_scale;
+        j.q = qs;
+    }
     if (p.nbatch > 1 && s4d_host_gemm_is_small(p.nq, p.nk, p.d))
         s4d_parallel_for(ctx->pool, p.nbatch, 1, scores_batches, &j);
     else
@@ -267,7 +300,10 @@ static s4d_status attn_run(s4d_op_ctx *ctx)
     return S4D_OK;
 }
 
-static const s4d_attr_spec attn_attrs[] = {
-    {"mask_fill", S4D_ATTR_FLOAT}, {"fill_where_true", S4D_ATTR_INT, S4D_ATTR_BOOL}, {NULL}};
+static const s4d_attr_spec attn_attrs[] = {{"mask_fill", S4D_ATTR_FLOAT},
+                                           {"fill_where_true", S4D_ATTR_INT, S4D_ATTR_BOOL},
+                                           {"q_scale", S4D_ATTR_FLOAT},
+                                           {"swap_out", S4D_ATTR_INT, S4D_ATTR_BOOL},
+                                           {NULL}};
 const s4d_op_schema s4d_op_fused_attention = {"s4d", "FusedAttention", 1, attn_infer, attn_workspace, attn_run,
                                               sizeof(attn_params), 0, attn_attrs};

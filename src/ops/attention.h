@@ -8,7 +8,8 @@
  *   S = MatMul(Q, KT) [-> Where(mask, S, fill) | Where(mask, fill, S)]
  *     -> Softmax(axis = last) -> MatMul(P, V)
  * Q [..., Nq, D], KT [..., D, Nk], V [..., Nk, Dv], mask bool broadcastable
- * to [..., Nq, Nk]; output [..., Nq, Dv]. Batch dims broadcast as MatMul's.
+ * to [..., Nq, Nk]; output [..., Nq, Dv] ([..., Nq, H, Dv] with swap_out).
+ * Batch dims broadcast as MatMul's.
  * infer writes the struct once; plain data, copied as bytes.
  */
 #ifndef S4D_OPS_ATTENTION_H
@@ -34,6 +35,11 @@ typedef struct s4d_attention_params {
     int64_t m_stride[S4D_MAX_RANK];
     int64_t m_qstride, m_kstride;
     s4d_dtype dtype; /* of Q, KT, V and the output */
+    /* Q's elements are multiplied by q_scale as they are read (attribute q_scale). */
+    int has_q_scale;
+    float q_scale;
+    /* 1: the output is [..., Nq, H, Dv], the queries before the last batch dim H (swap_out). */
+    int swap_out;
 } s4d_attention_params;
 
 #endif /* S4D_OPS_ATTENTION_H */

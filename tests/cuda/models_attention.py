@@ -11,7 +11,10 @@ of the 64-key tile or of 4 (scalar loads), a query-dependent mask with a fully m
 on both sides), Where(mask, fill, S) with a finite fill, broadcast batch dims, Dv != D, head
 sizes padded to the kernel's 16/32/64/128, many batch matrices, key ranges split across blocks
 (few queries, many keys), and D = 160, which the CUDA kernel refuses (the chain then stays
-unfused: cuBLAS and the softmax kernel).
+unfused: cuBLAS and the softmax kernel). The scale Mul is taken into the fused node on both
+engines (q_scale); the "_swap" cases end with the head's Transpose [..., H, Nq, Dv] ->
+[..., Nq, H, Dv], which the fused node takes in as well (swap_out), on every kernel path
+(float32, float16, TF32, the key split's merge).
 
 float16 runs on tensor cores (mma m16n8k16) with the probabilities rounded to float16 for
 P V; its own cases (f16_cases) add what that kernel's staging and fragments depend on: head
@@ -52,7 +55,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "engine"))
 from cases import Case, half_case  # noqa: E402
-from attention_fusion import chain_model  # noqa: E402
+from attention_fusion import chain_model, swap_perm  # noqa: E402
 
 F32_TOL = (1e-4, 2e-5)
 F16_TOL = (4e-3, 2e-3)
@@ -61,8 +64,9 @@ TF32_TOL = (4e-3, 3e-3)
 
 
 def attention_case(rng, name, b, nq, nk, d, dv=None, mask=None, fill=float("-inf"),
-                   fill_where_true=False, q_batch=None, k_batch=None, v_batch=None):
-    """b: the batch dims shared by Q, KT and V unless *_batch gives one operand's own."""
+                   fill_where_true=False, q_batch=None, k_batch=None, v_batch=None, swap=False):
+    """b: the batch dims shared by Q, KT and V unless *_batch gives one operand's own; swap:
+    the output's heads put back together by a Transpose."""
     dv = d if dv is None else dv
     qs = list(q_batch if q_batch is not None else b) + [nq, d]
     ks = list(k_batch if k_batch is not None else b) + [d, nk]
@@ -74,7 +78,9 @@ def attention_case(rng, name, b, nq, nk, d, dv=None, mask=None, fill=float("-inf
     if mask is not None:
         inputs["mask"] = mask
         mshape = list(mask.shape)
-    model = chain_model((qs, ks, vs), mshape, fill, fill_where_true, scale=1.0 / np.sqrt(d))
+    rank = max(len(qs), len(ks), len(vs))
+    model = chain_model((qs, ks, vs), mshape, fill, fill_where_true, scale=1.0 / np.sqrt(d),
+                        out_perm=swap_perm(rank) if swap else None)
     return Case(name, model, inputs, *F32_TOL)
 
 
@@ -115,6 +121,14 @@ def f32_cases(rng):
     # few query tiles, many keys: the key ranges are split over blocks and merged
     c.append(attention_case(rng, "split_keys_4000", [1, 2], 50, 4000, 64,
                             mask=key_mask(rng, (1, 1, 50, 4000), 0.02, full_rows=(7,))))
+    # the heads put back together by the Transpose after the chain
+    c.append(attention_case(rng, "v3_temporal_900x1500_swap", [1, 8], 900, 1500, 64,
+                            mask=key_mask(rng, (1, 1, 1, 1500), 0.6), swap=True))
+    c.append(attention_case(rng, "tiny_self_128x128_swap", [1, 8], 128, 128, 16, swap=True))
+    c.append(attention_case(rng, "split_keys_4000_swap", [2, 3], 50, 4000, 64, swap=True))
+    c.append(attention_case(rng, "broadcast_batch_dv48_swap", [2, 3], 9, 37, 16, dv=48, k_batch=[3],
+                            v_batch=[1, 3], mask=key_mask(rng, (3, 1, 37), 0.5), swap=True))
+    c.append(attention_case(rng, "d13_dv7_nk45_swap", [1, 3], 21, 45, 13, dv=7, swap=True))
     # a head size the CUDA kernel refuses: the chain stays unfused there
     c.append(attention_case(rng, "d160_refused_unfused", [1, 2], 20, 30, 160))
     return c
@@ -150,7 +164,8 @@ def f16_cases(rng):
 TF32_CASES = ("v3_temporal_900x1500", "v3_self_900x900", "tiny_temporal_128x224", "nk37_d32",
               "masked_rows_nan", "broadcast_batch_dv48", "d100_dv72", "d128", "split_keys_4000",
               "d13_dv7_nk45", "d20_dv12_nk100", "d16_dv128_nk64", "d64_nk1000_q17", "mask_key_stride0",
-              "fill_true_finite_d64_nk200")
+              "fill_true_finite_d64_nk200", "v3_temporal_900x1500_swap", "split_keys_4000_swap",
+              "d13_dv7_nk45_swap")
 
 
 def tf32_case(c):

@@ -76,6 +76,37 @@ __device__ __forceinline__ float ld1(const float *p) { return __ldg(p); }
 __device__ __forceinline__ float4 ld4(const float *p) { return __ldg(reinterpret_cast<const float4 *>(p)); }
 
 __device__ __forceinline__ void st1(float *p, float v) { *p = v; }
+
+/* Where batch matrix b's output rows go: query row i at *base + i * *rs elements. [..., Nq, Dv],
+   or [..., Nq, H, Dv] with swap_out (H the last batch dim, b = (outer, h)). */
+__device__ __forceinline__ void out_rows(const s4d_cuda_attn_desc &g, int64_t b, int64_t *base, int64_t *rs)
+{
+    if (!g.swap_out) {
+        *base = b * g.nq * g.dv;
+        *rs = g.dv;
+        return;
+    }
+    const int64_t h = g.batch[g.batch_rank - 1];
+    *base = (b / h * g.nq * h + b % h) * g.dv;
+    *rs = h * g.dv;
+}
+
+/* Scales the staged Q tile's real elements (rows < nrow, columns < ncol; the zero padding stays
+   zero) as the Mul layer before the product would: each product rounded once to T. */
+template <typename T, int ROWS, int COLS>
+__device__ __forceinline__ void scale_q_tile(T *Qs, int ld, int64_t nrow, int64_t ncol, float s, int nt)
+{
+    for (int i = threadIdx.x; i < ROWS * COLS; i += nt) {
+        const int r = i / COLS, c = i % COLS;
+        if (r < nrow && c < ncol) {
+            T *x = Qs + r * ld + c;
+            if constexpr (sizeof(T) == 2)
+                *x = __float2half_rn(__half2float(*x) * s);
+            else
+                *x = *x * s;
+        }
+    }
+}
 __device__ __forceinline__ void st1(__half *p, float v) { *p = __float2half_rn(v); }
 
 constexpr int smem_floats(int dp)
@@ -147,8 +178,11 @@ __global__ void __launch_bounds__(NT, 2) attn_kernel(Args a)
     for (int i = tid; i < BQF * DP; i += NT) {
         int q = i / DP, d = i % DP;
         float x = 0.0f;
-        if (q0 + q < g.nq && d < g.d)
+        if (q0 + q < g.nq && d < g.d) {
             x = ld1(Q + (q0 + q) * g.d + d);
+            if (g.has_q_scale)
+                x = x * g.q_scale;
+        }
         Qs[d * LDQ + q] = x;
     }
 
@@ -321,6 +355,8 @@ __global__ void __launch_bounds__(NT, 2) attn_kernel(Args a)
     }
 
     /* The rows this thread owns, as results or as partials of its key range. */
+    int64_t obase, ors;
+    out_rows(g, b, &obase, &ors);
 #pragma unroll
     for (int i = 0; i < RT; i++) {
         const int64_t qg = q0 + ty * RT + i;
@@ -329,7 +365,7 @@ __global__ void __launch_bounds__(NT, 2) attn_kernel(Args a)
         const int64_t row = b * g.nq + qg;
         if (a.splits == 1) {
             const float inv = 1.0f / l[i]; /* 1 / 0 = inf, and 0 * inf = NaN: an all -inf row */
-            T *o = static_cast<T *>(a.out) + row * g.dv;
+            T *o = static_cast<T *>(a.out) + obase + qg * ors;
 #pragma unroll
             for (int c = 0; c < CPT; c++) {
                 const int col = out_col<DP>(tx, c);
@@ -363,6 +399,8 @@ __global__ void attn_combine(Args a)
     for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
          idx += (int64_t)gridDim.x * blockDim.x) {
         const int64_t row = idx / g.dv, col = idx % g.dv;
+        int64_t obase, ors;
+        out_rows(g, row / g.nq, &obase, &ors);
         float mx = -INFINITY;
         for (int s = 0; s < a.splits; s++)
             mx = fmaxf(mx, a.stats[(s * rows + row) * 2]);
@@ -374,7 +412,7 @@ __global__ void attn_combine(Args a)
             sum += a.stats[prow * 2 + 1] * w;
             acc += a.part[prow * g.dv + col] * w;
         }
-        st1(static_cast<T *>(a.out) + idx, acc * (1.0f / sum));
+        st1(static_cast<T *>(a.out) + obase + row % g.nq * ors + col, acc * (1.0f / sum));
     }
 }
 
@@ -588,6 +626,10 @@ __global__ void __launch_bounds__(TC_NT, DP >= 128 ? 2 : 4) attn_tc16_kernel(Arg
     cp_async_commit();
     cp_async_wait<1>(); /* Q has landed */
     __syncthreads();
+    if (g.has_q_scale) {
+        scale_q_tile<__half, BQ, DP>(Qs, LD, g.nq - q0, g.d, g.q_scale, TC_NT);
+        __syncthreads();
+    }
     uint32_t qf[KS][4];
 #pragma unroll
     for (int ks = 0; ks < KS; ks++)
@@ -713,6 +755,8 @@ __global__ void __launch_bounds__(TC_NT, DP >= 128 ? 2 : 4) attn_tc16_kernel(Arg
     }
 
     /* Rows gr and gr + 8 of the warp's 16, as results or as partials of the key range. */
+    int64_t obase, ors;
+    out_rows(g, b, &obase, &ors);
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         const int64_t qg = q0 + warp * 16 + gr + r * 8;
@@ -721,7 +765,7 @@ __global__ void __launch_bounds__(TC_NT, DP >= 128 ? 2 : 4) attn_tc16_kernel(Arg
         const int64_t row = b * g.nq + qg;
         if (a.splits == 1) {
             const float inv = 1.0f / l[r]; /* 1 / 0 = inf, and 0 * inf = NaN: an all -inf row */
-            __half *out = static_cast<__half *>(a.out) + row * g.dv;
+            __half *out = static_cast<__half *>(a.out) + obase + qg * ors;
 #pragma unroll
             for (int j = 0; j < DP / 8; j++) {
                 const int col = j * 8 + tq * 2;
@@ -873,6 +917,10 @@ __global__ void __launch_bounds__(TC_NT, DP >= 128 ? 1 : 2) attn_tc32_kernel(Arg
     cp_async_commit();
     cp_async_wait<1>(); /* Q has landed */
     __syncthreads();
+    if (g.has_q_scale) {
+        scale_q_tile<float, BQ, DP>(Qs, LD, g.nq - q0, g.d, g.q_scale, TC_NT);
+        __syncthreads();
+    }
     uint32_t qf[KS][4]; /* a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4) of each k8 step */
 #pragma unroll
     for (int ks = 0; ks < KS; ks++) {
@@ -994,6 +1042,8 @@ __global__ void __launch_bounds__(TC_NT, DP >= 128 ? 1 : 2) attn_tc32_kernel(Arg
         __syncthreads(); /* this stage's readers are done before it is refilled */
     }
 
+    int64_t obase, ors;
+    out_rows(g, b, &obase, &ors);
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         const int64_t qg = q0 + warp * 16 + gr + r * 8;
@@ -1004,7 +1054,7 @@ __global__ void __launch_bounds__(TC_NT, DP >= 128 ? 1 : 2) attn_tc32_kernel(Arg
         float inv = 1.0f;
         if (a.splits == 1) {
             inv = 1.0f / l[r]; /* 1 / 0 = inf, and 0 * inf = NaN: an all -inf row */
-            dst = static_cast<float *>(a.out) + row * g.dv;
+            dst = static_cast<float *>(a.out) + obase + qg * ors;
         } else {
             const int64_t prow = (int64_t)split * g.nbatch * g.nq + row;
             dst = a.part + prow * g.dv;

@@ -50,6 +50,9 @@ typedef struct s4d_cuda_attn_desc {
     int has_mask, fill_where_true;
     float mask_fill;
     int tf32; /* float32 may run on TF32 tensor cores (the engine allows TF32) */
+    int has_q_scale; /* Q's elements are multiplied by q_scale as read (rounded to Q's dtype) */
+    float q_scale;
+    int swap_out; /* the output is [..., Nq, H, Dv], H = batch[batch_rank - 1] (batch_rank >= 1) */
 } s4d_cuda_attn_desc;
 
 /* 1 when the kernel takes dtype (float32, float16) and these sizes; else 0 and why (static text). */

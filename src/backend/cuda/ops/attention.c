@@ -43,6 +43,9 @@ static void to_desc(const s4d_op_ctx *ctx, const s4d_attention_params *p, s4d_cu
     g->has_mask = p->has_mask;
     g->fill_where_true = p->fill_where_true;
     g->mask_fill = p->mask_fill;
+    g->has_q_scale = p->has_q_scale;
+    g->q_scale = p->q_scale;
+    g->swap_out = p->swap_out;
     /* float32 on TF32 tensor cores only where the engine allows it; strict float32 keeps FFMA */
     g->tf32 = p->dtype == S4D_DTYPE_FLOAT32 && bc && bc->allow_tf32;
 }
