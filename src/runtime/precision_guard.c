@@ -501,19 +501,43 @@ static s4d_status compare_output(const guard *gd, int o, const s4d_tensor_info *
     return s4d_matched_rel_l2(buf, ref, ti->rank, ti->dims, gd->axis[o], e, NULL);
 }
 
-/* compare_output, kept in m as the output's worst so far (NaN as infinity). */
+/* compare_output, kept in m as the output's worst so far (NaN as infinity) and in
+   errs[o] for the set's progress line. */
 static s4d_status account_output(const guard *gd, measure *m, int o, const s4d_tensor_info *ti,
-                                 const void *data, const float *ref, float *buf)
+                                 const void *data, const float *ref, float *buf, double *errs)
 {
     double e, ordered;
     s4d_status st = compare_output(gd, o, ti, data, ref, buf, &e, &ordered);
     if (st != S4D_OK)
         return st;
+    errs[o] = e;
     if (e > m->out_err[o] || isnan(e))
         m->out_err[o] = isnan(e) ? INFINITY : e;
     if (ordered > m->out_ordered[o] || isnan(ordered))
         m->out_ordered[o] = isnan(ordered) ? INFINITY : ordered;
     return S4D_OK;
+}
+
+/* With S4D_BUILD_LOG: each compared output's error on one set ("alone": with the
+   reference's state; "carried": in the sequence), so that an error growing from set to
+   set shows. errs[o] < 0: not compared. */
+static void set_progress(const guard *gd, const s4d_engine *e, int s, const char *how,
+                         const double *errs)
+{
+    char line[1024];
+    size_t n = 0;
+    line[0] = 0;
+    for (int o = 0; o < gd->num_outputs && n < sizeof line; o++) {
+        if (errs[o] < 0)
+            continue;
+        s4d_tensor_info ti;
+        s4d_engine_output_info(e, o, &ti);
+        int w = snprintf(line + n, sizeof line - n, "%s'%s' %.3g", n ? ", " : "", ti.name,
+                         errs[o]);
+        n = w < 0 ? sizeof line : n + (size_t)w;
+    }
+    if (line[0])
+        progress("  set '%s' %s: %s", gd->cal->set_names[s], how, line);
 }
 
 /* Each output's metric: the one asked for, else matched rows where the layer graph
@@ -702,11 +726,12 @@ static s4d_status evaluate_carried(const guard *gd, const s4d_engine *e16, s4d_c
     int no = gd->num_outputs;
     void **st32 = calloc((size_t)no + 1, sizeof *st32), **st16 = calloc((size_t)no + 1, sizeof *st16);
     float *ref = malloc(big + 64);
+    double *errs = malloc(((size_t)no + 1) * sizeof *errs);
     s4d_status st = S4D_OK;
     /* the contexts of the sets' runs, without their per-layer hooks */
     s4d_context_set_layer_hook(c32, NULL, NULL);
     s4d_context_set_layer_hook(c16, NULL, NULL);
-    if (!st32 || !st16 || !ref)
+    if (!st32 || !st16 || !ref || !errs)
         st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
     for (int o = 0; st == S4D_OK && o < no; o++) {
         if (gd->state_in[o] < 0)
@@ -723,6 +748,8 @@ static s4d_status evaluate_carried(const guard *gd, const s4d_engine *e16, s4d_c
         st = run_carried(gd, c32, e32, s, st32, err, errsz);
         if (st == S4D_OK)
             st = run_carried(gd, c16, e16, s, st16, err, errsz);
+        for (int o = 0; o < no; o++)
+            errs[o] = -1;
         for (int o = 0; st == S4D_OK && s > 0 && o < no; o++) {
             if (!gd->ref_outputs[s * no + o]) /* not compared */
                 continue;
@@ -737,11 +764,13 @@ static s4d_status evaluate_carried(const guard *gd, const s4d_engine *e16, s4d_c
             }
             if (!widen_to_float(t32.dtype, d32, output_numel(&t32), ref))
                 continue;
-            if ((st = account_output(gd, m, o, &t16, d16, ref, buf)) != S4D_OK) {
+            if ((st = account_output(gd, m, o, &t16, d16, ref, buf, errs)) != S4D_OK) {
                 s4d_fmt_err(err, errsz, st, "out of memory");
                 break;
             }
         }
+        if (st == S4D_OK && s > 0)
+            set_progress(gd, e32, s, "carried", errs);
     }
     for (int o = 0; st32 && st16 && o < no; o++) {
         free(st32[o]);
@@ -750,6 +779,7 @@ static s4d_status evaluate_carried(const guard *gd, const s4d_engine *e16, s4d_c
     free(st32);
     free(st16);
     free(ref);
+    free(errs);
     return st;
 }
 
@@ -779,9 +809,10 @@ static s4d_status evaluate(guard *gd, const s4d_engine *e16, measure *m, char *e
         big = big32;
     float *buf = malloc(big + 64);
     uint8_t *raw = malloc(big + 64);
+    double *errs = malloc(((size_t)gd->num_outputs + 1) * sizeof *errs);
     s4d_namemap names = {0};
     s4d_context *c32 = NULL, *c16 = NULL;
-    if (!match || !ref_out || !cp || !terr || !serr || !ref_max || !buf || !raw) {
+    if (!match || !ref_out || !cp || !terr || !serr || !ref_max || !buf || !raw || !errs) {
         st = s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
         goto done;
     }
@@ -824,6 +855,8 @@ static s4d_status evaluate(guard *gd, const s4d_engine *e16, measure *m, char *e
         st = bind_inputs(c16, e16, cal, s, err, errsz);
         if (st == S4D_OK && (st = s4d_context_run(c16, NULL)) != S4D_OK && st != S4D_ERR_NO_MEMORY)
             s4d_fmt_err(err, errsz, st, "fp16 candidate run: %s", s4d_context_errmsg(c16));
+        for (int o = 0; o < gd->num_outputs; o++)
+            errs[o] = -1;
         for (int o = 0; st == S4D_OK && o < gd->num_outputs; o++) {
             const float *ref = gd->ref_outputs[s * gd->num_outputs + o];
             if (!ref)
@@ -834,11 +867,13 @@ static s4d_status evaluate(guard *gd, const s4d_engine *e16, measure *m, char *e
             st = s4d_context_output(c16, ti.name, &data, NULL);
             if (st != S4D_OK)
                 break;
-            if ((st = account_output(gd, m, o, &ti, data, ref, buf)) != S4D_OK) {
+            if ((st = account_output(gd, m, o, &ti, data, ref, buf, errs)) != S4D_OK) {
                 s4d_fmt_err(err, errsz, st, "out of memory");
                 break;
             }
         }
+        if (st == S4D_OK)
+            set_progress(gd, e16, s, "alone", errs);
         for (int i = 0; i < p32->num_layers * MAXO; i++) {
             free(ref_out[i]);
             ref_out[i] = NULL;
@@ -861,6 +896,7 @@ done:
     free(ref_max);
     free(buf);
     free(raw);
+    free(errs);
     return st;
 }
 

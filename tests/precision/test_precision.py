@@ -139,8 +139,14 @@ def test_guard_measures_the_carried_state(toy):
     # state_out feeds state: the sets also run as one sequence, and the float16 error that
     # grows from frame to frame makes the guard keep the map in float32.
     out = s4dexec(toy, "--onnx=carried.onnx", "--device=cuda", "--fp16", "--calib=calib_carried",
-                  "--dumpLayerInfo")
+                  "--dumpLayerInfo", "--verbose")
     assert "carried state: 1 output feeds the input of the same name without '_out'" in out, out
+    # --verbose: each set's error alone and carried; the first candidate's carried error
+    # passes the tolerance on some set, while every set alone stays within it
+    alone = [float(x) for x in re.findall(r"set '\S+' alone: 'state_out' (\S+)", out)]
+    carried = [float(x) for x in re.findall(r"set '\S+' carried: 'state_out' (\S+)", out)]
+    assert alone and carried, out
+    assert max(carried) > 1e-2 and 0 < max(alone) <= 1e-2, (alone, carried)
     # the state at the general tolerance: the report says so and points to its own
     assert ("carried state at the general tolerance: 'state_out' (0.01, as every output); "
             "what the state may differ by") in out, out
