@@ -96,7 +96,7 @@ static const char *usage_text =
     "  --rel-l2=X              largest relative L2 error of an output on PyTorch's inputs\n"
     "                          (default 1e-4); boxes within 1e-3 m, 1e-3 rad, same class and id\n"
     "  --drift-rel-l2=X        largest relative L2 error of the run with the carried state\n"
-    "                          (default 1e-3); its boxes within 5e-2 m / rad, same class and id\n"
+    "                          (default 1e-2); its boxes within 5e-2 m / rad, same class and id\n"
     "  --fp16                  the engines are fp16 builds: print their precision report and\n"
     "                          hold them to the reduced-precision agreement: on every frame at\n"
     "                          least --min-matched of the reference's top-k boxes have an engine\n"
@@ -127,7 +127,9 @@ static int parse_args(int argc, char **argv, options *o)
     o->max_dt = 2.0;
     o->tol = (demo_box_tol){.metres = 1e-3, .relative = 1e-4, .radians = 1e-3, .velocity = 1e-3,
                             .score = 1e-4, .tie = 1e-5};
-    o->drift_rel_l2 = 1e-3;
+    /* float32 rounding differences in the carried state (1e-7) alone reach 5e-3 over the
+       120 tiny frames (docs/demo.md); an unfed or wrongly fed state is off by O(1). */
+    o->drift_rel_l2 = 1e-2;
     o->min_matched = 0.99;
     o->match_metres = 0.1;
     o->drift_tol = (demo_box_tol){.metres = 5e-2, .relative = 1e-3, .radians = 5e-2,
