@@ -364,6 +364,20 @@ S4D_API s4d_status s4d_context_bind_memory(s4d_context *ctx, const char *name, s
 S4D_API s4d_status s4d_context_device_buffer(s4d_context *ctx, const char *name, void **data);
 
 /*
+ * Makes the layers that read input `name` wait for `event` (a cudaEvent_t on a
+ * CUDA engine; NULL clears it), while the layers that do not depend on it
+ * start at once: a head engine whose "features" come from a backbone engine on
+ * another stream runs its feature-independent layers during the backbone.
+ * Record the event after the work that writes the input and before each
+ * enqueue; every following enqueue (and every replay of the context's CUDA
+ * graph) waits for its latest record. Only the layers wait: the enqueue's
+ * stream is not ordered after the event otherwise (a host-bound input's copy
+ * waits too). S4D_ERR_NOT_FOUND for a name that is no input;
+ * S4D_ERR_UNSUPPORTED on a CPU engine, whose runs are done on return.
+ */
+S4D_API s4d_status s4d_context_set_input_event(s4d_context *ctx, const char *name, void *event);
+
+/*
  * Enqueues one run of the network on stream (a cudaStream_t, cudaStreamLegacy
  * and cudaStreamPerThread included; NULL: the context's own stream, not the
  * legacy default stream) and returns without waiting, like TensorRT's

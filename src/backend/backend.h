@@ -149,6 +149,10 @@ typedef struct s4d_backend {
        the graph is then captured on a stream from stream_create and launched on stream.
        NULL: every stream can be. */
     int (*stream_capturable)(void *stream);
+    /* Makes stream wait for a caller's event (a cudaEvent_t on CUDA), also while stream is
+       being captured (each launch of the graph then waits for the event as recorded before it).
+       NULL: the backend takes no caller events (s4d_context_set_input_event refuses). */
+    s4d_status (*stream_wait_external)(void *stream, void *event, char *err, size_t errsz);
 } s4d_backend;
 
 /*

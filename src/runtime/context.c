@@ -40,8 +40,12 @@ struct s4d_context {
     void **staging;        /* per io: the context's device buffer (non-host engines) */
     void **own_host;       /* per io (outputs): the context's host buffer */
     void **view;           /* per io: what the layers read or write this run */
+    void **in_event;       /* per io (inputs): the caller's event its readers wait for, or NULL */
+    void **graph_events;   /* per io: the events the graph was captured with */
+    unsigned char *waited; /* per stream and input: waited for its event this run */
     s4d_tensor *lt;        /* per layer: inputs then outputs, data resolved */
     int *lt_off;
+    int *lt_io;            /* per layer tensor: the io whose buffer it is (views too), or -1 */
     io_slot *slots;
     int num_slots;
     void **plugin_ctx;     /* per layer: what attach() gave */
@@ -152,6 +156,10 @@ void s4d_context_destroy(s4d_context *c)
     free(c->ev);
     free(c->times);
     free(c->graph_views);
+    free(c->in_event);
+    free(c->graph_events);
+    free(c->waited);
+    free(c->lt_io);
     free(c);
 }
 
@@ -189,11 +197,15 @@ static s4d_status context_setup(s4d_context *c, const s4d_context_options *o, ch
     c->own_host = calloc(nio, sizeof(void *));
     c->view = calloc(nio, sizeof(void *));
     c->graph_views = calloc(nio, sizeof(void *));
+    c->in_event = calloc(nio, sizeof(void *));
+    c->graph_events = calloc(nio, sizeof(void *));
+    c->waited = calloc(nio * S4D_SCHED_MAX_STREAMS, 1);
     c->plugin_ctx = calloc((size_t)p->num_layers + 1, sizeof(void *));
     c->times = calloc((size_t)p->num_layers + 1, sizeof(double));
     c->lt_off = calloc((size_t)p->num_layers + 1, sizeof(int));
     if (!c->io_tensor || !c->bound || !c->bound_mem || !c->staging || !c->own_host || !c->view ||
-        !c->graph_views || !c->plugin_ctx || !c->times || !c->lt_off)
+        !c->graph_views || !c->in_event || !c->graph_events || !c->waited || !c->plugin_ctx ||
+        !c->times || !c->lt_off)
         return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of host memory creating a context");
     for (int i = 0; i < c->num_io; i++) {
         int ti = i < p->num_inputs ? p->inputs[i] : p->outputs[i - p->num_inputs];
@@ -215,14 +227,17 @@ static s4d_status context_setup(s4d_context *c, const s4d_context_options *o, ch
     }
     c->lt = calloc((size_t)total + 1, sizeof(s4d_tensor));
     c->slots = calloc((size_t)total + 1, sizeof(io_slot));
+    c->lt_io = malloc(((size_t)total + 1) * sizeof(int));
     int *root = malloc(((size_t)p->num_tensors + 1) * sizeof(int));
-    if (!c->lt || !c->slots || !root) {
+    if (!c->lt || !c->slots || !c->lt_io || !root) {
         free(root);
         return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of host memory creating a context");
     }
     /* A view reads and is read through its root's buffer, wherever that lives this run;
        the loader made sure every chain of views ends. */
     s4d_plan_view_roots(p, root);
+    for (int k = 0; k < total; k++)
+        c->lt_io[k] = -1;
     for (int i = 0; i < p->num_layers; i++) {
         const s4d_plan_layer *l = &p->layers[i];
         s4d_tensor *in = c->lt + c->lt_off[i], *out = in + l->num_inputs;
@@ -242,6 +257,7 @@ static s4d_status context_setup(s4d_context *c, const s4d_context_options *o, ch
                 c->slots[slots].io = t->place == S4D_PLACE_INPUT
                                          ? t->io_index
                                          : p->num_inputs + t->io_index;
+                c->lt_io[c->lt_off[i] + k] = c->slots[slots].io;
                 slots++;
                 v->data = NULL;
                 break;
@@ -409,6 +425,30 @@ s4d_status s4d_context_bind_memory(s4d_context *c, const char *name, s4d_dtype d
     return S4D_OK;
 }
 
+s4d_status s4d_context_set_input_event(s4d_context *c, const char *name, void *event)
+{
+    if (!c)
+        return S4D_ERR_INVALID_ARG;
+    if (!name)
+        return cerr(c, S4D_ERR_INVALID_ARG, "set_input_event: name is NULL");
+    const s4d_plan *p = plan_of(c);
+    int io = find_io(c, name);
+    if (io < 0 || io >= p->num_inputs) {
+        char names[1024];
+        list_io(c, names, sizeof names);
+        return cerr(c, S4D_ERR_NOT_FOUND, "set_input_event: no input named '%s'; the engine has %s",
+                    name, names);
+    }
+    const s4d_backend *be = main_dev(c)->be;
+    if (event && !be->stream_wait_external)
+        return cerr(c, S4D_ERR_UNSUPPORTED,
+                    "set_input_event '%s': the engine runs on %s, whose runs are done on return "
+                    "and wait for no event (input events are for device engines)",
+                    name, s4d_device_name(p->device));
+    c->in_event[io] = event;
+    return S4D_OK;
+}
+
 s4d_status s4d_context_bind(s4d_context *c, const char *name, s4d_dtype dtype, int rank,
                             const int64_t *dims, void *data)
 {
@@ -426,6 +466,40 @@ static void *io_view(s4d_context *c, int i)
         return c->bound[i];
     (void)p;
     return c->staging[i];
+}
+
+/*
+ * Before layer i runs on `stream` (stream s of the run's schedule): a wait for the caller's
+ * event of each device-bound input it reads (directly or through a view) that this stream
+ * has not waited for yet this run. Layers that read no such input start without waiting.
+ */
+static s4d_status wait_input_events(s4d_context *c, int i, int s, void *stream)
+{
+    const s4d_plan *p = plan_of(c);
+    const s4d_plan_layer *l = &p->layers[i];
+    const s4d_backend *be = main_dev(c)->be;
+    for (int k = 0; k < l->num_inputs; k++) {
+        int io = c->lt_io[c->lt_off[i] + k];
+        if (io < 0 || io >= p->num_inputs || !c->in_event[io] ||
+            c->bound_mem[io] != S4D_MEMORY_DEVICE)
+            continue;
+        unsigned char *w = &c->waited[(size_t)s * (size_t)c->num_io + (size_t)io];
+        if (*w)
+            continue;
+        char msg[512];
+        msg[0] = 0;
+        s4d_status st = be->stream_wait_external(stream, c->in_event[io], msg, sizeof msg);
+        if (st != S4D_OK)
+            return cerr(c, st, "run: layer '%s' waiting for the event of input '%s': %s", l->name,
+                        p->tensors[c->io_tensor[io]].name, msg);
+        *w = 1;
+    }
+    return S4D_OK;
+}
+
+static void reset_input_waits(s4d_context *c)
+{
+    memset(c->waited, 0, (size_t)c->num_io * S4D_SCHED_MAX_STREAMS);
 }
 
 /* Runs layer i (or copies, for a copy layer) on its device. */
@@ -484,6 +558,7 @@ static s4d_status run_layer(s4d_context *c, int i, void *stream, void *workspace
 static s4d_status run_layers(s4d_context *c, void *stream)
 {
     const s4d_plan *p = plan_of(c);
+    reset_input_waits(c);
     for (int i = 0; i < p->num_layers; i++) {
         const s4d_plan_layer *l = &p->layers[i];
         const s4d_backend *be = c->dev[l->device].be;
@@ -491,6 +566,8 @@ static s4d_status run_layers(s4d_context *c, void *stream)
         /* A view's output already holds its input's bytes: no kernel, no graph node,
            no time; the hook still sees the output. */
         int view = s4d_plan_layer_is_view(p, l);
+        if (!view && (st = wait_input_events(c, i, 0, stream)) != S4D_OK)
+            return st;
         if (c->profile && !view)
             be->event_record(c->ev[2 * i], stream);
         if (!view && (st = run_layer(c, i, stream, NULL)) != S4D_OK)
@@ -607,6 +684,7 @@ static s4d_status run_scheduled(s4d_context *c, void *stream)
     const s4d_schedule *sc = &c->sched;
     void *sts[S4D_SCHED_MAX_STREAMS];
     sts[0] = stream;
+    reset_input_waits(c);
     s4d_status st = be->event_record(c->fork_ev, stream);
     for (int s = 1; s < sc->num_streams; s++) {
         sts[s] = c->xstream[s];
@@ -625,7 +703,9 @@ static s4d_status run_scheduled(s4d_context *c, void *stream)
             st = cerr(c, st, "run: ordering layer '%s' after another stream failed", p->layers[i].name);
             break;
         }
-        st = run_layer(c, i, sts[s], s ? c->xworkspace[s] : NULL);
+        st = wait_input_events(c, i, s, sts[s]);
+        if (st == S4D_OK)
+            st = run_layer(c, i, sts[s], s ? c->xworkspace[s] : NULL);
         if (st == S4D_OK && sc->record[i] && be->event_record(c->order_ev[i], sts[s]) != S4D_OK)
             st = cerr(c, S4D_ERR_CUDA, "run: recording the end of layer '%s' failed", p->layers[i].name);
     }
@@ -645,7 +725,7 @@ static s4d_status run_graph(s4d_context *c, void *stream)
     char msg[1024];
     int same = c->graph != NULL;
     for (int i = 0; same && i < c->num_io; i++)
-        same = c->graph_views[i] == c->view[i];
+        same = c->graph_views[i] == c->view[i] && c->graph_events[i] == c->in_event[i];
     if (!same) {
         if (c->graph)
             be->graph_destroy(c->graph);
@@ -678,6 +758,7 @@ static s4d_status run_graph(s4d_context *c, void *stream)
             return cerr(c, st, "run: graph capture failed: %s", msg);
         c->graph = g;
         memcpy(c->graph_views, c->view, sizeof(void *) * (size_t)c->num_io);
+        memcpy(c->graph_events, c->in_event, sizeof(void *) * (size_t)c->num_io);
     }
     s4d_status st = be->graph_launch(c->graph, stream, msg, sizeof msg);
     if (st != S4D_OK)
@@ -719,6 +800,11 @@ s4d_status s4d_context_enqueue(s4d_context *c, void *stream)
             if (c->bound_mem[i] == S4D_MEMORY_DEVICE)
                 continue;
             const s4d_plan_tensor *t = &p->tensors[c->io_tensor[i]];
+            /* A host-bound input is read by its copy: the copy waits for the event. */
+            if (c->in_event[i] &&
+                (st = md->be->stream_wait_external(stream, c->in_event[i], msg, sizeof msg)) !=
+                    S4D_OK)
+                return cerr(c, st, "run: waiting for the event of input '%s': %s", t->name, msg);
             st = md->be->copy(md->bctx, c->staging[i], c->bound[i], (size_t)t->bytes,
                               S4D_COPY_HOST_TO_DEVICE, stream, msg, sizeof msg);
             if (st != S4D_OK)

@@ -860,6 +860,97 @@ static void case_bind_errors(void)
     s4d_engine_destroy(e);
 }
 
+/*
+ * Input events (s4d_context_set_input_event). Everywhere: names that are no input are
+ * refused, naming them. On the CPU an event is refused (runs are done on return). On the
+ * guarded device an event is a long long[2] that each wait counts in [0] and stamps in [1]
+ * with the kernels and copies run before it: each event is waited for once per run, the
+ * layers that do not read the input run before the wait, and the outputs do not change.
+ * The ordering on a GPU is tested with torch's streams (tests/python/gpu).
+ */
+static void case_input_event(void)
+{
+    s4d_plugin_registry *r = registry_with_lib();
+    s4d_engine *e = build("da.onnx", r);
+    s4d_context *c = NULL;
+    s4d_errbuf err;
+    CHECK(s4d_context_create(e, NULL, &c, &err) == S4D_OK, "%s", err.msg);
+    long long ev_feat[2] = {0, 0}, ev_loc[2] = {0, 0};
+    s4d_status st = s4d_context_set_input_event(c, "nope", ev_feat);
+    printf("  unknown name -> %s: %s\n", s4d_status_string(st), s4d_context_errmsg(c));
+    CHECK(st == S4D_ERR_NOT_FOUND && strstr(s4d_context_errmsg(c), "'nope'") &&
+              strstr(s4d_context_errmsg(c), "'feat_in'"),
+          "%s", s4d_context_errmsg(c));
+    st = s4d_context_set_input_event(c, "out", ev_feat);
+    CHECK(st == S4D_ERR_NOT_FOUND && strstr(s4d_context_errmsg(c), "'out'"), "an output: %s",
+          s4d_context_errmsg(c));
+    CHECK(s4d_context_set_input_event(c, NULL, ev_feat) == S4D_ERR_INVALID_ARG, "NULL name");
+    CHECK(s4d_context_set_input_event(c, "feat_in", NULL) == S4D_OK, "clearing: %s",
+          s4d_context_errmsg(c));
+    const char *guarded = getenv("S4D_TEST_BACKEND");
+    if (g_device == S4D_DEVICE_CPU) {
+        st = s4d_context_set_input_event(c, "feat_in", ev_feat);
+        printf("  on the CPU -> %s: %s\n", s4d_status_string(st), s4d_context_errmsg(c));
+        CHECK(st == S4D_ERR_UNSUPPORTED && strstr(s4d_context_errmsg(c), "cpu"), "%s",
+              s4d_context_errmsg(c));
+    } else if (guarded && strcmp(guarded, "guarded") == 0) {
+        size_t bytes;
+        float *expect = run_da(e, &bytes);
+        /* Inputs in the context's device buffers (a first host-bound run puts them there),
+           so that the layers, not a copy at enqueue, are what reads them. */
+        const char *names[3] = {"feat_in", "query", "sampling_location"};
+        const char *files[3] = {"da_in_feat_in.npy", "da_in_query.npy",
+                                "da_in_sampling_location.npy"};
+        s4d_npy in[3];
+        for (int i = 0; i < 3; i++) {
+            in[i] = load_npy(files[i]);
+            CHECK(s4d_context_bind(c, names[i], in[i].dtype, in[i].rank, in[i].dims,
+                                   in[i].data) == S4D_OK,
+                  "%s", s4d_context_errmsg(c));
+        }
+        CHECK(s4d_context_run(c, NULL) == S4D_OK, "%s", s4d_context_errmsg(c));
+        for (int i = 0; i < 3; i++) {
+            void *d = NULL;
+            CHECK(s4d_context_device_buffer(c, names[i], &d) == S4D_OK &&
+                      s4d_context_bind_memory(c, names[i], in[i].dtype, in[i].rank, in[i].dims, d,
+                                              S4D_MEMORY_DEVICE) == S4D_OK,
+                  "%s", s4d_context_errmsg(c));
+        }
+        CHECK(s4d_context_set_input_event(c, "feat_in", ev_feat) == S4D_OK, "%s",
+              s4d_context_errmsg(c));
+        CHECK(s4d_context_set_input_event(c, "sampling_location", ev_loc) == S4D_OK, "%s",
+              s4d_context_errmsg(c));
+        for (int run = 1; run <= 2; run++) {
+            CHECK(s4d_context_run(c, NULL) == S4D_OK, "%s", s4d_context_errmsg(c));
+            printf("  run %d: feat_in waited %lld times (after %lld kernels and copies), "
+                   "sampling_location %lld times (after %lld)\n",
+                   run, ev_feat[0], ev_feat[1], ev_loc[0], ev_loc[1]);
+            CHECK(ev_feat[0] == run && ev_loc[0] == run, "each event once per run");
+        }
+        /* sampling_location is read by the aggregation alone, after the weights' layers,
+           which do not read it: they ran before its wait. */
+        CHECK(ev_loc[1] - ev_feat[1] >= 3, "layers before the aggregation waited too");
+        const void *got = NULL;
+        s4d_tensor_info info;
+        CHECK(s4d_context_output(c, "out", &got, &info) == S4D_OK && info.bytes == bytes,
+              "%s", s4d_context_errmsg(c));
+        /* "out" is not bound: the context copied it to its own host buffer. */
+        CHECK(got && memcmp(got, expect, bytes) == 0, "outputs changed with input events");
+        CHECK(s4d_context_set_input_event(c, "sampling_location", NULL) == S4D_OK, "%s",
+              s4d_context_errmsg(c));
+        CHECK(s4d_context_run(c, NULL) == S4D_OK, "%s", s4d_context_errmsg(c));
+        CHECK(ev_loc[0] == 2 && ev_feat[0] == 3, "a cleared event is not waited for");
+        for (int i = 0; i < 3; i++)
+            s4d_npy_free(&in[i]);
+        free(expect);
+    } else {
+        printf("  a real GPU: the ordering is tested with torch's streams (tests/python/gpu)\n");
+    }
+    s4d_context_destroy(c);
+    s4d_engine_destroy(e);
+    s4d_plugin_registry_destroy(r);
+}
+
 typedef struct thread_arg {
     const s4d_engine *e;
     const float *expect;
@@ -920,6 +1011,7 @@ static const struct {
     {"plugin_errors", case_plugin_errors},
     {"bind_errors", case_bind_errors},
     {"threads", case_threads},
+    {"input_event", case_input_event},
 };
 
 int main(int argc, char **argv)

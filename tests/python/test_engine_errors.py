@@ -215,6 +215,22 @@ def test_stream_handles_given_to_the_c_api():
     assert eng._stream_address(1) == 1
 
 
+def test_input_event_errors(ctx):
+    # A CPU run is done on return: there is no event to wait for, and the refusal says so.
+    with pytest.raises(se.UnsupportedError, match="'x'.*cpu"):
+        ctx.set_input_event("x", 0x1000)
+    with pytest.raises(se.NotFoundError, match="'nope'.*'x'"):
+        ctx.set_input_event("nope", None)
+    with pytest.raises(se.NotFoundError, match="no input named 'y'"):
+        ctx.set_input_event("y", None)  # an output
+    with pytest.raises(se.InvalidArgumentError, match="torch.cuda.Event"):
+        ctx.set_input_event("x", "event")
+    with pytest.raises(se.InvalidArgumentError, match="not an address"):
+        ctx.set_input_event("x", -5)
+    ctx.set_input_event("x", None)  # clearing is always fine
+    assert np.allclose(ctx.run({"x": X})["y"], ctx.run({"x": X})["y"])
+
+
 def test_bad_outputs(ctx):
     good = lambda: np.empty((2, 4), np.float32)  # noqa: E731
     ro = good()

@@ -178,6 +178,8 @@ _PROTOTYPES = {
                                            ctypes.c_int, c_int64_p, ctypes.c_void_p,
                                            ctypes.c_int]),
     "s4d_context_device_buffer": (c_status, [ctypes.c_void_p, ctypes.c_char_p, c_void_pp]),
+    "s4d_context_set_input_event": (c_status, [ctypes.c_void_p, ctypes.c_char_p,
+                                               ctypes.c_void_p]),
     "s4d_context_enqueue": (c_status, [ctypes.c_void_p, ctypes.c_void_p]),
     "s4d_context_synchronize": (c_status, [ctypes.c_void_p]),
     "s4d_context_output": (c_status, [ctypes.c_void_p, ctypes.c_char_p, c_void_pp,

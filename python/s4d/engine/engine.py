@@ -855,6 +855,7 @@ class Context(_Closing):
         self._objects = {}    # output name -> the object bound to it
         self._auto = set()    # outputs bound by run() itself (replaced at the next run)
         self._inflight = []   # memory an enqueue may still read or write
+        self._events = {}     # input name -> the event its readers wait for
         self._busy = threading.Lock()
 
     def _ptr(self):
@@ -1040,6 +1041,35 @@ class Context(_Closing):
             return result
 
     __call__ = run
+
+    def set_input_event(self, name, event):
+        """Makes the layers that read input `name` wait for event (a
+        torch.cuda.Event, or a cudaEvent_t as an int address; None clears
+        it) while the layers that do not read it start at once (see
+        s4d_context_set_input_event). Record the event after the work that
+        writes the input and before each enqueue. Refused on a CPU engine."""
+        if event is None:
+            handle = None
+        elif hasattr(event, "cuda_event"):  # torch.cuda.Event
+            handle = int(event.cuda_event)
+            if not handle:
+                raise InvalidArgumentError(
+                    f"input event for '{name}': the torch.cuda.Event has no CUDA event yet; "
+                    f"record it once first")
+        elif isinstance(event, int) and not isinstance(event, bool):
+            if not 0 < event < 2 ** 64:
+                raise InvalidArgumentError(f"event {event} is not an address")
+            handle = event
+        else:
+            raise InvalidArgumentError(f"event must be a torch.cuda.Event, an int address or "
+                                       f"None, got {type(event).__name__}")
+        with _Busy(self):
+            ptr = self._ptr()
+            st = _lib.lib().s4d_context_set_input_event(ptr, _encode(name, "tensor name"), handle)
+            if st != _lib.OK:
+                self._fail(st)
+            # the event object stays alive as long as the context may wait for it
+            self._events[name] = event
 
     def device_buffer(self, name) -> "DeviceBuffer":
         """The context's own buffer of an input or output on the engine's

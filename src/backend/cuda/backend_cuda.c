@@ -442,6 +442,19 @@ static s4d_status cuda_stream_wait(void *stream, void *event)
                : S4D_ERR_CUDA;
 }
 
+/* A caller's event: while stream is captured, the wait becomes an event-wait node of the
+   graph (cudaEventWaitExternal) instead of a dependency inside the capture. */
+static s4d_status cuda_stream_wait_external(void *stream, void *event, char *err, size_t errsz)
+{
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    cudaError_t e = cudaStreamIsCapturing((cudaStream_t)stream, &cs);
+    if (e != cudaSuccess)
+        return s4d_cuda_fmt(e, "cudaStreamIsCapturing", err, errsz);
+    unsigned flags = cs == cudaStreamCaptureStatusActive ? cudaEventWaitExternal : cudaEventWaitDefault;
+    return s4d_cuda_fmt(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, flags),
+                        "cudaStreamWaitEvent", err, errsz);
+}
+
 /* The legacy default stream (NULL or cudaStreamLegacy) synchronises with every blocking
    stream and cannot be captured. */
 static int cuda_stream_capturable(void *stream)
@@ -482,6 +495,7 @@ static const s4d_backend cuda_backend = {
     .order_event_create = cuda_order_event_create,
     .stream_wait = cuda_stream_wait,
     .stream_capturable = cuda_stream_capturable,
+    .stream_wait_external = cuda_stream_wait_external,
 };
 
 const s4d_backend *s4d_backend_cuda(void)

@@ -12,6 +12,12 @@
  * the CPU. S4D_GUARDED_DECLINE=Op1,Op2 makes it refuse those op types, to
  * test placement fallback.
  *
+ * Events a caller gives an input (s4d_context_set_input_event): the device
+ * runs everything on return, so there is nothing to wait for; the event is
+ * taken as a caller's `long long[2]` instead, and each wait adds 1 to [0] and
+ * stores in [1] how many kernels and copies this backend had run in the
+ * process before it, so tests can see how often and where a run waited.
+ *
  * float16: a layer with float16 tensors runs by widening its float16 inputs
  * (constants included) to float32 in its workspace, running the CPU kernel on
  * the float32 copies and rounding each float16 output to nearest even: float16
@@ -291,8 +297,12 @@ static size_t g_workspace(const s4d_op_ctx *ctx)
     return emu_bytes(ctx) + ws;
 }
 
+/* Kernels and copies run so far, for the event waits' record (see the top). */
+static long long g_work;
+
 static s4d_status g_run(s4d_op_ctx *ctx)
 {
+    __atomic_add_fetch(&g_work, 1, __ATOMIC_RELAXED);
     const s4d_kernel *k = inner_kernel(ctx);
     guard_open();
     s4d_status st;
@@ -330,6 +340,7 @@ static const s4d_kernel *g_find_kernel(const char *domain, const char *op_type, 
 
 static s4d_status g_plugin_run(s4d_op_ctx *ctx)
 {
+    __atomic_add_fetch(&g_work, 1, __ATOMIC_RELAXED);
     guard_open();
     s4d_status st = s4d_backend_cpu()->plugin_kernel->run(ctx);
     guard_close();
@@ -429,6 +440,7 @@ static s4d_status g_copy(s4d_backend_ctx *c, void *dst, const void *src, size_t 
                          s4d_copy_kind kind, void *stream, char *err, size_t errsz)
 {
     (void)c, (void)kind, (void)stream, (void)err, (void)errsz;
+    __atomic_add_fetch(&g_work, 1, __ATOMIC_RELAXED);
     guard_open();
     if (bytes && dst != src)
         memmove(dst, src, bytes);
@@ -474,6 +486,15 @@ static s4d_status g_event_elapsed(void *a, void *b, double *ms)
     return s4d_backend_cpu()->event_elapsed(a, b, ms);
 }
 
+static s4d_status g_stream_wait_external(void *stream, void *event, char *err, size_t errsz)
+{
+    (void)stream, (void)err, (void)errsz;
+    long long *rec = event;
+    rec[0]++;
+    rec[1] = __atomic_load_n(&g_work, __ATOMIC_RELAXED);
+    return S4D_OK;
+}
+
 static const s4d_backend guarded_backend = {
     .version = S4D_BACKEND_VERSION,
     .device = S4D_DEVICE_CUDA,
@@ -498,6 +519,7 @@ static const s4d_backend guarded_backend = {
     .event_destroy = g_event_destroy,
     .event_record = g_event_record,
     .event_elapsed = g_event_elapsed,
+    .stream_wait_external = g_stream_wait_external,
 };
 
 const s4d_backend *s4d_backend_guarded(void)

@@ -168,6 +168,44 @@ def test_default_stream_orders_the_run_with_torch(models, form, use_graph):
     ctx.synchronize()
 
 
+@pytest.mark.parametrize("use_graph", [False, True], ids=["eager", "graph"])
+def test_input_event_orders_the_layers_that_read_the_input(models, use_graph):
+    # The aggregation model's sampling_location is written on a side stream after a 25 ms
+    # spin; the run goes on a stream of its own with an event on that input alone, so the
+    # aggregation must wait for it while the weights' layers need not. Without the event
+    # the run reads the old (zero) locations: the control must then differ.
+    dev, cpu = _pair(models, "da")
+    ins = _cuda_inputs(dev, 3)
+    want = cpu.create_context().run({k: v.cpu().numpy() for k, v in ins.items()})["out"]
+    new_loc = ins.pop("sampling_location")
+    loc = torch.zeros_like(new_loc)
+    out = torch.empty(want.shape, device="cuda")
+    ctx = dev.create_context(use_graph=use_graph)
+    side, run_stream = torch.cuda.Stream(), torch.cuda.Stream()
+    ev = torch.cuda.Event()
+
+    def one(with_event):
+        loc.zero_()
+        torch.cuda.synchronize()
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(50_000_000)
+            loc.copy_(new_loc)
+            ev.record(side)
+        ctx.set_input_event("sampling_location", ev if with_event else None)
+        ctx.enqueue({**ins, "sampling_location": loc}, outputs={"out": out}, stream=run_stream)
+        run_stream.synchronize()
+        got = out.clone()
+        torch.cuda.synchronize()
+        return got
+
+    for _ in range(3):  # a graph: captured by the first run (with the wait), then replayed
+        _close(one(True), want, rtol=1e-4, atol=1e-5)
+    control = one(False)
+    assert not np.allclose(control.cpu().numpy(), want, rtol=1e-4, atol=1e-5), \
+        "the run without the event read the new locations: this test cannot see a missing wait"
+    ctx.synchronize()
+
+
 def test_device_buffers_through_cuda_array_interface_and_chained(models):
     dev, cpu = _pair(models, "mlp")
     twice = se.build(os.path.join(models, "twice.onnx"), device="cuda", shapes={"x": (2, 4)})
