@@ -171,7 +171,7 @@ def test_perturbed_runs_are_caught(golden):
 def test_frame_bench_report_and_targets():
     fb = _frame_bench()
     rows = [{"model": "v3", "part": "frame", "impl": "s4d", "precision": "fp32",
-             "median_ms": 8.0, "p90_ms": 8.2, "weights": "seeded"},
+             "median_ms": 8.0, "p90_ms": 8.2, "weights": "seeded", "overlap_median_ms": 7.75},
             {"model": "v3", "part": "frame", "impl": "s4d", "precision": "fp16",
              "median_ms": 4.4, "p90_ms": 4.5, "weights": "seeded", "rel_l2": 0.0123,
              "boxes_matched": 0.985, "accuracy_frames": 8},
@@ -185,13 +185,14 @@ def test_frame_bench_report_and_targets():
     targets = fb.target_lines(rows)
     assert "(met)" in targets[0] and "(met)" in targets[1]
     md = fb.markdown({"device": "dev", "date": "d", "rows": rows, "targets": targets})
-    assert "| v3 | frame | s4d | fp16 | 3.900 | 4.500 | 2.05 | seeded | 0.0123 | 100.00% | - |" in md
-    assert "| v3 | frame | s4d | fp32 | 8.000 | 8.200 | 1.00 | seeded | - | - | - |" in md
+    assert "| v3 | frame | s4d | fp16 | 3.900 | 4.500 | 2.05 | seeded | 0.0123 | 100.00% | - | - |" in md
+    assert "| v3 | frame | s4d | fp32 | 8.000 | 8.200 | 1.00 | seeded | - | - | - | 7.750 |" in md
+    assert any(line.startswith("overlapped ms: ") for line in md)
     assert md[-1] == "- " + targets[1]
     rows[1]["boxes_matched_ids_mapped"] = 0.97
     assert "with the track ids mapped: worst frame 97.00%" in fb.target_lines(rows)[1]
     md = fb.markdown({"device": "dev", "date": "d", "rows": rows})
-    assert "| v3 | frame | s4d | fp16 | 3.900 | 4.500 | 2.05 | seeded | 0.0123 | 100.00% | 97.00% |" in md
+    assert "| v3 | frame | s4d | fp16 | 3.900 | 4.500 | 2.05 | seeded | 0.0123 | 100.00% | 97.00% | - |" in md
     assert fb.target_lines(rows[:1]) == ["targets (v3): no guarded fp16 engine row was measured"]
 
 
