@@ -497,9 +497,15 @@ static s4d_status wait_input_events(s4d_context *c, int i, int s, void *stream)
     return S4D_OK;
 }
 
-static void reset_input_waits(s4d_context *c)
+/* Starts a run's waits afresh; whether any input has an event to wait for (when none has,
+   the layers skip the lookup). */
+static int reset_input_waits(s4d_context *c)
 {
     memset(c->waited, 0, (size_t)c->num_io * S4D_SCHED_MAX_STREAMS);
+    for (int i = 0; i < plan_of(c)->num_inputs; i++)
+        if (c->in_event[i] && c->bound_mem[i] == S4D_MEMORY_DEVICE)
+            return 1;
+    return 0;
 }
 
 /* Runs layer i (or copies, for a copy layer) on its device. */
@@ -558,7 +564,7 @@ static s4d_status run_layer(s4d_context *c, int i, void *stream, void *workspace
 static s4d_status run_layers(s4d_context *c, void *stream)
 {
     const s4d_plan *p = plan_of(c);
-    reset_input_waits(c);
+    const int events = reset_input_waits(c);
     for (int i = 0; i < p->num_layers; i++) {
         const s4d_plan_layer *l = &p->layers[i];
         const s4d_backend *be = c->dev[l->device].be;
@@ -566,7 +572,7 @@ static s4d_status run_layers(s4d_context *c, void *stream)
         /* A view's output already holds its input's bytes: no kernel, no graph node,
            no time; the hook still sees the output. */
         int view = s4d_plan_layer_is_view(p, l);
-        if (!view && (st = wait_input_events(c, i, 0, stream)) != S4D_OK)
+        if (events && !view && (st = wait_input_events(c, i, 0, stream)) != S4D_OK)
             return st;
         if (c->profile && !view)
             be->event_record(c->ev[2 * i], stream);
@@ -684,7 +690,7 @@ static s4d_status run_scheduled(s4d_context *c, void *stream)
     const s4d_schedule *sc = &c->sched;
     void *sts[S4D_SCHED_MAX_STREAMS];
     sts[0] = stream;
-    reset_input_waits(c);
+    const int events = reset_input_waits(c);
     s4d_status st = be->event_record(c->fork_ev, stream);
     for (int s = 1; s < sc->num_streams; s++) {
         sts[s] = c->xstream[s];
@@ -703,7 +709,8 @@ static s4d_status run_scheduled(s4d_context *c, void *stream)
             st = cerr(c, st, "run: ordering layer '%s' after another stream failed", p->layers[i].name);
             break;
         }
-        st = wait_input_events(c, i, s, sts[s]);
+        if (events)
+            st = wait_input_events(c, i, s, sts[s]);
         if (st == S4D_OK)
             st = run_layer(c, i, sts[s], s ? c->xworkspace[s] : NULL);
         if (st == S4D_OK && sc->record[i] && be->event_record(c->order_ev[i], sts[s]) != S4D_OK)
