@@ -122,21 +122,28 @@ static s4d_plugin_registry *registry_with_lib(void)
     return r;
 }
 
+static const char *const da_inputs[3] = {"feat_in", "query", "sampling_location"};
+
+/* Loads the DA inputs from make_models.py into in[3] and binds them to c as host memory. */
+static void bind_da_inputs(s4d_context *c, s4d_npy *in)
+{
+    const char *files[3] = {"da_in_feat_in.npy", "da_in_query.npy", "da_in_sampling_location.npy"};
+    for (int i = 0; i < 3; i++) {
+        in[i] = load_npy(files[i]);
+        CHECK(s4d_context_bind(c, da_inputs[i], in[i].dtype, in[i].rank, in[i].dims, in[i].data) ==
+                  S4D_OK,
+              "%s", s4d_context_errmsg(c));
+    }
+}
+
 /* Runs with the DA inputs from make_models.py; returns a malloc'd copy of output "out". */
 static float *run_da(const s4d_engine *e, size_t *bytes)
 {
     s4d_context *c = NULL;
     s4d_errbuf err;
     CHECK(s4d_context_create(e, NULL, &c, &err) == S4D_OK, "%s", err.msg);
-    const char *names[3] = {"feat_in", "query", "sampling_location"};
-    const char *files[3] = {"da_in_feat_in.npy", "da_in_query.npy", "da_in_sampling_location.npy"};
     s4d_npy in[3];
-    for (int i = 0; i < 3; i++) {
-        in[i] = load_npy(files[i]);
-        CHECK(s4d_context_bind(c, names[i], in[i].dtype, in[i].rank, in[i].dims, in[i].data) ==
-                  S4D_OK,
-              "%s", s4d_context_errmsg(c));
-    }
+    bind_da_inputs(c, in);
     CHECK(s4d_context_run(c, NULL) == S4D_OK, "%s", s4d_context_errmsg(c));
     const void *data = NULL;
     s4d_tensor_info info;
@@ -898,22 +905,14 @@ static void case_input_event(void)
         float *expect = run_da(e, &bytes);
         /* Inputs in the context's device buffers (a first host-bound run puts them there),
            so that the layers, not a copy at enqueue, are what reads them. */
-        const char *names[3] = {"feat_in", "query", "sampling_location"};
-        const char *files[3] = {"da_in_feat_in.npy", "da_in_query.npy",
-                                "da_in_sampling_location.npy"};
         s4d_npy in[3];
-        for (int i = 0; i < 3; i++) {
-            in[i] = load_npy(files[i]);
-            CHECK(s4d_context_bind(c, names[i], in[i].dtype, in[i].rank, in[i].dims,
-                                   in[i].data) == S4D_OK,
-                  "%s", s4d_context_errmsg(c));
-        }
+        bind_da_inputs(c, in);
         CHECK(s4d_context_run(c, NULL) == S4D_OK, "%s", s4d_context_errmsg(c));
         for (int i = 0; i < 3; i++) {
             void *d = NULL;
-            CHECK(s4d_context_device_buffer(c, names[i], &d) == S4D_OK &&
-                      s4d_context_bind_memory(c, names[i], in[i].dtype, in[i].rank, in[i].dims, d,
-                                              S4D_MEMORY_DEVICE) == S4D_OK,
+            CHECK(s4d_context_device_buffer(c, da_inputs[i], &d) == S4D_OK &&
+                      s4d_context_bind_memory(c, da_inputs[i], in[i].dtype, in[i].rank, in[i].dims,
+                                              d, S4D_MEMORY_DEVICE) == S4D_OK,
                   "%s", s4d_context_errmsg(c));
         }
         CHECK(s4d_context_set_input_event(c, "feat_in", ev_feat) == S4D_OK, "%s",
