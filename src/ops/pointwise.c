@@ -167,20 +167,30 @@ static s4d_status check_instr(s4d_op_ctx *ctx, int k, s4d_pw_instr *in, const in
     return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "program instruction %d has opcode %d", k, (int)in->op);
 }
 
+/* The inputs as the program reads them: their own shapes, or their views' (the views attribute). */
+typedef struct pw_views {
+    s4d_tensor shape[S4D_PW_MAX_INPUTS]; /* dtype, rank, dims; no data */
+    int has[S4D_PW_MAX_INPUTS];
+    int64_t strides[S4D_PW_MAX_INPUTS][S4D_MAX_RANK];
+    int64_t offset[S4D_PW_MAX_INPUTS];
+} pw_views;
+
 /* Each input's element strides in the output, then size-1 dims dropped and chaining dims merged. */
-static void pw_geometry(const s4d_op_ctx *ctx, const s4d_tensor *out, pw_params *p)
+static void pw_geometry(const pw_views *vw, const s4d_tensor *out, pw_params *p)
 {
     int r = out->rank, n = p->num_inputs;
     int64_t st[S4D_PW_MAX_INPUTS][S4D_MAX_RANK];
     for (int k = 0; k < n; k++) {
-        const s4d_tensor *t = &ctx->inputs[k];
+        const s4d_tensor *t = &vw->shape[k];
         int off = r - t->rank;
         int64_t s = 1;
         for (int d = r - 1; d >= 0; d--) {
             int64_t v = d >= off ? t->dims[d - off] : 1;
-            st[k][d] = (v == out->dims[d] && v != 1) ? s : 0;
+            int64_t sv = vw->has[k] && d >= off ? vw->strides[k][d - off] : s;
+            st[k][d] = (v == out->dims[d] && v != 1) ? sv : 0;
             s *= v;
         }
+        p->offset[k] = vw->has[k] ? vw->offset[k] : 0;
     }
     int m = 0;
     for (int d = 0; d < r; d++) {
@@ -211,9 +221,65 @@ static void pw_geometry(const s4d_op_ctx *ctx, const s4d_tensor *out, pw_params 
     p->numel = s4d_tensor_numel(out);
 }
 
-static s4d_status pw_analyse(s4d_op_ctx *ctx, pw_params *p, int *out_rank, int64_t *out_dims)
+/* Reads the optional views attribute (pointwise.h) into vw, every record checked against the inputs. */
+static s4d_status pw_read_views(s4d_op_ctx *ctx, pw_views *vw)
+{
+    const s4d_attr *a = s4d_op_attr(ctx, "views");
+    if (!a)
+        return S4D_OK;
+    if (a->type != S4D_ATTR_INTS)
+        return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "'views' must be ints");
+    size_t i = 0;
+    while (i < a->count) {
+        const int64_t *w = a->ints + i;
+        if (a->count - i < 3)
+            return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "'views': a record at int %zu is cut short", i);
+        int64_t k = w[0], off = w[1], rank = w[2];
+        if (k < 0 || k >= ctx->num_inputs)
+            return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "'views': a record at int %zu names input %lld "
+                                "(0 to %d expected)", i, (long long)k, ctx->num_inputs - 1);
+        if (vw->has[k])
+            return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "'views': input %lld has two records", (long long)k);
+        if (rank < 0 || rank > S4D_MAX_RANK || (uint64_t)(a->count - i - 3) < 2 * (uint64_t)rank)
+            return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "'views': input %lld's record has rank %lld "
+                                "(0 to %d, with that many dims and strides, expected)",
+                                (long long)k, (long long)rank, S4D_MAX_RANK);
+        const s4d_tensor *src = &ctx->inputs[k];
+        int64_t n = s4d_tensor_numel(src), numel = 1, last = off;
+        for (int d = 0; d < rank; d++) {
+            int64_t dim = w[3 + d], st = w[3 + rank + d];
+            if (dim < 0 || st < 0 || dim > ((int64_t)1 << 50))
+                return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "'views': input %lld: dim %d is %lld with stride "
+                                    "%lld (dims of at most 2^50 and strides >= 0 expected)", (long long)k, d, (long long)dim,
+                                    (long long)st);
+            numel = dim == 0 || numel == 0 ? 0 : numel * dim > ((int64_t)1 << 50) ? ((int64_t)1 << 50) + 1
+                                                                                    : numel * dim;
+            /* The last element, without overflow: every step must stay below n. */
+            if (dim > 1 && st > 0 && (st > (n - 1) / (dim - 1) || last > n - 1 - st * (dim - 1)))
+                last = INT64_MAX;
+            else if (dim > 1)
+                last += st * (dim - 1);
+            vw->shape[k].dims[d] = dim;
+            vw->strides[k][d] = st;
+        }
+        if (numel > 0 && (off < 0 || off >= n || last >= n))
+            return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "'views': input %lld's view (offset %lld) reads past "
+                                "its %lld elements", (long long)k, (long long)off, (long long)n);
+        if (off < 0)
+            return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "'views': input %lld has offset %lld", (long long)k,
+                                (long long)off);
+        vw->shape[k].rank = (int)rank;
+        vw->offset[k] = off;
+        vw->has[k] = 1;
+        i += 3 + 2 * (size_t)rank;
+    }
+    return S4D_OK;
+}
+
+static s4d_status pw_analyse(s4d_op_ctx *ctx, pw_params *p, pw_views *vw, int *out_rank, int64_t *out_dims)
 {
     memset(p, 0, sizeof *p);
+    memset(vw, 0, sizeof *vw);
     if (ctx->num_inputs < 1 || ctx->num_inputs > S4D_PW_MAX_INPUTS || ctx->num_outputs != 1)
         return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "expects 1 to %d inputs and 1 output, got %d and %d",
                             S4D_PW_MAX_INPUTS, ctx->num_inputs, ctx->num_outputs);
@@ -271,20 +337,30 @@ static s4d_status pw_analyse(s4d_op_ctx *ctx, pw_params *p, int *out_rank, int64
         if (ins[k]->rank > S4D_MAX_RANK)
             return s4d_op_error(ctx, S4D_ERR_SHAPE, "input %d has rank %d (at most %d)", k, ins[k]->rank,
                                 S4D_MAX_RANK);
+    s4d_status st = pw_read_views(ctx, vw);
+    if (st != S4D_OK)
+        return st;
+    for (int k = 0; k < ctx->num_inputs; k++) {
+        if (!vw->has[k])
+            vw->shape[k] = *ins[k];
+        vw->shape[k].data = NULL;
+        ins[k] = &vw->shape[k];
+    }
     return s4d_bcast_shape(ctx, ins, ctx->num_inputs, out_rank, out_dims);
 }
 
 static s4d_status pw_infer(s4d_op_ctx *ctx)
 {
     pw_params p;
+    pw_views vw;
     int rank;
     int64_t dims[S4D_MAX_RANK];
-    s4d_status st = pw_analyse(ctx, &p, &rank, dims);
+    s4d_status st = pw_analyse(ctx, &p, &vw, &rank, dims);
     if (st != S4D_OK)
         return st;
     s4d_set_out(ctx, 0, (s4d_dtype)p.out_dtype, rank, dims);
     if (ctx->params) {
-        pw_geometry(ctx, &ctx->outputs[0], &p);
+        pw_geometry(&vw, &ctx->outputs[0], &p);
         *(pw_params *)ctx->params = p;
     }
     return S4D_OK;
@@ -566,17 +642,18 @@ s4d_status s4d_pointwise_run_with(s4d_op_ctx *ctx, s4d_pw_act_fn act)
     if (!p) {
         int rank;
         int64_t dims[S4D_MAX_RANK];
-        s4d_status st = pw_analyse(ctx, &local, &rank, dims);
+        pw_views vw;
+        s4d_status st = pw_analyse(ctx, &local, &vw, &rank, dims);
         if (st != S4D_OK)
             return st;
-        pw_geometry(ctx, &ctx->outputs[0], &local);
+        pw_geometry(&vw, &ctx->outputs[0], &local);
         p = &local;
     }
     if (p->numel == 0)
         return S4D_OK;
     pw_job j = {.p = p, .out = ctx->outputs[0].data, .act = act};
     for (int k = 0; k < p->num_inputs; k++)
-        j.in[k] = ctx->inputs[k].data;
+        j.in[k] = (const char *)ctx->inputs[k].data + p->offset[k] * (int64_t)s4d_dtype_size(p->in_dtype[k]);
     j.inner = p->dims[p->rank - 1];
     for (int k = 0; k < p->num_inputs; k++) {
         int64_t st = 1;
@@ -602,6 +679,7 @@ static s4d_status pw_run(s4d_op_ctx *ctx)
     return s4d_pointwise_run_with(ctx, NULL);
 }
 
-static const s4d_attr_spec pw_attrs[] = {{"program", S4D_ATTR_INTS}, {"constants", S4D_ATTR_FLOATS}, {NULL}};
+static const s4d_attr_spec pw_attrs[] = {
+    {"program", S4D_ATTR_INTS}, {"constants", S4D_ATTR_FLOATS}, {"views", S4D_ATTR_INTS}, {NULL}};
 const s4d_op_schema s4d_op_fused_pointwise = {"s4d", "FusedPointwise", 1, pw_infer, NULL, pw_run,
                                               sizeof(pw_params), 0, pw_attrs};

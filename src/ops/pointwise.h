@@ -16,6 +16,18 @@
  *             instruction's result is the output. At most
  *             S4D_PW_MAX_INSTRS instructions.
  *   constants FLOATS (optional): the immediates Clip reads.
+ *   views     INTS (optional, built by the view folding pass
+ *             src/passes/fold_views.c): inputs read through a strided view
+ *             of their buffer instead of as their own shape. One record per
+ *             such input: k, offset, rank, dims[rank], strides[rank]. Input
+ *             k then takes part in broadcasting as a tensor of shape dims
+ *             whose element i0..ir-1 is element offset + sum(i_d * strides[d])
+ *             of input k's buffer. An input has one record at most; offsets
+ *             and strides are >= 0 and every element of the view lies inside
+ *             the input (infer() checks it: an engine file is untrusted).
+ *             A Slice, Transpose, Gather of constant indices or Expand
+ *             (through Reshapes) feeding an input, or reading the output, is
+ *             folded into such views and runs no kernel of its own.
  * Every value of the program is float32, float16 or bool; the dtypes follow
  * the ONNX ops' rules (Add of two float16 values is float16, comparisons
  * give bool, ...). Float values are computed in float32 whatever their
@@ -79,6 +91,8 @@ typedef struct s4d_pointwise_params {
     int64_t dims[S4D_PW_MAX_RANK];
     int64_t strides[S4D_PW_MAX_INPUTS][S4D_PW_MAX_RANK];
     int64_t numel;
+    /* Per input: the element its strides start from (a view's offset; else 0). */
+    int64_t offset[S4D_PW_MAX_INPUTS];
 } s4d_pointwise_params;
 
 #ifndef __cplusplus

@@ -11,7 +11,7 @@
  * off 16-byte alignment so that the one-by-one paths run too.
  *
  *   test_elementwise_host [GROUP]   GROUP: table errors fastdiv binary variadic unary clip where cast
- *                                          pointwise
+ *                                          pointwise pointwise_views
  *                                   (default: all)
  */
 #ifndef S4D_EW_HOST_BUILD
@@ -205,9 +205,11 @@ struct Attrs {
  * reference and through the CUDA kernel's glue; inputs whose bit is set in
  * const_mask carry data at infer time (constants). Returns false on a
  * mismatch; a node the schema refuses (a dtype it does not take) is skipped.
+ * expect: when given, the host reference's output must also be these bits.
  */
 bool check_op(const std::string &what, const char *op_type, int opset, const Attrs &attrs,
-              const std::vector<Buf *> &ins, unsigned const_mask = 0, bool shift_out = false)
+              const std::vector<Buf *> &ins, unsigned const_mask = 0, bool shift_out = false,
+              const Buf *expect = nullptr)
 {
     /* The fused ops of the family are of the engine's domain. */
     const char *domain = strncmp(op_type, "Fused", 5) == 0 ? "s4d" : "";
@@ -263,6 +265,12 @@ bool check_op(const std::string &what, const char *op_type, int opset, const Att
     ctx.outputs = &want.t;
     if ((st = schema->run(&ctx)) != S4D_OK) {
         fprintf(stderr, "FAIL %s: host reference failed: %s\n", what.c_str(), err);
+        g_failures++;
+        return false;
+    }
+    if (expect && (!s4d_tensor_same_dims(&want.t, &expect->t) ||
+                   !same((what + ": host reference vs expected").c_str(), want, *expect))) {
+        fprintf(stderr, "FAIL %s: the host reference differs from the expected output\n", what.c_str());
         g_failures++;
         return false;
     }
@@ -821,6 +829,127 @@ void group_pointwise()
     }
 }
 
+/*
+ * FusedPointwise with strided views (the views attribute): each viewed input is
+ * also copied out element by element into a plain tensor of the view's shape,
+ * and the program run on those copies, without views, gives the output that the
+ * host reference and the CUDA kernel with views must both give bit for bit.
+ */
+struct PwView {
+    const char *name;
+    std::vector<int64_t> src;                 /* the input's own shape */
+    int64_t offset;
+    std::vector<int64_t> dims, strides;       /* empty dims: read as it lies */
+};
+
+void pw_view_case(const std::string &what, const std::vector<int64_t> &code, const std::vector<PwView> &in,
+                  s4d_dtype dt)
+{
+    std::vector<BufP> src, plain;
+    std::vector<Buf *> src_p, plain_p;
+    std::vector<int64_t> views;
+    size_t es = s4d_dtype_size(dt);
+    for (size_t k = 0; k < in.size(); k++) {
+        src.push_back(BufP(new Buf(dt, in[k].src, k % 2 == 1)));
+        fill(*src.back(), dt == S4D_DTYPE_BOOL ? BOOLS : WIDE);
+        src_p.push_back(src.back().get());
+        if (in[k].dims.empty()) {
+            plain_p.push_back(src.back().get());
+            continue;
+        }
+        const PwView &v = in[k];
+        plain.push_back(BufP(new Buf(dt, v.dims)));
+        Buf &c = *plain.back();
+        for (int64_t i = 0; i < c.numel(); i++) {
+            int64_t o = v.offset, r = i;
+            for (int d = (int)v.dims.size() - 1; d >= 0; d--) {
+                o += (r % v.dims[d]) * v.strides[d];
+                r /= v.dims[d];
+            }
+            memcpy((char *)c.t.data + (size_t)i * es, (const char *)src.back()->t.data + (size_t)o * es, es);
+        }
+        plain_p.push_back(&c);
+        views.insert(views.end(), {(int64_t)k, v.offset, (int64_t)v.dims.size()});
+        views.insert(views.end(), v.dims.begin(), v.dims.end());
+        views.insert(views.end(), v.strides.begin(), v.strides.end());
+    }
+    Attrs plain_a, view_a;
+    plain_a.ints("program", code);
+    view_a.ints("program", code).ints("views", views);
+    /* The expected bits: the program on the copies (checked against the CUDA kernel there too). */
+    const s4d_op_schema *schema = s4d_op_find_schema("s4d", "FusedPointwise", 1);
+    std::vector<s4d_tensor> tin;
+    for (Buf *b : plain_p)
+        tin.push_back(b->t);
+    s4d_tensor out;
+    memset(&out, 0, sizeof out);
+    out.rank = -1;
+    std::vector<char> params(schema->params_size + 8, 0);
+    char err[512] = "";
+    s4d_op_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.node_name = what.c_str();
+    ctx.op_type = "FusedPointwise";
+    ctx.opset = 1;
+    ctx.num_attrs = (int)plain_a.list.size();
+    ctx.attrs = plain_a.list.data();
+    ctx.num_inputs = (int)tin.size();
+    ctx.inputs = tin.data();
+    ctx.num_outputs = 1;
+    ctx.outputs = &out;
+    ctx.params = params.data();
+    ctx.schema = schema;
+    ctx.err = err;
+    ctx.err_size = sizeof err;
+    if (schema->infer(&ctx) != S4D_OK) {
+        fprintf(stderr, "FAIL %s: the plain program does not infer: %s\n", what.c_str(), err);
+        g_failures++;
+        return;
+    }
+    Buf want(out.dtype, std::vector<int64_t>(out.dims, out.dims + out.rank));
+    ctx.outputs = &want.t;
+    if (schema->run(&ctx) != S4D_OK) {
+        fprintf(stderr, "FAIL %s: the plain program does not run: %s\n", what.c_str(), err);
+        g_failures++;
+        return;
+    }
+    int before = g_runs;
+    check_op(what + " (copies)", "FusedPointwise", 1, plain_a, plain_p, 0, false, &want);
+    check_op(what + " (views)", "FusedPointwise", 1, view_a, src_p, 0, true, &want);
+    if (g_runs != before + 2) {
+        fprintf(stderr, "FAIL %s: a side was skipped (the schema refused it)\n", what.c_str());
+        g_failures++;
+    }
+}
+
+void group_pointwise_views()
+{
+    const s4d_dtype F = S4D_DTYPE_FLOAT32, H = S4D_DTYPE_FLOAT16, B = S4D_DTYPE_BOOL;
+    const std::vector<int64_t> mul_exp = {S4D_PW_MUL, 0, 1, -1, S4D_PW_EXP, 2, -1, -1};
+    for (s4d_dtype dt : {F, H}) {
+        std::string t = dt == F ? " float32" : " float16";
+        /* Two column slices of one [96, 11] anchor tensor. */
+        pw_view_case("columns" + t, mul_exp,
+                     {{"a", {96, 11}, 0, {96, 3}, {11, 1}}, {"b", {96, 11}, 3, {96, 3}, {11, 1}}}, dt);
+        /* A transposed [6, 40, 3] operand against a plain [40, 6, 3] one (odd inner dim). */
+        pw_view_case("transposed" + t, mul_exp,
+                     {{"a", {6, 40, 3}, 0, {40, 6, 3}, {3, 120, 1}}, {"b", {40, 6, 3}, 0, {}, {}}}, dt);
+        /* Picked coordinates with steps, broadcast along a repeated dim (stride 0), packs of 4. */
+        pw_view_case("picked_repeated" + t, mul_exp,
+                     {{"a", {8, 13, 3}, 2, {8, 13, 4}, {39, 3, 0}}, {"b", {8, 1, 4}, 0, {}, {}}}, dt);
+        /* A view as the output's shape of a larger input at an offset, against a row. */
+        pw_view_case("offset_rows" + t, mul_exp,
+                     {{"a", {5, 64}, 70, {3, 64}, {64, 1}}, {"b", {64}, 0, {}, {}}}, dt);
+        /* Every element read through a 5-D reorder (the aggregation's point layout). */
+        pw_view_case("reorder_5d" + t, mul_exp,
+                     {{"a", {1, 6, 16, 13, 2}, 0, {1, 16, 13, 6, 2}, {1248, 26, 2, 208, 1}},
+                      {"b", {1, 6, 16, 13, 2}, 0, {1, 16, 13, 6, 2}, {1248, 26, 2, 208, 1}}}, dt);
+    }
+    /* bool through a view: Where(mask view, x, y). */
+    pw_view_case("bool_mask", {S4D_PW_NOT, 0, -1, -1, S4D_PW_XOR, 1, 2, -1},
+                 {{"m", {7, 9}, 1, {7, 4}, {9, 2}}, {"n", {4}, 0, {}, {}}}, B);
+}
+
 } /* namespace */
 
 int main(int argc, char **argv)
@@ -833,7 +962,8 @@ int main(int argc, char **argv)
                   {"binary", group_binary},
                   {"variadic", group_variadic},
                   {"unary", group_unary}, {"clip", group_clip},     {"where", group_where},
-                  {"cast", group_cast},     {"pointwise", group_pointwise}};
+                  {"cast", group_cast},     {"pointwise", group_pointwise},
+                  {"pointwise_views", group_pointwise_views}};
     int ran = 0;
     for (auto &g : groups)
         if (strcmp(group, "all") == 0 || strcmp(group, g.name) == 0) {

@@ -8,7 +8,9 @@ layer's attributes or inputs one way at a time (tests/fuzz/engine_file.py recomp
 the checksum, as anyone can) and checks that loading each fails with exit status 1 and a message
 that names the layer and the fault: opcodes and slot indices out of range, forward references,
 lengths, operand dtypes, Clip constant indices, Cast targets, fields beyond 32 bits, unread or
-too many inputs, missing or mistyped attributes.
+too many inputs, missing or mistyped attributes; strided views (the views attribute) that read
+past the input, have negative offsets or strides, huge dims, malformed records or shapes that do
+not broadcast.
 """
 import os
 import sys
@@ -130,6 +132,26 @@ def cases():
     def nine_inputs(layer):
         layer["inputs"] = (layer["inputs"] * 9)[:9]
     c.append(("inputs_9", nine_inputs, "1 to 8 inputs"))
+
+    # Strided views (the views attribute): input 0 is x, float32 [3, 40], 120 elements.
+    def views(v, type_=ATTR_INTS):
+        def edit(layer):
+            layer["attrs"].append({"name": "views", "type": type_, "value": v})
+        return edit
+    c.append(("view_past_end", views([0, 0, 2, 3, 40, 40, 2]), "reads past"))
+    c.append(("view_offset_past_end", views([0, 200, 2, 3, 40, 40, 1]), "reads past"))
+    c.append(("view_offset_negative", views([0, -1, 2, 3, 40, 40, 1]), "reads past"))
+    c.append(("view_stride_negative", views([0, 119, 2, 3, 40, 40, -1]), "strides >= 0"))
+    c.append(("view_dim_huge", views([0, 0, 1, 1 << 60, 0]), "at most 2^50"))
+    c.append(("view_stride_overflow", views([0, 0, 2, 3, 40, 1 << 62, 1]), "reads past"))
+    c.append(("view_input_range", views([9, 0, 0]), "names input 9"))
+    c.append(("view_twice", views([0, 0, 2, 3, 40, 40, 1] * 2), "two records"))
+    c.append(("view_cut_short", views([0, 0]), "cut short"))
+    c.append(("view_rank_9", views([0, 0, 9] + [1] * 18), "rank 9"))
+    c.append(("view_rank_without_dims", views([0, 0, 2, 3, 40, 40]), "rank 2"))
+    c.append(("view_wrong_type", views([0.0, 0.0, 0.0], ATTR_FLOATS), "views"))
+    # In range, but its shape [3, 7] does not broadcast with the other inputs' [40].
+    c.append(("view_not_broadcast", views([0, 0, 2, 3, 7, 7, 1]), "cannot be broadcast"))
     return c
 
 

@@ -253,7 +253,7 @@ static s4d_status run_pointwise(s4d_op_ctx *ctx)
         return no_params(ctx);
     const void *in[S4D_PW_MAX_INPUTS];
     for (int k = 0; k < p->num_inputs && k < ctx->num_inputs; k++)
-        in[k] = ctx->inputs[k].data;
+        in[k] = (const char *)ctx->inputs[k].data + p->offset[k] * (int64_t)s4d_dtype_size(p->in_dtype[k]);
     if (ctx->num_inputs != p->num_inputs)
         return s4d_op_error(ctx, S4D_ERR_INTERNAL, "%d inputs where the program has %d", ctx->num_inputs,
                             p->num_inputs);
