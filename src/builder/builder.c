@@ -202,6 +202,11 @@ s4d_status s4d_build_plan(s4d_ir_graph *g, const s4d_build_config *cfg, s4d_plan
         if (st == S4D_OK)
             st = s4d_pass_remove_dead(g, err, errsz);
     }
+    /* After every pass that matches movement layers by op; a fold makes them part of their reader. */
+    if (st == S4D_OK)
+        st = s4d_pass_fold_views(g, err, errsz);
+    if (st == S4D_OK)
+        st = s4d_pass_remove_dead(g, err, errsz);
     char *notes = NULL;
     if (st == S4D_OK && cfg->fp16)
         st = s4d_pass_precision(g, cfg, &notes, err, errsz);

@@ -93,6 +93,19 @@ s4d_status s4d_pass_simplify_movement(s4d_ir_graph *g, char *err, size_t errsz);
  */
 s4d_status s4d_pass_layout_nhwc(s4d_ir_graph *g, int any_device, char *err, size_t errsz);
 
+/*
+ * Slice, Transpose, Gather (constant indices) and Expand chains before a
+ * FusedPointwise input, or after its output, folded into the layer as strided
+ * views (fold_views.c, ops/pointwise.h's views); after s4d_pass_layout_nhwc,
+ * before the precision pass. S4D_FOLD_VIEWS=0 turns it off.
+ */
+s4d_status s4d_pass_fold_views(s4d_ir_graph *g, char *err, size_t errsz);
+/* Whether value v is made on dev by movement that s4d_pass_fold_views would fold into a reader. */
+int s4d_fold_views_reads_movement(const s4d_ir_graph *g, int v, s4d_device dev);
+/* Whether value v (uses: s4d_fuse_use_counts) is read only by movement that the pass would fold
+   into its producer. */
+int s4d_fold_views_feeds_movement(const s4d_ir_graph *g, const int *uses, int v, s4d_device dev);
+
 /* Helpers shared by the fusion passes (fuse_common.c). */
 
 /* Per value: live consumer count, +1 when a graph output. Caller frees. */

@@ -12,7 +12,9 @@
  * broadcasts into it) is computed again for each element it reaches: it joins
  * only when that repeats it at most PW_MAX_REPEAT times. Trees of two nodes or more whose device has
  * the kernel become one node, in the root's place (its position in the node
- * order keeps every input ready before it); the others die.
+ * order keeps every input ready before it); the others die. A lone node
+ * becomes one too when movement that the view folding (fold_views.c) takes
+ * into it feeds an input or reads its output.
  *
  * Ops: Add Sub Mul Div Min Max (two inputs) Neg Abs Exp Log Sqrt Sigmoid Relu
  * Tanh Reciprocal Atan, Clip with constant bounds, Where, Equal Greater Less
@@ -244,6 +246,17 @@ static int emit(const grow_ctx *gc, tree *t, int ni, const pw_node *c, int pendi
     return S4D_PW_MAX_INPUTS + t->ninstr++;
 }
 
+/* Whether a one-node tree is worth a FusedPointwise: movement before or after it that the view
+   folding would take into it. */
+static int folds_movement(const s4d_ir_graph *g, const int *uses, const tree *t)
+{
+    s4d_device dev = g->nodes[t->root].device;
+    for (int k = 0; k < t->nin; k++)
+        if (s4d_fold_views_reads_movement(g, t->in[k], dev))
+            return 1;
+    return s4d_fold_views_feeds_movement(g, uses, g->nodes[t->root].outputs[0], dev);
+}
+
 /* Slots are numbered with S4D_PW_MAX_INPUTS inputs while growing; the node has nin. */
 static void renumber(tree *t)
 {
@@ -338,7 +351,7 @@ s4d_status s4d_pass_fuse_pointwise(s4d_ir_graph *g, char *err, size_t errsz)
         memset(t, 0, sizeof *t);
         t->root = i;
         grow_ctx gc = {g, uses, claimed, &g->values[g->nodes[i].outputs[0]].t};
-        if (emit(&gc, t, i, &c, 1) < 0 || t->nmem < 2)
+        if (emit(&gc, t, i, &c, 1) < 0 || (t->nmem < 2 && !folds_movement(g, uses, t)))
             continue;
         renumber(t);
         s4d_attr attrs[2];
