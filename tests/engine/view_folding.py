@@ -12,7 +12,9 @@ per case:
   - folded and unfolded outputs are equal bit for bit (only where elements are read from
     changes, never a value), and the saved folded engine loads and gives the same bits;
   - both agree with a float64 NumPy evaluation of the same graph: rtol 1e-6, atol 1e-6 (4e-6,
-    2e-6 on a real CUDA device, whose transcendental functions are within 2 ulp).
+    2e-6 on a real CUDA device, whose transcendental functions are within 2 ulp);
+  - on CUDA (and the guarded device) the same with --fp16: folded and unfolded float16 engines
+    give the same bits.
 Near misses the pass must leave alone: Gather by indices computed at run time, a Slice with a
 negative step, indices that are no progression, a movement chain whose value is also a graph
 output, an Expand after the layer (it would compute values again).
@@ -99,12 +101,12 @@ def reference(case):
     return {k: env[k] for k in case.outputs}
 
 
-def engine_run(args, d, tag, path, case, fold):
+def engine_run(args, d, tag, path, case, fold, extra=()):
     outd = os.path.join(d, f"out_{tag}")
     env = dict(os.environ)
     if not fold:
         env["S4D_FOLD_VIEWS"] = "0"
-    flags = [f"--saveEngine={d}/{tag}.s4d"]
+    flags = [f"--saveEngine={d}/{tag}.s4d"] + list(extra)
     types = run_dump(args, d, path, case.inputs, outd, env=env, flags=flags)
     return types, {k: np.load(os.path.join(outd, f"{k}.npy")) for k in case.outputs}
 
@@ -243,6 +245,14 @@ def main():
         if lost:
             msgs.append(f"a near miss was folded: {lost} gone from {types_f}")
         check_reload(args, f"{d}/folded.s4d", load_inputs_flag(d, case.inputs), d, out_f, "folded engine", msgs)
+        if args.device == "cuda":
+            # float16 engines: the precision pass runs after the folding; the casts it adds
+            # convert whole sources, so folded and unfolded float16 outputs are the same bits too.
+            _, h_f = engine_run(args, d, "folded16", path, case, True, ["--fp16"])
+            _, h_u = engine_run(args, d, "unfolded16", path, case, False, ["--fp16"])
+            for k in case.outputs:
+                if h_f[k].tobytes() != h_u[k].tobytes():
+                    msgs.append(f"output {k}: float16 folded != unfolded bit for bit")
         want = reference(case)
         for k in case.outputs:
             a, b = out_f[k], out_u[k]
