@@ -81,6 +81,8 @@ s4d_status s4d_pass_fuse_pointwise(s4d_ir_graph *g, char *err, size_t errsz);
  *   Unsqueeze/Reshape (size-1 dims only) of a Concat, read only by Slices and
  *   Gathers within one input xk                  -> the same view of xk
  *   a Slice, Gather, Transpose or Concat repeating an earlier one -> that one
+ *   x + 0, x - 0, x * 1, x / 1 by a constant, output of x's shape and dtype,
+ *   bit for bit x (integers; floats: x * 1, x / 1, x - (+0), x + (-0)) -> x
  */
 s4d_status s4d_pass_simplify_movement(s4d_ir_graph *g, char *err, size_t errsz);
 

@@ -19,10 +19,12 @@
  * node's input to an earlier producer, removes a node or turns a Transpose
  * into a Reshape. Nodes left without readers die in s4d_pass_remove_dead.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/broadcast.h"
 #include "ops/movement.h"
 #include "passes/fuse_passes.h"
 #include "util/util.h"
@@ -749,6 +751,51 @@ static int try_repeat(mv *m, int ni)
     return 0;
 }
 
+/*
+ * Whether every element of constant c leaves an operand unchanged, bit for bit, as operand 1
+ * of op (Add, Sub, Mul, Div; Add and Mul either side): integers 0 (Add, Sub) or 1 (Mul, Div);
+ * floats 1 (Mul, Div), +0 (Sub: -0 - +0 is -0) or -0 (Add: x + +0 turns -0 into +0, x + -0
+ * never changes x). A NaN operand stays NaN either way.
+ */
+static int identity_const(const s4d_tensor *c, const char *op)
+{
+    int add = strcmp(op, "Add") == 0, sub = strcmp(op, "Sub") == 0, fl = s4d_dtype_is_float(c->dtype);
+    if (c->dtype == S4D_DTYPE_BOOL || c->dtype == S4D_DTYPE_STRING || c->dtype == S4D_DTYPE_UNDEFINED)
+        return 0;
+    int64_t n = s4d_tensor_numel(c);
+    for (int64_t i = 0; i < n; i++) {
+        double v = s4d_load_f64(c->dtype, c->data, i);
+        if (add || sub) {
+            if (v != 0.0 || (fl && (signbit(v) != 0) != add))
+                return 0;
+        } else if (v != 1.0) {
+            return 0;
+        }
+    }
+    return n > 0;
+}
+
+/* x + 0, x - 0, x * 1, x / 1 (identity_const) whose output is x's shape and dtype -> x. */
+static int try_identity(mv *m, int ni)
+{
+    s4d_ir_graph *g = m->g;
+    const s4d_ir_node *n = &g->nodes[ni];
+    if (n->num_inputs != 2 || n->num_outputs != 1 || n->outputs[0] < 0)
+        return 0;
+    int commutes = strcmp(n->op_type, "Add") == 0 || strcmp(n->op_type, "Mul") == 0;
+    for (int k = 0; k < (commutes ? 2 : 1); k++) {
+        int x = n->inputs[k], c = n->inputs[1 - k], y = n->outputs[0];
+        const s4d_tensor *ct = s4d_fuse_const(g, c);
+        if (x < 0 || !ct || !g->values[x].shape_known || !g->values[y].shape_known ||
+            g->values[x].t.dtype != g->values[y].t.dtype || ct->dtype != g->values[y].t.dtype ||
+            !s4d_tensor_same_dims(&g->values[x].t, &g->values[y].t) || !static_nonempty(g, y))
+            continue;
+        if (identity_const(ct, n->op_type))
+            return bypass(m, ni, x);
+    }
+    return 0;
+}
+
 s4d_status s4d_pass_simplify_movement(s4d_ir_graph *g, char *err, size_t errsz)
 {
     mv m = {g, NULL, 0, 0, err, errsz};
@@ -773,6 +820,9 @@ s4d_status s4d_pass_simplify_movement(s4d_ir_graph *g, char *err, size_t errsz)
                 st = try_transpose(&m, i, &done);
             else if (s4d_fuse_is_op(g, i, "Unsqueeze") || s4d_fuse_is_op(g, i, "Reshape"))
                 st = try_view(&m, i, &done);
+            else if (s4d_fuse_is_op(g, i, "Add") || s4d_fuse_is_op(g, i, "Sub") ||
+                     s4d_fuse_is_op(g, i, "Mul") || s4d_fuse_is_op(g, i, "Div"))
+                done = try_identity(&m, i);
             if (done && st == S4D_OK) {
                 changed = 1;
                 st = count_uses(&m);

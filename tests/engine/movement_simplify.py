@@ -2,8 +2,9 @@
 
 usage: movement_simplify.py S4DEXEC PLUGINS SCRATCH [--device cpu|cuda] [-k NAME]
 
-Each case is a small ONNX graph of Slice, Concat, Gather and Transpose nodes on random non-zero
-inputs, built by s4dexec with --dumpLayerInfo. Checks, per case:
+Each case is a small ONNX graph of Slice, Concat, Gather and Transpose nodes, or of arithmetic by
+a constant that changes no bit, on random non-zero inputs, built by s4dexec with --dumpLayerInfo
+(the view folding and the pointwise fusion off: S4D_FOLD_VIEWS=0, S4D_FUSE_POINTWISE=0). Checks, per case:
   - the op types of the layer list (the ones that run a kernel, and the views), as a multiset,
     against what the pass must leave: fewer layers where a rewrite applies, the same layers in
     the near misses (a second reader, a graph output in the middle, step 2, another axis, indices
@@ -93,8 +94,8 @@ class G:
             ins.append(self.const(steps))
         return self.node("Slice", ins)
 
-    def out(self, name):
-        self.outputs.append(helper.make_tensor_value_info(name, F32, None))
+    def out(self, name, elem=F32):
+        self.outputs.append(helper.make_tensor_value_info(name, elem, None))
 
     def model(self):
         g = helper.make_graph(self.nodes, "movement", self.inputs, self.outputs, self.inits)
@@ -553,6 +554,24 @@ def c_symbolic_batch(rng):
     return g.model(), ins, {y: -ins["b"]}
 
 
+def identity(rng, op, vals, dtype=np.float32, x_shape=(3, 4), first=False, as_output=False):
+    """op(x, constant vals) (the constant first when first), read by a Neg or a graph output."""
+    g = G()
+    elem = F32 if dtype == np.float32 else TensorProto.INT64
+    x = g.inp("x", list(x_shape), elem)
+    c = g.const(vals, dtype)
+    y = g.node(op, [c, x] if first else [x, c])
+    if not as_output:
+        y = g.node("Neg", [y])
+    g.out(y, elem)
+    xv = rnd(rng, x_shape) if dtype == np.float32 else rng.integers(1, 1000, x_shape).astype(np.int64)
+    cv = np.array(vals, dtype)
+    f = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply,
+         "Div": np.floor_divide if dtype == np.int64 else np.divide}[op]
+    r = f(cv, xv) if first else f(xv, cv)
+    return g.model(), {"x": xv}, {y: (r if as_output else -r).astype(dtype)}
+
+
 CASES = [
     # name, build, expected layers, extra s4dexec flags
     ("slice_concat_one_input", c_slice_concat_one_input, ["Neg"], []),
@@ -603,6 +622,25 @@ CASES = [
     ("repeats_as_output", lambda r: repeats(r, as_output=True),
      ["Slice", "Gather", "Transpose", "Concat"] * 2 + ["Neg"] * 4, []),
     ("symbolic_batch", c_symbolic_batch, ["Neg"], ["--shapes=a:5x3,b:5x4"]),
+    # Arithmetic that leaves its operand's bits as they are (a batch offset of 0 added to TopK's
+    # indices, a scale of 1): the reader reads the operand.
+    ("identity_int_add_zero", lambda r: identity(r, "Add", [[0]], np.int64), ["Neg"], []),
+    ("identity_int_zero_add", lambda r: identity(r, "Add", [0, 0, 0, 0], np.int64, first=True), ["Neg"], []),
+    ("identity_int_sub_zero", lambda r: identity(r, "Sub", 0, np.int64), ["Neg"], []),
+    ("identity_int_mul_one", lambda r: identity(r, "Mul", [[1], [1], [1]], np.int64), ["Neg"], []),
+    ("identity_int_div_one", lambda r: identity(r, "Div", 1, np.int64), ["Neg"], []),
+    ("identity_float_mul_one", lambda r: identity(r, "Mul", [1.0] * 4, first=True), ["Neg"], []),
+    ("identity_float_div_one", lambda r: identity(r, "Div", 1.0), ["Neg"], []),
+    ("identity_float_sub_zero", lambda r: identity(r, "Sub", [[0.0]]), ["Neg"], []),
+    ("identity_float_add_negzero", lambda r: identity(r, "Add", -0.0), ["Neg"], []),
+    # Near misses: x + (+0) turns -0 into +0; 0 - x; a constant that broadcasts x to a larger
+    # shape; a constant that is not all identity; the result a graph output.
+    ("identity_float_add_zero_kept", lambda r: identity(r, "Add", 0.0), ["Add", "Neg"], []),
+    ("identity_zero_sub_kept", lambda r: identity(r, "Sub", 0, np.int64, first=True), ["Sub", "Neg"], []),
+    ("identity_broadcast_kept", lambda r: identity(r, "Add", [[0, 0]], np.int64, x_shape=(3, 1)),
+     ["Add", "Neg"], []),
+    ("identity_not_all_kept", lambda r: identity(r, "Mul", [1.0, 1.0, 2.0, 1.0]), ["Mul", "Neg"], []),
+    ("identity_output_kept", lambda r: identity(r, "Add", [[0]], np.int64, as_output=True), ["Add"], []),
 ]
 
 
@@ -638,9 +676,13 @@ def run_case(args, name, build, want, flags, rng, device, env, tag):
 def main():
     ap = fusion_arg_parser()
     args = ap.parse_args()
-    runs = [("plain", args.device, dict(os.environ), [])]
+    # The view folding (which runs later and takes Slices, Gathers and Transposes into the
+    # element-wise layers that read them) and the pointwise fusion are off: the layer lists
+    # here are the simplification's.
+    base = dict(os.environ, S4D_FOLD_VIEWS="0", S4D_FUSE_POINTWISE="0")
+    runs = [("plain", args.device, base, [])]
     if args.device == "cuda":
-        env = dict(os.environ, S4D_GUARDED_DECLINE="Neg")
+        env = dict(base, S4D_GUARDED_DECLINE="Neg")
         runs.append(("fallback", "cuda", env, ["--allowFallback"]))
     failures = 0
     for tag, device, env, extra in runs:
