@@ -121,7 +121,8 @@ def topk_scores(rng, n, k):
 
 
 def main_topk(out, n=24, k=12, d=6):
-    """topk.onnx: the decoding of a detection head in small. score = s * g (g = 1), the
+    """topk.onnx: the decoding of a detection head in small. score = s * g (g = 2: a power of
+    two scales every score exactly, and a gain of 1 would be no layer at all), the
     top k of the scores (TopK, sorted), rows = Gather(Tanh(f * w), indices) reshaped to
     [1, k, d]; also the sorted scores (top) and feat = Tanh(f * w) itself. In float16 the
     near-tied scores collapse and TopK returns them in index order: rows come out in
@@ -129,7 +130,7 @@ def main_topk(out, n=24, k=12, d=6):
     same row rounded to float16."""
     rng = np.random.default_rng(17)
     w = rng.uniform(0.5, 1.5, (1, d)).astype(np.float32)
-    g = np.ones((1, n), np.float32)
+    g = np.full((1, n), 2.0, np.float32)
     kk = np.array([k], np.int64)
     flat = np.array([k], np.int64)
     shape3 = np.array([1, k, d], np.int64)

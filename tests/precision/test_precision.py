@@ -395,12 +395,13 @@ TOPK_LAYERS = ["score_gain", "select", "pick", "rows_shape", "feat_scale", "feat
 
 
 def topk_reference(toy, run):
-    """float64: the rows of Tanh(f * w) in the order of the sorted scores."""
+    """float64: the rows of Tanh(f * w) in the order of the sorted scores s * 2 (make_toy's
+    gain g)."""
     s = np.load(os.path.join(toy, run, "s.npy")).astype(np.float64)[0]
     f = np.load(os.path.join(toy, run, "f.npy")).astype(np.float64)
     w = np.load(os.path.join(toy, "topk_w.npy")).astype(np.float64)
     order = np.argsort(-s, kind="stable")[:12]
-    return np.tanh(f * w)[order][None], s[order][None]
+    return np.tanh(f * w)[order][None], 2.0 * s[order][None]
 
 
 def assignment_rel_l2(got, want):
