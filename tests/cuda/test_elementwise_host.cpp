@@ -200,6 +200,29 @@ struct Attrs {
     }
 };
 
+/* A context for one node of schema with one output out; params sized for the schema. */
+s4d_op_ctx op_ctx(const std::string &what, const s4d_op_schema *schema, int opset, const Attrs &attrs,
+                  std::vector<s4d_tensor> &tin, int num_inputs, s4d_tensor *out, std::vector<char> &params,
+                  char *err, size_t err_size)
+{
+    s4d_op_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.node_name = what.c_str();
+    ctx.op_type = schema->op_type;
+    ctx.opset = opset;
+    ctx.num_attrs = (int)attrs.list.size();
+    ctx.attrs = attrs.list.data();
+    ctx.num_inputs = num_inputs;
+    ctx.inputs = tin.data();
+    ctx.num_outputs = 1;
+    ctx.outputs = out;
+    ctx.params = schema->params_size ? params.data() : nullptr;
+    ctx.schema = schema;
+    ctx.err = err;
+    ctx.err_size = err_size;
+    return ctx;
+}
+
 /*
  * Runs op_type on ins (nullptr: an omitted optional input) through the host
  * reference and through the CUDA kernel's glue; inputs whose bit is set in
@@ -237,21 +260,7 @@ bool check_op(const std::string &what, const char *op_type, int opset, const Att
     out.rank = -1;
     std::vector<char> params(schema->params_size + 8, 0);
     char err[512] = "";
-    s4d_op_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.node_name = what.c_str();
-    ctx.op_type = op_type;
-    ctx.opset = opset;
-    ctx.num_attrs = (int)attrs.list.size();
-    ctx.attrs = attrs.list.data();
-    ctx.num_inputs = (int)ins.size();
-    ctx.inputs = tin.data();
-    ctx.num_outputs = 1;
-    ctx.outputs = &out;
-    ctx.params = schema->params_size ? params.data() : nullptr;
-    ctx.schema = schema;
-    ctx.err = err;
-    ctx.err_size = sizeof err;
+    s4d_op_ctx ctx = op_ctx(what, schema, opset, attrs, tin, (int)ins.size(), &out, params, err, sizeof err);
     s4d_status st = schema->infer(&ctx);
     if (st != S4D_OK) {
         g_skipped++;
@@ -886,21 +895,7 @@ void pw_view_case(const std::string &what, const std::vector<int64_t> &code, con
     out.rank = -1;
     std::vector<char> params(schema->params_size + 8, 0);
     char err[512] = "";
-    s4d_op_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.node_name = what.c_str();
-    ctx.op_type = "FusedPointwise";
-    ctx.opset = 1;
-    ctx.num_attrs = (int)plain_a.list.size();
-    ctx.attrs = plain_a.list.data();
-    ctx.num_inputs = (int)tin.size();
-    ctx.inputs = tin.data();
-    ctx.num_outputs = 1;
-    ctx.outputs = &out;
-    ctx.params = params.data();
-    ctx.schema = schema;
-    ctx.err = err;
-    ctx.err_size = sizeof err;
+    s4d_op_ctx ctx = op_ctx(what, schema, 1, plain_a, tin, (int)tin.size(), &out, params, err, sizeof err);
     if (schema->infer(&ctx) != S4D_OK) {
         fprintf(stderr, "FAIL %s: the plain program does not infer: %s\n", what.c_str(), err);
         g_failures++;

@@ -113,6 +113,76 @@ def run_dump(args, d, path, inputs, outd, device=None, env=None, flags=()):
     return layer_types(p.stdout)
 
 
+NO_GPU = 77
+
+
+def saved_cases(args, cases, model_of):
+    """Each case whose name holds args.k, with model_of(case) saved as SCRATCH/<name>/model.onnx:
+    (case, its folder, the model's path)."""
+    for case in cases:
+        if args.k not in case.name:
+            continue
+        d = os.path.join(args.scratch, case.name)
+        os.makedirs(d, exist_ok=True)
+        path = os.path.join(d, "model.onnx")
+        onnx.save(model_of(case), path)
+        yield case, d, path
+
+
+def eltwise_tolerance(args):
+    """(rtol, atol) of element-wise chains against float64: glibc's expf, logf, tanhf, atanf are
+    within 1 ulp of the correctly rounded value (the CPU and the guarded device), CUDA's within
+    2: up to nine of them in a chain on a real GPU."""
+    return (1e-6, 1e-6) if args.device == "cpu" or os.environ.get("S4D_TEST_BACKEND") else (4e-6, 2e-6)
+
+
+def pair_runs(args, name, first, second, failures):
+    """first() and second() (each a run: (layer types, outputs)) of one case: both results, or
+    None with the failure recorded; raises SystemExit(NO_GPU) when --device cuda finds no GPU or
+    no CUDA backend here (the script's exit status: skipped)."""
+    try:
+        return first(), second()
+    except RuntimeError as e:
+        said = str(e)
+        if args.device == "cuda" and ("no usable CUDA device" in said or "no CUDA device" in said
+                                      or "has no backend for it" in said):
+            print(f"{name}: no CUDA device or backend here; skipping")
+            raise SystemExit(NO_GPU)
+        failures.append(f"{name}: {e}")
+        print(f"FAIL {name}: {e}")
+        return None
+
+
+def case_pairs(args, cases, model_of, run, tags, ran, failures):
+    """Each case of saved_cases run twice, run(folder, tag, path, case, tag is tags[0]): yields
+    (case, folder, path, (layer types, outputs) of each run) where both runs worked (pair_runs).
+    Every case tried is appended to ran."""
+    for case, d, path in saved_cases(args, cases, model_of):
+        ran.append(case.name)
+        runs = pair_runs(args, case.name, lambda: run(d, tags[0], path, case, True),
+                         lambda: run(d, tags[1], path, case, False), failures)
+        if runs is not None:
+            yield case, d, path, runs[0], runs[1]
+
+
+def compare_pair(names, got_a, got_b, want, tol, tags, msgs):
+    """For each output name: the two runs' arrays equal bit for bit, and each within tol
+    (rtol, atol) of the float64 reference want[name]; tags name the runs in msgs."""
+    for k in names:
+        a, b = got_a[k], got_b[k]
+        if a.dtype != b.dtype or a.shape != b.shape or a.tobytes() != b.tobytes():
+            diff = np.abs(a.astype(np.float64) - b.astype(np.float64)) if a.shape == b.shape else None
+            msgs.append(f"output {k}: {tags[0]} != {tags[1]} bit for bit"
+                        + (f" (max abs diff {np.nanmax(diff):.3g})" if diff is not None and diff.size else ""))
+        for tag, got in zip(tags, (a, b)):
+            if got.shape != want[k].shape:
+                msgs.append(f"output {k} ({tag}) has shape {got.shape}, float64 {want[k].shape}")
+                continue
+            ok, what = close(got, want[k], *tol)
+            if not ok:
+                msgs.append(f"output {k} ({tag}) vs float64: {what}")
+
+
 def report_case(name, msgs, layers_before, layers_after, fused, op_type, failures):
     """Prints a fusion case's line (ok or FAIL, the layer counts) and its messages; a failing
     case's name goes to failures."""
@@ -125,7 +195,9 @@ def report_case(name, msgs, layers_before, layers_after, fused, op_type, failure
 
 
 def summary(ran, failures):
-    """The last line of a fusion test; its exit code (1 when a case failed or none ran)."""
+    """The last line of a fusion test; its exit code (1 when a case failed or none ran). ran: the
+    number of cases tried, or their names."""
+    ran = ran if isinstance(ran, int) else len(ran)
     if not ran:
         print("no case matched")
         return 1

@@ -25,14 +25,13 @@ import os
 import sys
 
 import numpy as np
-import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from exec_util import close, fusion_arg_parser, report_case, run_dump, summary  # noqa: E402
+from exec_util import (case_pairs, compare_pair, eltwise_tolerance, fusion_arg_parser,  # noqa: E402
+                       report_case, run_dump, summary)
 
 F32, BOOL, I64 = TensorProto.FLOAT, TensorProto.BOOL, TensorProto.INT64
-NO_GPU = 77
 NP_TO_ONNX = {np.dtype(np.float32): F32, np.dtype(np.bool_): BOOL, np.dtype(np.int64): I64}
 
 
@@ -226,47 +225,21 @@ def main():
     ap = fusion_arg_parser()
     args = ap.parse_args()
     rng = np.random.default_rng(1414)
-    failures, ran = [], 0
-    # CUDA's expf, logf, tanhf, atanf are within 2 ulp of the correctly rounded value, glibc's
-    # within 1: up to nine of them in a chain on CUDA, against float64.
-    tol = (1e-6, 1e-6) if args.device == "cpu" or os.environ.get("S4D_TEST_BACKEND") else (4e-6, 2e-6)
-    for case in make_cases(rng):
-        if args.k not in case.name:
-            continue
-        ran += 1
-        d = os.path.join(args.scratch, case.name)
-        os.makedirs(d, exist_ok=True)
-        path = os.path.join(d, "model.onnx")
-        onnx.save(build(case), path)
+    failures, ran = [], []
+    tol = eltwise_tolerance(args)
+
+    def run(d, tag, path, case, on):
+        return engine_run(args, d, tag, path, case, on)
+
+    for case, d, path, (types_f, out_f), (types_u, out_u) in case_pairs(
+            args, make_cases(rng), build, run, ("fused", "unfused"), ran, failures):
         msgs = []
-        try:
-            types_f, out_f = engine_run(args, d, "fused", path, case, True)
-            types_u, out_u = engine_run(args, d, "unfused", path, case, False)
-        except RuntimeError as e:
-            said = str(e)
-            if args.device == "cuda" and ("no usable CUDA device" in said or "no CUDA device" in said
-                                          or "has no backend for it" in said):
-                print(f"{case.name}: no CUDA device or backend here; skipping")
-                return NO_GPU
-            failures.append(f"{case.name}: {e}")
-            print(f"FAIL {case.name}: {e}")
-            continue
         nf = types_f.count("FusedPointwise")
         if nf != case.fused or any(t in types_f for t in case.gone):
             msgs.append(f"fused layers {types_f} (expected {case.fused} FusedPointwise, none of {case.gone})")
         if "FusedPointwise" in types_u:
             msgs.append(f"S4D_FUSE_POINTWISE=0 still fused: {types_u}")
-        want = reference(case)
-        for k in case.outputs:
-            a, b = out_f[k], out_u[k]
-            if a.dtype != b.dtype or a.shape != b.shape or a.tobytes() != b.tobytes():
-                diff = np.abs(a.astype(np.float64) - b.astype(np.float64)) if a.shape == b.shape else None
-                msgs.append(f"output {k}: fused != unfused bit for bit"
-                            + (f" (max abs diff {np.nanmax(diff):.3g})" if diff is not None and diff.size else ""))
-            for tag, got in (("fused", a), ("unfused", b)):
-                ok, what = close(got, want[k], *tol)
-                if not ok:
-                    msgs.append(f"output {k} ({tag}) vs float64: {what}")
+        compare_pair(case.outputs, out_f, out_u, reference(case), tol, ("fused", "unfused"), msgs)
         report_case(case.name, msgs, len(types_u), len(types_f), nf, "FusedPointwise", failures)
     return summary(ran, failures)
 
