@@ -304,9 +304,8 @@ class Sparse4DHead(nn.Module):
                     # the selected instances in anchor order, not by logit:
                     # fresh track ids are numbered in row order, and the order
                     # of near-equal logits is decided by float rounding (an
-                    # ascending sort written as TopK of the negated indices)
-                    neg, _ = torch.topk(-idx.float(), new, dim=1)
-                    idx = (-neg).long()
+                    # ascending sort of the indices: one TopK of the smallest)
+                    idx = torch.topk(idx, new, dim=1, largest=False).values
                     sel_f = torch.cat([temp_feature,
                                        batched_gather(instance_feature, idx, b, a, new)], 1)
                     sel_a = torch.cat([temp_anchor, batched_gather(anchor, idx, b, a, new)], 1)

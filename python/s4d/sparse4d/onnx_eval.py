@@ -122,9 +122,10 @@ def _slice(x, starts, ends, axes=None, steps=None):
 
 def _topk(x, k, at):
     axis = at.get("axis", -1)
-    if not at.get("largest", 1) or not at.get("sorted", 1):
-        raise UnsupportedNode("TopK other than largest+sorted")
-    order = np.argsort(-x, axis=axis, kind="stable")
+    if not at.get("sorted", 1):
+        raise UnsupportedNode("TopK other than sorted")
+    # equal values keep their index order, largest first or smallest first
+    order = np.argsort(-x if at.get("largest", 1) else x, axis=axis, kind="stable")
     idx = np.take(order, np.arange(int(k[0])), axis=axis)
     return np.take_along_axis(x, idx, axis=axis), idx.astype(np.int64)
 
