@@ -127,6 +127,7 @@ class KeyPointsGenerator(nn.Module):
         self.num_learnable_pts = num_learnable_pts
         scale = [[0, 0, 0], [fix, 0, 0], [-fix, 0, 0], [0, fix, 0], [0, -fix, 0],
                  [0, 0, fix], [0, 0, -fix]]
+        self.num_pts = len(scale) + num_learnable_pts
         # a Parameter without gradient, as upstream stores it in the checkpoint
         self.fix_scale = nn.Parameter(torch.tensor(scale, dtype=torch.float32),
                                       requires_grad=False)
@@ -140,23 +141,26 @@ class KeyPointsGenerator(nn.Module):
             self.learnable_fc.bias.zero_()
 
     def forward(self, anchor, instance_feature, b: int, a: int):
+        """The key points [B, A, P, 4], homogeneous: (x, y, z, 1)."""
         size = anchor[..., None, 3:6].exp()  # [B, A, 1, 3]: (w, l, h)
         learn = (self.learnable_fc(instance_feature).reshape(b, a, self.num_learnable_pts, 3)
                  .sigmoid() - 0.5)
         pts = torch.cat([self.fix_scale * size, learn * size], dim=-2)  # [B, A, P, 3]
         sin, cos = anchor[..., None, SIN_YAW], anchor[..., None, COS_YAW]
-        # rotation about z, written without building a 3x3 matrix in place
-        x = cos * pts[..., 0] - sin * pts[..., 1]
-        y = sin * pts[..., 0] + cos * pts[..., 1]
-        rotated = torch.stack([x, y, pts[..., 2]], dim=-1)
-        return rotated + anchor[..., None, 0:3]
+        # rotation about z, written without building a 3x3 matrix in place, then the centre:
+        # each coordinate is one expression and the export stacks them once, with the 1 that
+        # the projection needs (the sums are the ones a rotated stack plus the centre makes)
+        x = cos * pts[..., 0] - sin * pts[..., 1] + anchor[..., None, 0]
+        y = sin * pts[..., 0] + cos * pts[..., 1] + anchor[..., None, 1]
+        z = pts[..., 2] + anchor[..., None, 2]
+        one = torch.ones(b, a, self.num_pts, dtype=z.dtype, device=z.device)
+        return torch.stack([x, y, z, one], dim=-1)
 
 
 def project_points(key_points, projection, image_wh, b: int, a: int, p: int, n: int):
-    """key_points [B, A, P, 3], projection [B, N, 4, 4], image_wh [B, N, 2]
+    """key_points [B, A, P, 4] (homogeneous), projection [B, N, 4, 4], image_wh [B, N, 2]
     -> normalised locations [B, A, P, N, 2]."""
-    pts = torch.cat([key_points, torch.ones(b, a, p, 1, device=key_points.device)], dim=-1)
-    pts = pts.reshape(b, 1, a * p, 4)
+    pts = key_points.reshape(b, 1, a * p, 4)
     proj = torch.matmul(pts, projection[:, :, :3].transpose(-1, -2))  # [B, N, AP, 3]
     xy = proj[..., 0:2] / torch.clamp(proj[..., 2:3], min=1e-5)
     xy = xy / image_wh[:, :, None]
