@@ -655,8 +655,9 @@ class Engine(_Closing):
         is_plugin, device, precision, format, is_copy, is_view (its output
         shares its input's buffer: it runs nothing), payload_bytes,
         workspace_bytes, kernel_info (what its kernel chose, "" when it
-        says nothing), and inputs/outputs as {"dtype", "shape"} (None for
-        an absent optional input)."""
+        says nothing), and inputs/outputs as {"name", "dtype", "shape"}
+        (None for an absent optional input): a layer reads the tensor of the
+        name another layer writes, or a graph input or weight."""
         with self._use() as ptr:
             return self._layer_info(ptr)
 
@@ -680,7 +681,8 @@ class Engine(_Closing):
                     if st != _lib.OK or ti.rank < 0:
                         out.append(None)
                     else:
-                        out.append({"dtype": _arrays.DTYPE_NAMES.get(ti.dtype, "undefined"),
+                        out.append({"name": _lib.text(ti.name),
+                                    "dtype": _arrays.DTYPE_NAMES.get(ti.dtype, "undefined"),
                                     "shape": tuple(int(ti.dims[d]) for d in range(ti.rank))})
                 return out
 
