@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import COS_YAW, SIN_YAW, VX, Sparse4DConfig
+from .config import ANCHOR_DIM, COS_YAW, SIN_YAW, VX, Sparse4DConfig
 
 
 # Seeded initialisation shaped like upstream's (see Sparse4DHead.init_weights).
@@ -224,6 +224,9 @@ class Refinement(nn.Module):
                                         nn.Linear(embed_dims, num_classes))
         self.quality_layers = nn.Sequential(*linear_relu_ln(embed_dims, 1, 2),
                                             nn.Linear(embed_dims, 2))
+        # which of the 11 fields are velocities (divided by the time interval); not a weight
+        self.register_buffer("velocity_field", torch.arange(ANCHOR_DIM) >= VX, persistent=False)
+        self.register_buffer("unit", torch.ones(()), persistent=False)
 
     # prior probability of a class before any training (upstream's choice)
     CLS_PRIOR = 0.01
@@ -245,9 +248,13 @@ class Refinement(nn.Module):
         """time_interval [B]. Returns the refined anchor, logits and quality."""
         feature = instance_feature + anchor_embed
         out = self.layers(feature)
-        box = out[..., :VX] + anchor[..., :VX]  # x, y, z, log sizes, sin, cos
-        vel = out[..., VX:] / time_interval[:, None, None] + anchor[..., VX:]
-        refined = torch.cat([box, vel], dim=-1)
+        # x, y, z, log sizes, sin, cos: out + anchor; velocity: out / time_interval + anchor.
+        # One expression over all 11 fields, the first ones divided by exactly 1 (which changes
+        # no bit): the export computes the refined anchor in one element-wise layer, without
+        # cutting it in two and joining the halves again.
+        t = time_interval[:, None, None]
+        divisor = torch.where(self.velocity_field, t, self.unit)
+        refined = out / divisor + anchor
         if not return_cls:
             return refined, None, None
         return refined, self.cls_layers(instance_feature), self.quality_layers(feature)
