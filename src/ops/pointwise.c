@@ -245,15 +245,15 @@ static s4d_status pw_read_views(s4d_op_ctx *ctx, pw_views *vw)
                                 "(0 to %d, with that many dims and strides, expected)",
                                 (long long)k, (long long)rank, S4D_MAX_RANK);
         const s4d_tensor *src = &ctx->inputs[k];
-        int64_t n = s4d_tensor_numel(src), numel = 1, last = off;
+        int64_t n = s4d_tensor_numel(src), last = off;
+        int empty = 0;
         for (int d = 0; d < rank; d++) {
             int64_t dim = w[3 + d], st = w[3 + rank + d];
             if (dim < 0 || st < 0 || dim > ((int64_t)1 << 50))
                 return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "'views': input %lld: dim %d is %lld with stride "
                                     "%lld (dims of at most 2^50 and strides >= 0 expected)", (long long)k, d, (long long)dim,
                                     (long long)st);
-            numel = dim == 0 || numel == 0 ? 0 : numel * dim > ((int64_t)1 << 50) ? ((int64_t)1 << 50) + 1
-                                                                                    : numel * dim;
+            empty |= dim == 0;
             /* The last element, without overflow: every step must stay below n. */
             if (dim > 1 && st > 0 && (st > (n - 1) / (dim - 1) || last > n - 1 - st * (dim - 1)))
                 last = INT64_MAX;
@@ -262,7 +262,7 @@ static s4d_status pw_read_views(s4d_op_ctx *ctx, pw_views *vw)
             vw->shape[k].dims[d] = dim;
             vw->strides[k][d] = st;
         }
-        if (numel > 0 && (off < 0 || off >= n || last >= n))
+        if (!empty && (off < 0 || off >= n || last >= n))
             return s4d_op_error(ctx, S4D_ERR_INVALID_ARG, "'views': input %lld's view (offset %lld) reads past "
                                 "its %lld elements", (long long)k, (long long)off, (long long)n);
         if (off < 0)

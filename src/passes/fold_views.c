@@ -327,15 +327,36 @@ static int sole_reader(const s4d_ir_graph *g, const int *uses, int v)
 {
     if (uses[v] != 1 || g->values[v].is_output)
         return -1;
-    for (int i = 0; i < g->num_nodes; i++) {
-        const s4d_ir_node *n = &g->nodes[i];
-        if (n->dead)
-            continue;
-        for (int j = 0; j < n->num_inputs; j++)
-            if (n->inputs[j] == v)
-                return j == 0 ? i : -1;
+    int r = s4d_fuse_consumer(g, v);
+    return r >= 0 && g->nodes[r].inputs[0] == v ? r : -1;
+}
+
+/*
+ * The chain of one-reader movement on dev that reads value v (Expand never: it would compute
+ * values again), at most FOLD_MAX_CHAIN layers, into chain; returns the length of its longest
+ * start that ends in a layer running a kernel (0: none, Reshapes alone are views already).
+ */
+static int after_chain(const s4d_ir_graph *g, const int *uses, int v, s4d_device dev, int *chain)
+{
+    int nc = 0, best = 0;
+    while (nc < FOLD_MAX_CHAIN) {
+        int r = sole_reader(g, uses, v);
+        mv_kind kind = mv_of(g, r, dev);
+        if (kind == MV_NONE || kind == MV_EXPAND)
+            break;
+        chain[nc++] = r;
+        if (kind != MV_RESHAPE)
+            best = nc;
+        v = g->nodes[r].outputs[0];
     }
-    return -1;
+    return best;
+}
+
+/* Whether S4D_FOLD_VIEWS=0 turns the pass off. */
+static int fold_off(void)
+{
+    const char *env = getenv("S4D_FOLD_VIEWS");
+    return env && strcmp(env, "0") == 0;
 }
 
 /* Whether a view reads scattered elements (its innermost non-unit dim is not contiguous). */
@@ -426,17 +447,7 @@ static s4d_status fold_node(fold *f, int ni)
         }
     }
     /* After the output: the longest chain of one-reader movement that ends in a kernel-running layer. */
-    int chain[FOLD_MAX_CHAIN], nc = 0, u = w, best = 0;
-    while (nc < FOLD_MAX_CHAIN) {
-        int r = sole_reader(g, f->uses, u);
-        mv_kind kind = mv_of(g, r, n->device);
-        if (kind == MV_NONE || kind == MV_EXPAND)
-            break;
-        chain[nc++] = r;
-        if (kind != MV_RESHAPE)
-            best = nc;
-        u = g->nodes[r].outputs[0];
-    }
+    int chain[FOLD_MAX_CHAIN], best = after_chain(g, f->uses, w, n->device, chain);
     fold_in after[S4D_PW_MAX_INPUTS];
     int sunk = 0;
     for (int len = best; len >= 1 && !sunk; len--) {
@@ -510,8 +521,7 @@ static s4d_status fold_node(fold *f, int ni)
 
 int s4d_fold_views_reads_movement(const s4d_ir_graph *g, int v, s4d_device dev)
 {
-    const char *env = getenv("S4D_FOLD_VIEWS");
-    if ((env && strcmp(env, "0") == 0) || v < 0 || g->values[v].kind != S4D_VALUE_ACTIVATION)
+    if (fold_off() || v < 0 || g->values[v].kind != S4D_VALUE_ACTIVATION)
         return 0;
     fold_in fi;
     return absorb(g, v, dev, &fi);
@@ -519,25 +529,13 @@ int s4d_fold_views_reads_movement(const s4d_ir_graph *g, int v, s4d_device dev)
 
 int s4d_fold_views_feeds_movement(const s4d_ir_graph *g, const int *uses, int v, s4d_device dev)
 {
-    const char *env = getenv("S4D_FOLD_VIEWS");
-    if ((env && strcmp(env, "0") == 0) || v < 0 || !static_shape(g, v))
-        return 0;
-    for (int c = 0; c < FOLD_MAX_CHAIN; c++) {
-        int r = sole_reader(g, uses, v);
-        mv_kind kind = mv_of(g, r, dev);
-        if (kind == MV_NONE || kind == MV_EXPAND)
-            return 0;
-        if (kind != MV_RESHAPE)
-            return 1;
-        v = g->nodes[r].outputs[0];
-    }
-    return 0;
+    int chain[FOLD_MAX_CHAIN];
+    return !fold_off() && v >= 0 && static_shape(g, v) && after_chain(g, uses, v, dev, chain) > 0;
 }
 
 s4d_status s4d_pass_fold_views(s4d_ir_graph *g, char *err, size_t errsz)
 {
-    const char *env = getenv("S4D_FOLD_VIEWS");
-    if ((env && strcmp(env, "0") == 0) || g->num_nodes == 0)
+    if (fold_off() || g->num_nodes == 0)
         return S4D_OK;
     fold f = {g, s4d_fuse_use_counts(g), err, errsz};
     if (!f.uses)
