@@ -51,6 +51,7 @@ typedef struct s4d_matmul_params {
     int64_t b_stride[S4D_MAX_RANK];
     int64_t nbatch;
     int has_bias, relu; /* FusedMatMul: bias over the last axis, then ReLU */
+    int residual;        /* FusedMatMul: then + input 5 (the output's shape) */
     int norm, norm_bias; /* FusedMatMul: then LayerNormalization over the last axis (Scale, B) */
     float epsilon;
     s4d_dtype dtype;

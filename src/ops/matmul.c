@@ -8,14 +8,19 @@
  * attribute ("" or "Relu"), then, with attribute norm = "LayerNormalization",
  * LayerNormalization over the last axis with Scale (input 3, N values) and B
  * (input 4, N values, optional) and attribute epsilon: the head's Linear ->
- * ReLU -> LayerNorm as one layer. The host runs float32 only; its statistics
- * are the LayerNormalization kernel's (double).
+ * ReLU -> LayerNorm as one layer. Input 5 (optional; inputs 3 and 4 are then
+ * missing when the node does not normalise) is a residual of the output's
+ * shape and dtype, added after the activation and before the normalisation:
+ * the head's feed-forward block identity_fc(x) + mlp(x) -> LayerNorm and the
+ * attention's out_proj(o) + query as one layer. The host runs float32 only;
+ * its statistics are the LayerNormalization kernel's (double).
  */
 #include <string.h>
 
 #include "ops/dense.h"
 #include "ops/dense_util.h"
 #include "ops/reduce.h"
+#include "util/util.h"
 
 typedef s4d_matmul_params mm_shape;
 
@@ -187,10 +192,29 @@ static s4d_status fmm_analyse(s4d_op_ctx *ctx, mm_shape *s, int *rank, int64_t *
     const int has_norm = strcmp(norm, "LayerNormalization") == 0;
     if (!has_norm && norm[0] != '\0')
         return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "norm '%s' (only LayerNormalization)", norm);
-    s4d_status st = mm_analyse_n(ctx, has_norm ? 5 : 3, s, rank, dims);
+    /* 6 inputs: the residual is input 5, and Scale and B are missing unless the node normalises. */
+    const int with_residual = ctx->num_inputs == 6;
+    s4d_status st = mm_analyse_n(ctx, with_residual ? 6 : has_norm ? 5 : 3, s, rank, dims);
     if (st != S4D_OK)
         return st;
     const s4d_dtype dt = ctx->inputs[0].dtype;
+    if (with_residual && !has_norm && (s4d_host_has_input(ctx, 3) || s4d_host_has_input(ctx, 4)))
+        return s4d_op_error(ctx, S4D_ERR_INVALID_ARG,
+                            "inputs 3 and 4 (the normalisation's Scale and B) are given, but attribute norm is unset");
+    s->residual = with_residual && s4d_host_has_input(ctx, 5);
+    if (s->residual) {
+        const s4d_tensor *r = &ctx->inputs[5];
+        int same = r->dtype == dt && r->rank == *rank;
+        for (int i = 0; same && i < *rank; i++)
+            same = r->dims[i] == dims[i];
+        if (!same) {
+            char want[200], got[200];
+            s4d_dims_str(*rank, dims, want, sizeof want);
+            s4d_dims_str(r->rank, r->dims, got, sizeof got);
+            return s4d_op_error(ctx, S4D_ERR_SHAPE, "the residual (input 5) must be %s %s like the output, got %s %s",
+                                s4d_dtype_name(dt), want, s4d_dtype_name(r->dtype), got);
+        }
+    }
     if (dt != S4D_DTYPE_FLOAT32 && dt != S4D_DTYPE_FLOAT16)
         return s4d_op_error(ctx, S4D_ERR_DTYPE, "only float32 is supported (float16 on CUDA)");
     s->has_bias = s4d_host_has_input(ctx, 2);
@@ -237,6 +261,7 @@ static s4d_status fmm_infer(s4d_op_ctx *ctx)
 typedef struct fmm_post {
     float *y;
     const float *bias, *scale, *shift; /* scale: LayerNormalization's, when the node normalises */
+    const float *res;                  /* the residual, or NULL */
     int64_t n;
     int relu;
     float eps;
@@ -249,7 +274,8 @@ static void fmm_rows(void *arg, int64_t begin, int64_t end)
         float *y = p->y + r * p->n;
         for (int64_t i = 0; i < p->n; i++) {
             float v = y[i] + (p->bias ? p->bias[i] : 0.0f);
-            y[i] = (p->relu && v < 0.0f) ? 0.0f : v;
+            v = (p->relu && v < 0.0f) ? 0.0f : v;
+            y[i] = p->res ? v + p->res[r * p->n + i] : v;
         }
         if (!p->scale)
             continue;
@@ -280,11 +306,12 @@ static s4d_status fmm_run(s4d_op_ctx *ctx)
                   s.has_bias ? ctx->inputs[2].data : NULL,
                   s.norm ? ctx->inputs[3].data : NULL,
                   s.norm_bias ? ctx->inputs[4].data : NULL,
+                  s.residual ? ctx->inputs[5].data : NULL,
                   s.n,
                   s.relu,
                   s.epsilon};
     int64_t rows = s.n ? s4d_tensor_numel(&ctx->outputs[0]) / s.n : 0;
-    if (p.bias || s.relu || p.scale)
+    if (p.bias || s.relu || p.scale || p.res)
         s4d_parallel_for(ctx->pool, rows, 1 + 16384 / (s.n + 1), fmm_rows, &p);
     return S4D_OK;
 }

@@ -259,9 +259,74 @@ static void test_fused_matmul(void)
     free(bias);
 }
 
+/*
+ * FusedMatMul with a residual (input 5): LayerNorm(ReLU(A B + bias) + R) against float64, with
+ * and without the normalisation, and its bad residuals.
+ */
+static void test_fused_matmul_residual(void)
+{
+    int64_t da[3] = {2, 3, 5}, db[2] = {5, 4}, dn[1] = {4}, dy[3] = {2, 3, 4}, dbad[3] = {2, 1, 4};
+    float *a = t_rand_buf(30, -1, 1), *b = t_rand_buf(20, -1, 1), *bias = t_rand_buf(4, -1, 1);
+    float *res = t_rand_buf(24, -2, 2), *scale = t_rand_buf(4, 0.5f, 1.5f), *shift = t_rand_buf(4, -1, 1);
+    double pre[24], ref[24];
+    for (int r = 0; r < 6; r++) {
+        double m = 0, v = 0;
+        for (int j = 0; j < 4; j++) {
+            double s = bias[j];
+            for (int q = 0; q < 5; q++)
+                s += (double)a[r * 5 + q] * b[q * 4 + j];
+            pre[r * 4 + j] = (s > 0 ? s : 0) + res[r * 4 + j];
+            m += pre[r * 4 + j] / 4;
+        }
+        for (int j = 0; j < 4; j++)
+            v += (pre[r * 4 + j] - m) * (pre[r * 4 + j] - m) / 4;
+        for (int j = 0; j < 4; j++)
+            ref[r * 4 + j] = (pre[r * 4 + j] - m) / sqrt(v + 1e-5) * scale[j] + shift[j];
+    }
+    s4d_attr at[3] = {t_attr_string("activation", "Relu"), t_attr_string("norm", "LayerNormalization"),
+                      t_attr_float("epsilon", 1e-5f)};
+    s4d_tensor in[6] = {t_tensor(S4D_DTYPE_FLOAT32, a, 3, da),      t_tensor(S4D_DTYPE_FLOAT32, b, 2, db),
+                        t_tensor(S4D_DTYPE_FLOAT32, bias, 1, dn),   t_tensor(S4D_DTYPE_FLOAT32, scale, 1, dn),
+                        t_tensor(S4D_DTYPE_FLOAT32, shift, 1, dn),  t_tensor(S4D_DTYPE_FLOAT32, res, 3, dy)},
+               o[1];
+    t_domain = "s4d";
+    T_CHECK(t_run_op("FusedMatMul", 1, in, 6, at, 3, o, 1) == S4D_OK, "residual + norm: %s", t_err);
+    T_CLOSE(o[0].data, ref, 24, 1e-5, 1e-4, "residual + norm values");
+    t_free_outputs(o, 1);
+    /* Without the normalisation: Scale and B missing. */
+    in[3] = t_missing();
+    in[4] = t_missing();
+    T_CHECK(t_run_op("FusedMatMul", 1, in, 6, at, 1, o, 1) == S4D_OK, "residual: %s", t_err);
+    T_CLOSE(o[0].data, pre, 24, 1e-5, 1e-4, "residual values");
+    t_free_outputs(o, 1);
+    /* Scale given while the node does not normalise. */
+    in[3] = t_tensor(S4D_DTYPE_FLOAT32, scale, 1, dn);
+    T_EXPECT_FAIL(t_run_op("FusedMatMul", 1, in, 6, at, 1, o, 1), S4D_ERR_INVALID_ARG, "scale without norm");
+    in[3] = t_missing();
+    /* A residual that would broadcast, and one of another dtype. */
+    in[5] = t_tensor(S4D_DTYPE_FLOAT32, res, 3, dbad);
+    T_EXPECT_FAIL(t_run_op("FusedMatMul", 1, in, 6, at, 1, o, 1), S4D_ERR_SHAPE, "broadcast residual");
+    in[5] = t_tensor(S4D_DTYPE_FLOAT64, res, 3, dbad);
+    T_EXPECT_FAIL(t_run_op("FusedMatMul", 1, in, 6, at, 1, o, 1), S4D_ERR_SHAPE, "float64 residual");
+    /* Seven inputs are none of the forms. */
+    s4d_tensor in7[7];
+    memcpy(in7, in, sizeof(s4d_tensor) * 6);
+    in7[5] = t_tensor(S4D_DTYPE_FLOAT32, res, 3, dy);
+    in7[6] = t_tensor(S4D_DTYPE_FLOAT32, res, 3, dy);
+    T_EXPECT_FAIL(t_run_op("FusedMatMul", 1, in7, 7, at, 1, o, 1), S4D_ERR_INVALID_ARG, "seven inputs");
+    t_domain = "";
+    free(a);
+    free(b);
+    free(bias);
+    free(res);
+    free(scale);
+    free(shift);
+}
+
 int main(void)
 {
     test_fused_matmul();
+    test_fused_matmul_residual();
     test_matmul_shapes();
     test_matmul_errors();
     test_matmul_f64();

@@ -9,8 +9,9 @@
  * cuBLASLt's candidates and keeps it only where it is faster.
  *
  * Every output sums its K products in order k = 0, 1, ... with FMA: the same
- * bits on every run; bias and ReLU are applied once at the end (NaN stays
- * NaN: fmaxf would drop it).
+ * bits on every run; bias, ReLU and a residual (the head's feed-forward and
+ * attention blocks add their input back) are applied once at the end, in
+ * that order (NaN stays NaN: fmaxf would drop it).
  *
  * With NORM (rows of at most BN columns, so one block holds whole rows) the
  * epilogue also normalises each row as LayerNormalization does: the 16
@@ -38,7 +39,7 @@ struct Norm {
 template <bool RELU, bool BIAS, bool NORM>
 __global__ void __launch_bounds__(NT)
     sgemm_kernel(const float *__restrict__ A, const float *__restrict__ B, const float *__restrict__ bias,
-                 float *__restrict__ D, int64_t M, int64_t N, int64_t K, int64_t sa, int64_t sb, int64_t sd,
+                 const float *__restrict__ R, float *__restrict__ D, int64_t M, int64_t N, int64_t K, int64_t sa, int64_t sb, int64_t sd,
                  Norm nm)
 {
     S4D_KERNEL_BEGIN();
@@ -49,6 +50,8 @@ __global__ void __launch_bounds__(NT)
     A += z * sa;
     B += z * sb;
     D += z * sd;
+    if (R)
+        R += z * sd;
     const int64_t m0 = (int64_t)blockIdx.y * BM, n0 = (int64_t)blockIdx.x * BN;
     /* Loads: A row ar, k columns ak .. ak+3; B row bk, n columns bn .. bn+7. */
     const int ar = tid / 4, ak = (tid % 4) * 4, bk = tid / 8, bn = (tid % 8) * 8;
@@ -105,7 +108,8 @@ __global__ void __launch_bounds__(NT)
     }
     float v[4][4];
 #pragma unroll
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 4; i++) {
+        const int64_t m = m0 + ty * 4 + i;
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             const int64_t n = n0 + tx * 4 + j;
@@ -114,8 +118,11 @@ __global__ void __launch_bounds__(NT)
                 x += __ldg(bias + n);
             if (RELU)
                 x = x < 0.0f ? 0.0f : x;
+            if (R && m < M && n < N)
+                x += __ldg(R + m * N + n);
             v[i][j] = n < N ? x : 0.0f;
         }
+    }
     if (NORM) {
         /* Whole rows: n0 == 0 and N <= BN. Every lane takes part in the shuffles. */
         const float inv_n = 1.0f / (float)N;
@@ -173,39 +180,40 @@ extern "C" int s4d_cuda_sgemm_ok(int64_t m, int64_t n, int64_t k, int64_t batch)
 namespace {
 
 template <bool NORM>
-cudaError_t launch(const float *a, const float *b, const float *bias, float *d, int64_t m, int64_t n, int64_t k,
-                   int64_t batch, int64_t sa, int64_t sb, int relu, Norm nm, cudaStream_t stream)
+cudaError_t launch(const float *a, const float *b, const float *bias, const float *res, float *d, int64_t m, int64_t n,
+                   int64_t k, int64_t batch, int64_t sa, int64_t sb, int relu, Norm nm, cudaStream_t stream)
 {
     const dim3 grid((unsigned)((n + BN - 1) / BN), (unsigned)((m + BM - 1) / BM), (unsigned)batch);
     const int64_t sd = m * n;
     if (bias && relu)
-        s4d_launch(sgemm_kernel<true, true, NORM>, grid, NT, 0, stream, a, b, bias, d, m, n, k, sa, sb, sd, nm);
+        s4d_launch(sgemm_kernel<true, true, NORM>, grid, NT, 0, stream, a, b, bias, res, d, m, n, k, sa, sb, sd, nm);
     else if (bias)
-        s4d_launch(sgemm_kernel<false, true, NORM>, grid, NT, 0, stream, a, b, bias, d, m, n, k, sa, sb, sd, nm);
+        s4d_launch(sgemm_kernel<false, true, NORM>, grid, NT, 0, stream, a, b, bias, res, d, m, n, k, sa, sb, sd, nm);
     else if (relu)
-        s4d_launch(sgemm_kernel<true, false, NORM>, grid, NT, 0, stream, a, b, bias, d, m, n, k, sa, sb, sd, nm);
+        s4d_launch(sgemm_kernel<true, false, NORM>, grid, NT, 0, stream, a, b, bias, res, d, m, n, k, sa, sb, sd, nm);
     else
-        s4d_launch(sgemm_kernel<false, false, NORM>, grid, NT, 0, stream, a, b, bias, d, m, n, k, sa, sb, sd, nm);
+        s4d_launch(sgemm_kernel<false, false, NORM>, grid, NT, 0, stream, a, b, bias, res, d, m, n, k, sa, sb, sd, nm);
     return cudaGetLastError();
 }
 
 } // namespace
 
-extern "C" cudaError_t s4d_cuda_sgemm(const float *a, const float *b, const float *bias, float *d, int64_t m,
-                                      int64_t n, int64_t k, int64_t batch, int64_t sa, int64_t sb, int relu,
-                                      cudaStream_t stream)
+extern "C" cudaError_t s4d_cuda_sgemm(const float *a, const float *b, const float *bias, const float *res, float *d,
+                                      int64_t m, int64_t n, int64_t k, int64_t batch, int64_t sa, int64_t sb,
+                                      int relu, cudaStream_t stream)
 {
     if (!s4d_cuda_sgemm_ok(m, n, k, batch))
         return cudaErrorInvalidValue;
-    return launch<false>(a, b, bias, d, m, n, k, batch, sa, sb, relu, Norm{nullptr, nullptr, 0.0f}, stream);
+    return launch<false>(a, b, bias, res, d, m, n, k, batch, sa, sb, relu, Norm{nullptr, nullptr, 0.0f}, stream);
 }
 
-extern "C" cudaError_t s4d_cuda_sgemm_ln(const float *a, const float *b, const float *bias, const float *scale,
+extern "C" cudaError_t s4d_cuda_sgemm_ln(const float *a, const float *b, const float *bias, const float *res,
+                                         const float *scale,
                                          const float *shift, float eps, float *d, int64_t m, int64_t n, int64_t k,
                                          int64_t batch, int64_t sa, int64_t sb, int relu, cudaStream_t stream)
 {
     static_assert(S4D_CUDA_SGEMM_LN_MAX_N == BN, "one block holds whole rows");
     if (!s4d_cuda_sgemm_ok(m, n, k, batch) || n > S4D_CUDA_SGEMM_LN_MAX_N || !scale)
         return cudaErrorInvalidValue;
-    return launch<true>(a, b, bias, d, m, n, k, batch, sa, sb, relu, Norm{scale, shift, eps}, stream);
+    return launch<true>(a, b, bias, res, d, m, n, k, batch, sa, sb, relu, Norm{scale, shift, eps}, stream);
 }

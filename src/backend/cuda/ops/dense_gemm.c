@@ -14,7 +14,9 @@
  * C with beta = 1) is cuBLASLt's BIAS / RELU_BIAS epilogue; ReLU is RELU. Any
  * other C (Gemm's broadcast C, a non-constant bias) is first written into D,
  * scaled by beta, by a small kernel, and cuBLASLt accumulates onto it. A
- * FusedMatMul that normalises (LayerNormalization over the last axis) runs
+ * FusedMatMul's residual is cuBLASLt's C with beta = 1 (D's layout, so it
+ * advances with D through a loop of calls); with a residual, the activation
+ * is refused (cuBLASLt would apply it after the residual). A FusedMatMul that normalises (LayerNormalization over the last axis) runs
  * the LayerNorm kernel on D in place after the product, or, on the own
  * float32 kernel with rows of at most 64 columns, in that kernel's epilogue;
  * the timed candidates include the normalisation.
@@ -85,6 +87,7 @@ typedef struct lt_problem {
     int c_kind;              /* LT_C_* */
     int64_t fill_rows, fill_cols, fill_rs, fill_cs; /* LT_C_FILL: D = beta * C[r * rs + j * cs] first */
     int relu, bias_epi;      /* epilogue; bias_epi: the bias input is constant, bias_ptr its device data */
+    int residual;            /* LT_C_MATRIX is a FusedMatMul's residual (beta 1, D's shape) */
     const void *bias_ptr;
     int norm;                /* then LayerNormalization of each row of D (FusedMatMul) */
     float norm_eps;
@@ -490,7 +493,7 @@ static s4d_status lt_launch(void *arg)
         const char *a = (const char *)x->a + (size_t)oa * es;
         const char *b = (const char *)x->b + (size_t)ob * es;
         char *d = (char *)x->d + (size_t)(i * d_step) * es;
-        const void *c = p->c_kind == LT_C_MATRIX ? x->c : d;
+        const void *c = p->c_kind == LT_C_MATRIX ? (const char *)x->c + (size_t)(i * d_step) * es : d;
         cublasStatus_t s = cublasLtMatmul(x->lt, st->op, alpha, b, st->la, a, st->lb, beta, c, st->lc, d, st->ld,
                                           x->algo, x->ws, x->ws_size, x->s);
         if (s != CUBLAS_STATUS_SUCCESS)
@@ -501,13 +504,13 @@ static s4d_status lt_launch(void *arg)
 
 /*
  * Whether the project's own kernel computes this product as cuBLASLt would: strict float32
- * (a TF32 engine's tensor cores are faster), row-major A and B, no addend matrix.
+ * (a TF32 engine's tensor cores are faster), row-major A and B, no addend matrix but a residual.
  */
 static int own_fits(const s4d_op_ctx *ctx, const lt_state *st)
 {
     const lt_problem *p = &st->pb;
     return p->dtype == S4D_DTYPE_FLOAT32 && !s4d_cuda_ctx(ctx)->allow_tf32 && !p->ta && !p->tb &&
-           p->c_kind == LT_C_NONE && p->alpha == 1.0 && !st->unrolled &&
+           (p->c_kind == LT_C_NONE || p->residual) && p->alpha == 1.0 && !st->unrolled &&
            s4d_cuda_sgemm_ok(p->m, p->n, p->k, p->batch);
 }
 
@@ -529,11 +532,12 @@ static s4d_status own_launch(void *arg)
         lt_outer_offsets(p, i, &oa, &ob);
         const float *a = (const float *)x->a + oa, *b = (const float *)x->b + ob;
         const float *bias = p->bias_epi ? (const float *)p->bias_ptr : NULL;
+        const float *res = p->residual ? (const float *)x->c + i * d_step : NULL;
         float *d = (float *)x->d + i * d_step;
-        cudaError_t e = fused_norm ? s4d_cuda_sgemm_ln(a, b, bias, (const float *)p->norm_scale,
+        cudaError_t e = fused_norm ? s4d_cuda_sgemm_ln(a, b, bias, res, (const float *)p->norm_scale,
                                                        (const float *)p->norm_shift, p->norm_eps, d, p->m, p->n,
                                                        p->k, p->batch, p->sa, p->sb, p->relu, x->s)
-                                   : s4d_cuda_sgemm(a, b, bias, d, p->m, p->n, p->k, p->batch, p->sa, p->sb,
+                                   : s4d_cuda_sgemm(a, b, bias, res, d, p->m, p->n, p->k, p->batch, p->sa, p->sb,
                                                     p->relu, x->s);
         if (e != cudaSuccess)
             return s4d_cuda_check(x->ctx, e, "the float32 product kernel");
@@ -602,7 +606,7 @@ static s4d_status lt_exec(s4d_op_ctx *ctx, const void *a, const void *b, const v
 /* ---- choosing ---- */
 
 typedef struct lt_key {
-    int32_t tag, device, compute, dtype, ta, tb, c_kind, relu, bias_epi, norm, outer_rank;
+    int32_t tag, device, compute, dtype, ta, tb, c_kind, relu, bias_epi, norm, residual, outer_rank;
     int64_t m, n, k, batch, sa, sb, outer[LT_OUTER_MAX], oa[LT_OUTER_MAX], ob[LT_OUTER_MAX];
     uint32_t align[4];
 } lt_key;
@@ -621,6 +625,7 @@ static void lt_key_make(lt_key *k, const lt_state *st)
     k->relu = p->relu;
     k->bias_epi = p->bias_epi;
     k->norm = p->norm;
+    k->residual = p->residual;
     k->outer_rank = p->outer_rank;
     k->m = p->m;
     k->n = p->n;
@@ -931,8 +936,9 @@ static int lt_describe(const void *state, char *buf, size_t size)
                      (long long)p->k, (long long)p->batch, st->unrolled ? " (a loop of products)" : "");
     if (n < 0 || (size_t)n >= size)
         return n;
-    const char *norm = !p->norm ? ""
-                       : st->own && own_normalises(p) ? ", LayerNorm epilogue"
+    const char *norm = !p->norm ? (p->residual ? ", residual epilogue" : "")
+                       : st->own && own_normalises(p) ? (p->residual ? ", residual and LayerNorm epilogue" : ", LayerNorm epilogue")
+                       : p->residual                  ? ", residual epilogue, then the LayerNorm kernel"
                                                       : ", then the LayerNorm kernel";
     if (st->own)
         return n + snprintf(buf + n, size - (size_t)n, "own float32 kernel%s", norm);
@@ -1077,6 +1083,14 @@ static void mm_problem(const s4d_op_ctx *ctx, const s4d_matmul_params *q, int fu
         p->norm_scale = ctx->inputs[3].data;
         p->norm_shift = q->norm_bias ? ctx->inputs[4].data : NULL;
     }
+    if (q->residual) {
+        /* mm_supports_common refused a non-constant bias and the activation beside a residual. */
+        p->c_kind = LT_C_MATRIX;
+        p->residual = 1;
+        p->beta = 1.0;
+        p->c_const = ctx->inputs[5].data;
+        p->c_bytes = es * (size_t)s4d_tensor_numel(&ctx->outputs[0]);
+    }
     if (q->has_bias) {
         const void *bias = ctx->inputs[2].data;
         /* cuBLASLt's bias is of D's type: float32, or float16 for float16 products. */
@@ -1099,6 +1113,11 @@ static s4d_status mm_supports_common(s4d_op_ctx *ctx)
     const s4d_matmul_params *q = ctx->params;
     if (!q)
         return s4d_op_error(ctx, S4D_ERR_INTERNAL, "the node has no typed parameters");
+    if (q->residual && q->relu)
+        return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED,
+                            "an activation with a residual: CUDA adds the residual before the epilogue's ReLU");
+    if (q->residual && q->has_bias && !ctx->inputs[2].data)
+        return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "a residual with a bias that is not a constant");
     return lt_check_sizes(ctx, q->dtype, q->m, q->n, q->k, q->nbatch);
 }
 
@@ -1132,7 +1151,10 @@ static s4d_status fmm_prepare(s4d_op_ctx *ctx, const void *payload, size_t size,
 static s4d_status mm_run(s4d_op_ctx *ctx)
 {
     const lt_state *st = ctx->state;
-    const void *c = st && st->pb.c_kind == LT_C_FILL ? ctx->inputs[2].data : NULL;
+    const void *c = !st                          ? NULL
+                    : st->pb.c_kind == LT_C_FILL ? ctx->inputs[2].data
+                    : st->pb.residual            ? ctx->inputs[5].data
+                                                 : NULL;
     return lt_exec(ctx, ctx->inputs[0].data, ctx->inputs[1].data, c, ctx->outputs[0].data);
 }
 
