@@ -277,6 +277,8 @@ s4d_status s4d_pass_fuse(s4d_ir_graph *g, char *err, size_t errsz)
     if (st == S4D_OK)
         st = s4d_pass_fuse_mlp(g, err, errsz);
     if (st == S4D_OK)
+        st = s4d_pass_fuse_matmul_residual(g, err, errsz);
+    if (st == S4D_OK)
         st = s4d_pass_fuse_pointwise(g, err, errsz);
     return st;
 }

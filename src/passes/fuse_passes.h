@@ -14,7 +14,8 @@
  *
  * The fused ops are schemas of domain "s4d" (src/ops):
  *   FusedConv   (X, W, [B], [Z]) attr activation "" | "Relu": Conv + B, + Z, act
- *   FusedMatMul (A, B, [bias])   attr activation "" | "Relu": MatMul + bias, act
+ *   FusedMatMul (A, B, [bias], [Scale, [B]], [R]) attr activation "" | "Relu", norm, epsilon:
+ *               MatMul + bias, act, + R, LayerNormalization
  *   FusedConvAct (X, W, [B], [Z]) attr activation, activation_alpha/_beta:
  *               FusedConv + Clip, HardSwish, HardSigmoid, LeakyRelu, Sigmoid or SiLU
  *   FusedMBConv (X, [W1], [B1], W2, [B2], W3, [B3], [Z]) attr the three activations,
@@ -52,6 +53,13 @@ s4d_status s4d_pass_fuse_matmul_add(s4d_ir_graph *g, char *err, size_t errsz);
  * whose kernel takes the chain (fuse_mlp.c); S4D_FUSE_MLP=0 turns it off.
  */
 s4d_status s4d_pass_fuse_mlp(s4d_ir_graph *g, char *err, size_t errsz);
+/*
+ * Add(P, R) [-> LayerNormalization(last axis, constant Scale and B)] where P is a MatMul, or a
+ * FusedMatMul without activation and normalisation, read by the Add alone, and R has the output's
+ * shape: one FusedMatMul with residual R (after the MLP fusion, which takes plain chains first);
+ * S4D_FUSE_RESIDUAL=0 turns it off.
+ */
+s4d_status s4d_pass_fuse_matmul_residual(s4d_ir_graph *g, char *err, size_t errsz);
 /*
  * MatMul(Q, KT) [-> Where(bool mask, S, constant scalar) or Where(mask, constant, S)]
  * -> Softmax(over exactly the last axis) -> MatMul(P, V) -> FusedAttention, float32 or

@@ -300,6 +300,92 @@ static s4d_ir_graph *build_linear_relu_ln(void)
     return g;
 }
 
+/*
+ * The head's feed-forward block: identity_fc(x) + ReLU-Linear-Linear(x) -> LayerNormalization, the
+ * identity product first in node order (its residual is computed after it). ffn_relu puts a ReLU on
+ * the identity branch: then the feed-forward branch's last product takes the residual.
+ */
+static int ffn_relu = 0;
+
+static s4d_ir_graph *build_ffn(void)
+{
+    t_rng_state = 4711;
+    s4d_ir_graph *g = s4d_ir_graph_create();
+    int64_t xd[3] = {2, 9, 16}, wd[2] = {16, 24}, w2d[2] = {16, 32}, w3d[2] = {32, 24}, nd[1] = {24}, hd[1] = {32};
+    int x = g_value(g, "x", S4D_VALUE_INPUT, 3, xd);
+    float *w = rnd(16 * 24, -0.5f, 0.5f), *b = rnd(24, -1, 1), *w2 = rnd(16 * 32, -0.5f, 0.5f), *b2 = rnd(32, -1, 1);
+    float *w3 = rnd(32 * 24, -0.5f, 0.5f), *b3 = rnd(24, -1, 1), *ga = rnd(24, 0.5f, 1.5f), *be = rnd(24, -1, 1);
+    int W = g_const(g, "W", S4D_DTYPE_FLOAT32, w, 2, wd), B = g_const(g, "B", S4D_DTYPE_FLOAT32, b, 1, nd);
+    int W2 = g_const(g, "W2", S4D_DTYPE_FLOAT32, w2, 2, w2d), B2 = g_const(g, "B2", S4D_DTYPE_FLOAT32, b2, 1, hd);
+    int W3 = g_const(g, "W3", S4D_DTYPE_FLOAT32, w3, 2, w3d), B3 = g_const(g, "B3", S4D_DTYPE_FLOAT32, b3, 1, nd);
+    int GA = g_const(g, "gamma", S4D_DTYPE_FLOAT32, ga, 1, nd), BE = g_const(g, "beta", S4D_DTYPE_FLOAT32, be, 1, nd);
+    int v[11];
+    for (int i = 0; i < 11; i++) {
+        char nm[8];
+        snprintf(nm, sizeof nm, "f%d", i);
+        v[i] = g_value(g, nm, 0, -1, NULL);
+    }
+    s4d_attr la[1] = {t_attr_float("epsilon", 1e-5f)};
+    g_node(g, "MatMul", 13, (int[]){x, W}, 2, v[0], NULL, 0);
+    g_node(g, "Add", 14, (int[]){v[0], B}, 2, v[1], NULL, 0);
+    int id = v[1];
+    if (ffn_relu) {
+        g_node(g, "Relu", 14, (int[]){v[1]}, 1, v[10], NULL, 0);
+        id = v[10];
+    }
+    g_node(g, "MatMul", 13, (int[]){x, W2}, 2, v[2], NULL, 0);
+    g_node(g, "Add", 14, (int[]){v[2], B2}, 2, v[3], NULL, 0);
+    g_node(g, "Relu", 14, (int[]){v[3]}, 1, v[4], NULL, 0);
+    g_node(g, "MatMul", 13, (int[]){v[4], W3}, 2, v[5], NULL, 0);
+    g_node(g, "Add", 14, (int[]){B3, v[5]}, 2, v[6], NULL, 0);
+    g_node(g, "Add", 14, (int[]){id, v[6]}, 2, v[7], NULL, 0);
+    g_node(g, "LayerNormalization", 17, (int[]){v[7], GA, BE}, 3, v[8], la, 1);
+    g_io(g, x, v[8]);
+    free(w);
+    free(b);
+    free(w2);
+    free(b2);
+    free(w3);
+    free(b3);
+    free(ga);
+    free(be);
+    return g;
+}
+
+/*
+ * x W + x (the attention's out_proj(o) + query, without bias); with residual_bcast the row means
+ * of x instead of x: a broadcast addend, which must stay an Add; with residual_relu ReLU(x W) + x,
+ * whose Add must stay too (the activation comes before the residual).
+ */
+static int residual_bcast = 0, residual_relu = 0;
+
+static s4d_ir_graph *build_matmul_residual(void)
+{
+    t_rng_state = 2024;
+    s4d_ir_graph *g = s4d_ir_graph_create();
+    int64_t xd[3] = {3, 7, 12}, wd[2] = {12, 12}, axes[1] = {-1};
+    int x = g_value(g, "x", S4D_VALUE_INPUT, 3, xd);
+    float *w = rnd(12 * 12, -0.5f, 0.5f);
+    int W = g_const(g, "W", S4D_DTYPE_FLOAT32, w, 2, wd);
+    int y = g_value(g, "y", 0, -1, NULL), r = g_value(g, "r", 0, -1, NULL), z = g_value(g, "z", 0, -1, NULL);
+    g_node(g, "MatMul", 13, (int[]){x, W}, 2, y, NULL, 0);
+    if (residual_relu) {
+        int yr = g_value(g, "yr", 0, -1, NULL);
+        g_node(g, "Relu", 14, (int[]){y}, 1, yr, NULL, 0);
+        y = yr;
+    }
+    int addend = x;
+    if (residual_bcast) {
+        s4d_attr ra[1] = {t_attr_ints("axes", axes, 1)};
+        g_node(g, "ReduceMean", 13, (int[]){x}, 1, r, ra, 1);
+        addend = r;
+    }
+    g_node(g, "Add", 14, (int[]){addend, y}, 2, z, NULL, 0);
+    g_io(g, x, z);
+    free(w);
+    return g;
+}
+
 static int ln_opset = 13, ln_affine = 1;
 
 static s4d_ir_graph *build_layernorm(void)
@@ -358,6 +444,21 @@ int main(void)
     setenv("S4D_FUSE_MATMUL_NORM", "0", 1);
     check_graph("S4D_FUSE_MATMUL_NORM=0 keeps layernorms apart", build_linear_relu_ln, 4, "LayerNormalization");
     unsetenv("S4D_FUSE_MATMUL_NORM");
+    /* The residual fusion: 3 products (identity, two MLP layers), the Add and the norm in the identity's. */
+    check_graph("feed-forward block: residual and layernorm in the product", build_ffn, 3, "FusedMatMul");
+    ffn_relu = 1;
+    check_graph("a relu on one side: the other product takes the residual", build_ffn, 3, "FusedMatMul");
+    ffn_relu = 0;
+    setenv("S4D_FUSE_RESIDUAL", "0", 1);
+    check_graph("S4D_FUSE_RESIDUAL=0 keeps the add", build_ffn, 5, "Add");
+    unsetenv("S4D_FUSE_RESIDUAL");
+    check_graph("matmul + its input: one product", build_matmul_residual, 1, "FusedMatMul");
+    residual_bcast = 1;
+    check_graph("a broadcast addend stays an add", build_matmul_residual, 3, "Add");
+    residual_bcast = 0;
+    residual_relu = 1;
+    check_graph("a relu before the residual keeps the add", build_matmul_residual, 2, "Add");
+    residual_relu = 0;
     check_graph("layernorm opset 13", build_layernorm, 1, "LayerNormalization");
     ln_opset = 18;
     check_graph("layernorm opset 18", build_layernorm, 1, "LayerNormalization");
