@@ -25,12 +25,13 @@
 #      "attention" and "fp16bench" (the fused attention and dense layers in
 #      float32, TF32 and float16), "dabench" (every variant of the aggregation
 #      kernels), "prof" (s4dexec eager and graph latency of the demo's
-#      engines, the op through PyTorch) and "fold" (each head's CUDA graph with
-#      and without the view folding, FOLD_PRESETS).
+#      engines, the op through PyTorch) and "passes" (or "fold": each head's
+#      CUDA graph with every pass, without the residual fusion and without the
+#      view folding, FOLD_PRESETS).
 #
 #   OUT=/some/dir scripts/gpu_check.sh        (OUT defaults to ./out/gpu_check)
 #   STEPS="gpu sanitizer demo bench"          the default; add streams fp16 cpu attention
-#                                             fp16bench dabench prof fold
+#                                             fp16bench dabench prof passes
 #   GPU_TESTS_EXCLUDE=regex                   GPU tests to leave out (ctest -E)
 #   DEADLINE=540                              seconds for the whole check
 #
@@ -281,31 +282,34 @@ if want streams && [ "$HAVE_ENGINE" = 1 ] && [ "$PYOK" -eq 0 ]; then
     done
   done
 fi
-if want fold && [ "$HAVE_ENGINE" = 1 ] && [ "$PYOK" -eq 0 ]; then
-  # The view folding's effect (src/passes/fold_views.c): each head built with it and with
-  # S4D_FOLD_VIEWS=0, float32, both replayed as CUDA graphs in turn, three rounds each.
+if { want fold || want passes; } && [ "$HAVE_ENGINE" = 1 ] && [ "$PYOK" -eq 0 ]; then
+  # What the late passes buy on the GPU: each head built with every pass (on), without the
+  # residual fusion (S4D_FUSE_RESIDUAL=0, src/passes/fuse_matmul.c) and without the view
+  # folding (S4D_FOLD_VIEWS=0, src/passes/fold_views.c), float32, each replayed as a CUDA graph
+  # in turn, three rounds. "fold" is the older name of this step.
   for preset in ${FOLD_PRESETS:-tiny v3}; do
     d=$ROOT/out/fold_$preset
     PYTHONPATH=python step "export-$preset-fold" 120 "$PY" -m s4d.sparse4d.export --preset "$preset" --out "$d"
-    for f in 1 0; do
-      STEP_LOG=$OUT/fold_${preset}_${f}_build.log step "engine-$preset-fold$f" 120 env S4D_FOLD_VIEWS=$f \
+    variants="on: residual0:S4D_FUSE_RESIDUAL=0 fold0:S4D_FOLD_VIEWS=0"
+    for v in $variants; do
+      STEP_LOG=$OUT/fold_${preset}_${v%%:*}_build.log step "engine-$preset-${v%%:*}" 120 env ${v#*:} \
         "$BUILD/bin/s4dexec" --onnx="$d/sparse4d_${preset}_head.onnx" --plugins="$BUILD/lib/libs4d_plugins.so" \
-        --device=cuda --saveEngine="$d/head_fold$f.s4d" --iterations=1 --warmUp=0 --dumpLayerInfo
+        --device=cuda --saveEngine="$d/head_${v%%:*}.s4d" --iterations=1 --warmUp=0 --dumpLayerInfo
     done
     r=""
     for round in 1 2 3; do
-      for f in 1 0; do
-        log=$OUT/fold_${preset}_${f}_$round.log
-        STEP_LOG=$log step "graph-$preset-fold$f-$round" 60 "$BUILD/bin/s4dexec" \
-          --loadEngine="$d/head_fold$f.s4d" --plugins="$BUILD/lib/libs4d_plugins.so" --useCudaGraph \
+      for v in $variants; do
+        log=$OUT/fold_${preset}_${v%%:*}_$round.log
+        STEP_LOG=$log step "graph-$preset-${v%%:*}-$round" 60 "$BUILD/bin/s4dexec" \
+          --loadEngine="$d/head_${v%%:*}.s4d" --plugins="$BUILD/lib/libs4d_plugins.so" --useCudaGraph \
           --noDataTransfers --iterations=300 --warmUp=30
-        r="$r fold=$f: $(grep -Eo 'median [0-9.]+ ms' "$log" | head -1 | cut -d' ' -f2)"
+        r="$r ${v%%:*}: $(grep -Eo 'median [0-9.]+ ms' "$log" | head -1 | cut -d' ' -f2)"
       done
     done
-    for f in 1 0; do
-      r="$r; fold=$f layers: $(grep -Eo '^\[layers\] [0-9]+ layers, [0-9]+ views' "$OUT/fold_${preset}_${f}_build.log" | head -1)"
+    for v in $variants; do
+      r="$r; ${v%%:*} layers: $(grep -Eo '^\[layers\] [0-9]+ layers, [0-9]+ views' "$OUT/fold_${preset}_${v%%:*}_build.log" | head -1)"
     done
-    row "view folding $preset head" "$r"
+    row "late passes $preset head" "$r"
   done
 fi
 if want prof; then
