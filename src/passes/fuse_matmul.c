@@ -172,10 +172,11 @@ static void free_attrs(s4d_attr *at, int n)
  * plain_product and R has the output's shape and dtype: node P becomes one
  * FusedMatMul with R as its residual (input 5), placed where the last node
  * of the pattern was (R may be computed after P). The name stays P's.
+ * The use counts stay true for every live node: the values that lose their
+ * reader (P's output, and the Add's when the norm joins) had that one only.
  */
-static s4d_status fuse_residual_at(s4d_ir_graph *g, int a, const int *uses, int *done, char *err, size_t errsz)
+static s4d_status fuse_residual_at(s4d_ir_graph *g, int a, const int *uses, char *err, size_t errsz)
 {
-    *done = 0;
     const s4d_ir_node *add = &g->nodes[a];
     if (!s4d_fuse_is_op(g, a, "Add") || add->num_inputs != 2 || add->num_outputs != 1 ||
         add->inputs[0] == add->inputs[1])
@@ -244,7 +245,6 @@ static s4d_status fuse_residual_at(s4d_ir_graph *g, int a, const int *uses, int 
         memcpy(fa, at, sizeof at); /* the node takes what at owns */
         f->attrs = fa;
         f->num_attrs = na;
-        *done = 1;
         return s4d_fuse_reinfer(g, t, err, errsz);
     }
     return S4D_OK;
@@ -259,16 +259,8 @@ s4d_status s4d_pass_fuse_matmul_residual(s4d_ir_graph *g, char *err, size_t errs
     if (!uses)
         return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory in the residual fusion");
     s4d_status st = S4D_OK;
-    for (int a = 0; a < g->num_nodes && st == S4D_OK; a++) {
-        int done = 0;
-        st = fuse_residual_at(g, a, uses, &done, err, errsz);
-        if (st == S4D_OK && done) {
-            free(uses);
-            uses = s4d_fuse_use_counts(g);
-            if (!uses)
-                return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory in the residual fusion");
-        }
-    }
+    for (int a = 0; a < g->num_nodes && st == S4D_OK; a++)
+        st = fuse_residual_at(g, a, uses, err, errsz);
     free(uses);
     return st;
 }
