@@ -18,7 +18,9 @@ With --device cuda (a GPU, or the guarded test device, S4D_TEST_BACKEND=guarded)
     no Slice left where one was folded in;
   - its outputs agree with a float64 NumPy evaluation (rtol 1e-4, atol 1e-5), as do those of the
     build with S4D_FUSE_MLP=0, which has no FusedMLP;
-  - the saved engine loads and gives the outputs it gave when built.
+  - the saved engine loads and gives the outputs it gave when built;
+  - on a GPU, the kernel's two block shapes (8 rows per block, and 2 for few rows) give those
+    outputs bit for bit (S4D_CUDA_MLP_ROWS=8 and =2).
 Hostile (--device cuda only): an engine whose FusedMLP layer has one norms value too few, an
 activation of 2, or an input_begin past X's columns is refused at load, naming the layer.
 With --device cpu: the CPU build has no FusedMLP (the pass is for devices that are not host
@@ -244,6 +246,21 @@ def check_hostile(args, scratch):
         ("begin_past_columns", set_attr("input_begin", 8), "reads columns [8, 14)")), "FusedMLP edits")
 
 
+def check_rows_per_block(args, engine, inputs, d, built, msgs):
+    """On a GPU: the saved engine run with each block shape of the FusedMLP kernel (8 rows per
+    block, 2 rows) gives the outputs built, bit for bit."""
+    for rows in ("8", "2"):
+        env = dict(os.environ, S4D_CUDA_MLP_ROWS=rows)
+        p = run(args.s4dexec, [f"--loadEngine={engine}", f"--plugins={args.plugins}", "--iterations=1",
+                               "--warmUp=0", inputs, f"--exportOutput={d}/rows{rows}"], env=env, check=False)
+        if p.returncode != 0:
+            msgs.append(f"S4D_CUDA_MLP_ROWS={rows}: the run failed: {p.stderr.strip()}")
+            continue
+        for k, a in built.items():
+            if np.load(f"{d}/rows{rows}/{k}.npy").tobytes() != a.tobytes():
+                msgs.append(f"output {k}: S4D_CUDA_MLP_ROWS={rows} gives other bits")
+
+
 def main():
     args = fusion_arg_parser().parse_args()
     rng = np.random.default_rng(17)
@@ -270,6 +287,8 @@ def main():
                 msgs.append(f"{slices} Slice layers left, expected {case.slices_left}")
             check_outputs(case.gr, out, ref, "fused", msgs)
             check_reload(args, engine, inputs, d, out, "engine", msgs)
+            if not on_cpu and not guarded:
+                check_rows_per_block(args, engine, inputs, d, out, msgs)
         if not on_cpu:
             off = dict(os.environ, S4D_FUSE_MLP="0")
             engine_off, out_off, why = build(args, d, case.gr, inputs, "unfused", env=off)

@@ -3,32 +3,35 @@
  * 256 columns) and run on a few hundred rows, so each of their products is
  * a few microseconds of work that costs a launch, a cuBLASLt kernel sized
  * for far larger problems and often a LayerNormalization kernel after it.
- * Here one block of 256 threads takes 8 rows through the whole chain with
- * the rows in shared memory: the first layer reads its columns of X (a
- * Slice folded in), every layer writes its outputs to the other buffer,
- * and only the last layer's rows go back to memory.
+ * Here one block of 256 threads takes R rows (8, or 2 when 8 would leave
+ * most SMs idle) through the whole chain with the rows in shared memory:
+ * the first layer reads its columns of X (a Slice folded in), every layer
+ * writes its outputs to the other buffer, and only the last layer's rows go
+ * back to memory.
  *
- * A layer of n columns spreads its n x 8 outputs over the threads: each
- * column gets tpc = 1, 2, 4 or 8 threads (as many as 256 / n allows), each
- * of which sums 8 / tpc rows. W comes through shared memory in tiles of 24
- * rows that the whole block loads at once (below, before layer_product),
- * and the rows' inputs are read four k at a time, so each W value feeds
- * 8 / tpc FMAs. Sums run in k order with FMA: the same bits on every run.
+ * A layer of n columns spreads its n x R outputs over the threads: each
+ * column gets tpc = 1, 2, 4 or 8 threads (as many as 256 / n and R allow),
+ * each of which sums R / tpc rows. W comes through shared memory in tiles
+ * of KT rows (24 for 8 rows, 40 for 2) that the whole block loads at once
+ * (below, before layer_product), and the rows' inputs are read four k at a
+ * time, so each W value feeds R / tpc FMAs. Sums run in k order with FMA:
+ * the same bits on every run, whatever R and KT.
  * Then bias and ReLU (NaN stays NaN), and the LayerNormalization: one warp
  * per row, mean and variance accumulated in double as the host's
  * LayerNormalization has them, the row normalised in float.
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "backend/cuda/kernels/launch.cuh"
 #include "backend/cuda/kernels/mlp.h"
 
 namespace {
 
-constexpr int ROWS = 8, NT = 256, WARPS = NT / 32;
+constexpr int NT = 256, WARPS = NT / 32;
 constexpr int STRIDE = S4D_CUDA_MLP_MAX_WIDTH + 4; /* floats per row buffer: 16-byte rows, banks staggered */
-static_assert(WARPS == ROWS, "one warp normalises one row");
 
 __device__ __forceinline__ double warp_sum(double v)
 {
@@ -46,19 +49,22 @@ __device__ __forceinline__ double warp_sum(double v)
  * waiting on L2 (a block per SM or fewer: the cameras' 6 rows are one
  * block) and took 35-60 us per chain on the H200.
  */
-constexpr int KT = 24;                                    /* rows of W per tile: a multiple of 4 */
-constexpr int WT_VEC = KT * S4D_CUDA_MLP_MAX_WIDTH / 4 / NT; /* float4 per thread per tile */
-static_assert(KT % 4 == 0 && (KT * S4D_CUDA_MLP_MAX_WIDTH / 4) % NT == 0, "whole float4 per thread");
+/* float4 per thread per tile of KT rows of W (KT a multiple of 4). */
+template <int KT> struct Tile {
+    static constexpr int VEC = KT * S4D_CUDA_MLP_MAX_WIDTH / 4 / NT;
+    static_assert(KT % 4 == 0 && (KT * S4D_CUDA_MLP_MAX_WIDTH / 4) % NT == 0, "whole float4 per thread");
+};
 
 /* Rows of the tile of W [k, n] that starts at row k0: KT, or what is left. */
-__device__ __forceinline__ int tile_rows(int k, int k0) { return k - k0 < KT ? k - k0 : KT; }
+template <int KT> __device__ __forceinline__ int tile_rows(int k, int k0) { return k - k0 < KT ? k - k0 : KT; }
 
 /* Loads the tile at row k0 of W [k, n] into registers: as float4 (vec) or as floats, NT apart. */
+template <int KT, int WT_VEC = Tile<KT>::VEC>
 __device__ __forceinline__ void tile_fetch(const float *__restrict__ w, int n, int k, int k0, bool vec,
                                            float4 (&r)[WT_VEC])
 {
     const int64_t base = (int64_t)k0 * n;
-    const int count = tile_rows(k, k0) * n;
+    const int count = tile_rows<KT>(k, k0) * n;
 #pragma unroll
     for (int i = 0; i < WT_VEC; i++) {
         const int e = (threadIdx.x + i * NT) * 4; /* first element of this thread's i-th quad */
@@ -74,9 +80,10 @@ __device__ __forceinline__ void tile_fetch(const float *__restrict__ w, int n, i
 }
 
 /* Stores the tile fetched at row k0 as wt[kk * n + c] (packed rows of n). */
+template <int KT, int WT_VEC = Tile<KT>::VEC>
 __device__ __forceinline__ void tile_store(float *wt, int n, int k, int k0, const float4 (&r)[WT_VEC])
 {
-    const int count = tile_rows(k, k0) * n;
+    const int count = tile_rows<KT>(k, k0) * n;
 #pragma unroll
     for (int i = 0; i < WT_VEC; i++) {
         const int e = (threadIdx.x + i * NT) * 4;
@@ -95,11 +102,13 @@ __device__ __forceinline__ void tile_store(float *wt, int n, int k, int k0, cons
 
 /* One layer: out[r][c] = act(in[r][:k] . w[:, c] + bias[c]) for the block's rows. Every thread of the
    block calls it (the tiles are loaded together); sums run in k order with FMA. */
+template <int ROWS, int KT>
 __device__ __forceinline__ void layer_product(const s4d_cuda_mlp_layer &L, const float (*in)[STRIDE],
                                               float (*out)[STRIDE], float *wt)
 {
+    constexpr int WT_VEC = Tile<KT>::VEC;
     const int n = L.n, k = L.k;
-    const int room = NT / n;
+    const int room = NT / n < ROWS ? NT / n : ROWS;
     const int tpc = room >= 8 ? 8 : room >= 4 ? 4 : room >= 2 ? 2 : 1;
     const int nr = ROWS / tpc;
     const int t = threadIdx.x;
@@ -111,14 +120,14 @@ __device__ __forceinline__ void layer_product(const s4d_cuda_mlp_layer &L, const
     for (int j = 0; j < ROWS; j++)
         acc[j] = 0.0f;
     float4 next[WT_VEC];
-    tile_fetch(L.w, n, k, 0, vec, next);
+    tile_fetch<KT>(L.w, n, k, 0, vec, next);
     for (int k0 = 0; k0 < k; k0 += KT) {
-        const int kt = tile_rows(k, k0);
+        const int kt = tile_rows<KT>(k, k0);
         __syncthreads(); /* the previous tile is no longer read */
-        tile_store(wt, n, k, k0, next);
+        tile_store<KT>(wt, n, k, k0, next);
         __syncthreads();
         if (k0 + KT < k)
-            tile_fetch(L.w, n, k, k0 + KT, vec, next);
+            tile_fetch<KT>(L.w, n, k, k0 + KT, vec, next);
         if (!active)
             continue;
         int q = 0;
@@ -176,10 +185,12 @@ __device__ __forceinline__ void layer_norm(const s4d_cuda_mlp_layer &L, float (*
         row[c] = (row[c] - m) * is * __ldg(L.scale + c) + (L.shift ? __ldg(L.shift + c) : 0.0f);
 }
 
+template <int ROWS, int KT>
 __global__ void __launch_bounds__(NT)
     mlp_kernel(const __grid_constant__ s4d_cuda_mlp_desc d, const float *__restrict__ x, float *__restrict__ y)
 {
     S4D_KERNEL_BEGIN();
+    static_assert(ROWS <= WARPS, "one warp normalises one row");
     __shared__ __align__(16) float buf[2][ROWS][STRIDE];
     __shared__ __align__(16) float wt[KT * S4D_CUDA_MLP_MAX_WIDTH];
     const int64_t row0 = (int64_t)blockIdx.x * ROWS;
@@ -193,10 +204,11 @@ __global__ void __launch_bounds__(NT)
     int cur = 0;
     for (int l = 0; l < d.layers; l++) {
         const s4d_cuda_mlp_layer &L = d.layer[l];
-        layer_product(L, buf[cur], buf[cur ^ 1], wt);
+        layer_product<ROWS, KT>(L, buf[cur], buf[cur ^ 1], wt);
         __syncthreads();
         if (L.scale) {
-            layer_norm(L, buf[cur ^ 1]);
+            if ((int)(threadIdx.x / 32) < ROWS)
+                layer_norm(L, buf[cur ^ 1]);
             __syncthreads();
         }
         cur ^= 1;
@@ -219,7 +231,7 @@ extern "C" int s4d_cuda_mlp_ok(const s4d_cuda_mlp_desc *d, const char **why)
         *why = "the kernel takes 1 to 8 layers";
         return 0;
     }
-    if (d->rows < 0 || (d->rows + ROWS - 1) / ROWS > INT32_MAX) {
+    if (d->rows < 0 || (d->rows + 1) / 2 > INT32_MAX) {
         *why = "too many rows for one grid";
         return 0;
     }
@@ -248,6 +260,28 @@ extern "C" int s4d_cuda_mlp_preferred(const s4d_cuda_mlp_desc *d, const char **w
     return 1;
 }
 
+/* Rows per block: 8, unless the blocks of 8 rows would fill under half of the SMs; then 2, so
+   that four times as many SMs stream W and each adds up a quarter of the rows (a head with a
+   few hundred instances: tiny's 128 rows are 16 blocks of 8 or 64 of 2). S4D_CUDA_MLP_ROWS=8
+   or 2 in the environment forces one (to compare). */
+namespace {
+int rows_per_block(int64_t rows)
+{
+    static const int forced = [] {
+        const char *e = getenv("S4D_CUDA_MLP_ROWS");
+        return e && (!strcmp(e, "8") || !strcmp(e, "2")) ? atoi(e) : 0;
+    }();
+    if (forced)
+        return forced;
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1)
+        return 8;
+    return (rows + 7) / 8 < sms / 2 ? 2 : 8;
+}
+
+} // namespace
+
 extern "C" cudaError_t s4d_cuda_mlp(const s4d_cuda_mlp_desc *d, const float *x, float *y, cudaStream_t stream)
 {
     const char *why;
@@ -255,7 +289,10 @@ extern "C" cudaError_t s4d_cuda_mlp(const s4d_cuda_mlp_desc *d, const float *x, 
         return cudaErrorInvalidValue;
     if (d->rows == 0)
         return cudaSuccess;
-    const unsigned blocks = (unsigned)((d->rows + ROWS - 1) / ROWS);
-    cudaError_t e = s4d_launch(mlp_kernel, dim3(blocks), dim3(NT), 0, stream, *d, x, y);
+    cudaError_t e;
+    if (rows_per_block(d->rows) == 2)
+        e = s4d_launch(mlp_kernel<2, 40>, dim3((unsigned)((d->rows + 1) / 2)), dim3(NT), 0, stream, *d, x, y);
+    else
+        e = s4d_launch(mlp_kernel<8, 24>, dim3((unsigned)((d->rows + 7) / 8)), dim3(NT), 0, stream, *d, x, y);
     return e != cudaSuccess ? e : cudaGetLastError();
 }
