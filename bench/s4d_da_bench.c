@@ -282,7 +282,7 @@ static s4d_status run_once(gpu_ctx *g, kernel_kind k, int variant, s4d_da_algo a
         fa.features_dtype = fa.weights_dtype = fa.output_dtype = S4D_DTYPE_FLOAT16;
     }
     if (variant < 0) {
-        *ran = s4d_da_cuda_fwd_variant_default(algo);
+        *ran = k == K_FWD16 ? s4d_da_cuda_fwd_variant_default_half(algo) : s4d_da_cuda_fwd_variant_default(algo);
         return s4d_da_forward_cuda(&fa, algo, NULL, g->st, e);
     }
     return s4d_da_forward_cuda_variant(&fa, variant, NULL, g->st, ran, e);

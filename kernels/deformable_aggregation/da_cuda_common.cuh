@@ -238,11 +238,16 @@ inline s4d_status launch_status(s4d_errbuf *err, const char *what)
    an anchor first and read each distinct row once (cpl 8, unroll 1, at most kDedupGroups
    groups); stages > 0: the item's feature rows go through a ring of that many per-warp
    stages in shared memory by cp.async (cpl 8, unroll 1), so loads stay in flight while
-   earlier items are added up and cost no registers. */
+   earlier items are added up and cost no registers; half_blend: float16 features and output
+   only, an item's 4 corners are blended in float16 pairs (HFMA2) and the blend is added to
+   the float32 sums (other dtypes run the plain shape); minb > 0: blocks per SM to compile
+   the plain shape for (its register cap), instead of the shape's default. */
 struct FwdShape {
     int warps, cpl, unroll;
     bool dedup;
     int stages;
+    bool half_blend;
+    int minb;
 };
 
 /* Shape of an item backward; det: write item records and sort keys for the gather instead of

@@ -373,10 +373,40 @@ __device__ inline void reduce_store(float *red, const float (&acc)[K][VEC], cons
 
 /* ------------------------------------------------------------------ forward */
 
-template <typename TF, int VEC, int K, int W, int U, int MINB>
+/* The float16 blend of one item's corners for the lane's VEC channels of vector k: HFMA2 over
+   the corners inside the map, each corner's coefficient (group weight x corner weight) rounded
+   to float16 once; the caller adds the result to its float32 sums. */
+template <int VEC>
+__device__ __forceinline__ void half_blend(const typename RawVec<__half, VEC>::T (&f)[4], const int4 &r,
+                                           const float4 &c, float wg, float *out)
+{
+    __half2 s[VEC / 2];
+#pragma unroll
+    for (int j = 0; j < VEC / 2; j++)
+        s[j] = __float2half2_rn(0.0f);
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        if (comp(r, q) < 0)
+            continue;
+        const __half2 c2 = __float2half2_rn(wg * comp(c, q));
+        const __half2 *h = reinterpret_cast<const __half2 *>(&f[q]);
+#pragma unroll
+        for (int j = 0; j < VEC / 2; j++)
+            s[j] = __hfma2(h[j], c2, s[j]);
+    }
+#pragma unroll
+    for (int j = 0; j < VEC / 2; j++) {
+        const float2 t = __half22float2(s[j]);
+        out[2 * j] = t.x;
+        out[2 * j + 1] = t.y;
+    }
+}
+
+template <typename TF, int VEC, int K, int W, int U, int MINB, bool HB = false>
 __global__ void __launch_bounds__(W * 32, MINB)
     fwd_items_kernel(Params p, bool w_half, bool o_half)
 {
+    static_assert(!HB || sizeof(TF) == 2, "the float16 blend reads float16 features");
     constexpr int T = W * 32;
     constexpr int slice_w = 32 * VEC * K;
     using Raw = typename RawVec<TF, VEC>::T;
@@ -432,24 +462,39 @@ __global__ void __launch_bounds__(W * 32, MINB)
                             if (rq >= 0 && cok[k])
                                 f[u][k][q] = ldv<TF, VEC>(fb + (int64_t)rq * C32 + cst[k]);
                     }
+                if constexpr (HB) {
 #pragma unroll
-                for (int u = 0; u < U; u++)
-#pragma unroll
-                    for (int q = 0; q < 4; q++) {
-                        const int rq = comp(r[u], q);
-                        const float cq = comp(c[u], q);
+                    for (int u = 0; u < U; u++)
 #pragma unroll
                         for (int k = 0; k < K; k++) {
-                            if (rq < 0 || !cok[k])
+                            if (!cok[k])
                                 continue;
                             float v[VEC];
-                            unpack(f[u][k][q], v);
-                            const float coef = wg[u][k] * cq;
+                            half_blend<VEC>(f[u][k], r[u], c[u], wg[u][k], v);
 #pragma unroll
                             for (int e = 0; e < VEC; e++)
-                                acc[k][e] += coef * v[e];
+                                acc[k][e] += v[e];
                         }
-                    }
+                } else {
+#pragma unroll
+                    for (int u = 0; u < U; u++)
+#pragma unroll
+                        for (int q = 0; q < 4; q++) {
+                            const int rq = comp(r[u], q);
+                            const float cq = comp(c[u], q);
+#pragma unroll
+                            for (int k = 0; k < K; k++) {
+                                if (rq < 0 || !cok[k])
+                                    continue;
+                                float v[VEC];
+                                unpack(f[u][k][q], v);
+                                const float coef = wg[u][k] * cq;
+#pragma unroll
+                                for (int e = 0; e < VEC; e++)
+                                    acc[k][e] += coef * v[e];
+                            }
+                        }
+                }
             }
             __syncthreads();
         }
@@ -932,14 +977,14 @@ s4d_status launch_fwd_dedup_t(const Params &p, bool w_half, bool o_half, cudaStr
     return launch_status(err, "dedup item forward kernel launch");
 }
 
-template <typename TF, int VEC, int K, int W, int U, int MINB>
+template <typename TF, int VEC, int K, int W, int U, int MINB, bool HB = false>
 s4d_status launch_fwd_t(const Params &p, bool w_half, bool o_half, cudaStream_t st, s4d_errbuf *err)
 {
     const int64_t slice_w = 32 * VEC * K;
     const int64_t slices = (p.C + slice_w - 1) / slice_w;
     const size_t smem = dyn_bytes(p.N * p.L, p.P * p.N);
     dim3 grid(grid_x(p.bs * p.A), (unsigned)slices);
-    fwd_items_kernel<TF, VEC, K, W, U, MINB><<<grid, W * 32, smem, st>>>(p, w_half, o_half);
+    fwd_items_kernel<TF, VEC, K, W, U, MINB, HB><<<grid, W * 32, smem, st>>>(p, w_half, o_half);
     return launch_status(err, "item forward kernel launch");
 }
 
@@ -991,6 +1036,25 @@ s4d_status launch_fwd_dtype(const Params &p, const FwdShape &s, bool w_half, boo
         }
         return s4d_da_fail(err, S4D_ERR_INTERNAL, "deformable_aggregation: no staged item forward "
                            "for %d warps and %d stages", s.warps, s.stages);
+    }
+    if constexpr (H) {
+        /* Only for a float16 output, which rounds to float16 anyway: with a float32 output the
+           float16 features' products stay exact, as in every other variant. */
+        if (s.half_blend && o_half && s.cpl == 8 && s.unroll == 1) {
+            if (s.warps == 4)
+                return launch_fwd_t<TF, 8, 1, 4, 1, 8, true>(p, w_half, o_half, st, err);
+            if (s.warps == 8)
+                return launch_fwd_t<TF, 8, 1, 8, 1, 4, true>(p, w_half, o_half, st, err);
+        }
+    }
+    if (s.minb > 0 && s.cpl == 8 && s.unroll == 1) {
+        /* 64 registers per thread: 8 blocks of 4 warps or 4 of 8 per SM. */
+        if (s.warps == 4 && s.minb == 8)
+            return launch_fwd_t<TF, V8, K8, 4, 1, 8>(p, w_half, o_half, st, err);
+        if (s.warps == 8 && s.minb == 4)
+            return launch_fwd_t<TF, V8, K8, 8, 1, 4>(p, w_half, o_half, st, err);
+        return s4d_da_fail(err, S4D_ERR_INTERNAL, "deformable_aggregation: no item forward for %d "
+                           "warps compiled for %d blocks per SM", s.warps, s.minb);
     }
     const int key = s.warps * 100 + s.cpl * 10 + s.unroll;
     switch (key) {

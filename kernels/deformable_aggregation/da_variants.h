@@ -25,8 +25,9 @@ const char *s4d_da_cuda_fwd_variant_name(int variant); /* NULL when out of range
 const char *s4d_da_cuda_bwd_variant_name(int variant);
 /* 1 when the backward variant gives bitwise the same gradients on every run. */
 int s4d_da_cuda_bwd_variant_deterministic(int variant);
-/* The variant a public call with this algo runs. */
+/* The variant a public call with this algo runs; _half: with float16 features and output. */
 int s4d_da_cuda_fwd_variant_default(s4d_da_algo algo);
+int s4d_da_cuda_fwd_variant_default_half(s4d_da_algo algo);
 int s4d_da_cuda_bwd_variant_default(s4d_da_algo algo);
 /* Index of a variant by name, -1 when unknown. */
 int s4d_da_cuda_fwd_variant_find(const char *name);
