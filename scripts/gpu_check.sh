@@ -27,12 +27,16 @@
 #      kernels), "prof" (s4dexec eager and graph latency of the demo's
 #      engines, the op through PyTorch) and "passes" (or "fold": each head's
 #      CUDA graph with every pass, without the residual fusion and without the
-#      view folding, FOLD_PRESETS).
+#      view folding, FOLD_PRESETS; PASS_VARIANTS="name:VAR=value ..." replaces
+#      those three builds, the variable set for the build and the replays), "dasan"
+#      (compute-sanitizer memcheck and racecheck of the aggregation op's small and
+#      float16 GPU tests, every kernel variant).
 #
 #   OUT=/some/dir scripts/gpu_check.sh        (OUT defaults to ./out/gpu_check)
 #   STEPS="gpu sanitizer demo bench"          the default; add streams fp16 cpu attention
 #                                             fp16bench dabench prof passes
 #   GPU_TESTS_EXCLUDE=regex                   GPU tests to leave out (ctest -E)
+#   GPU_TESTS_INCLUDE=regex                   only these GPU tests (ctest -R)
 #   DEADLINE=540                              seconds for the whole check
 #
 # Writes into $OUT: summary.txt (the table printed last: every step's result
@@ -126,7 +130,8 @@ if want gpu && [ "$HAVE_ENGINE" = 1 ]; then
     GROUP=10-gpu
     # the op families run their cases in parallel too (tests/cuda/device_compare.py)
     STEP_LOG=$OUT/ctest_gpu.log step ctest-gpu 330 env S4D_COMPARE_JOBS="${COMPARE_JOBS:-4}" \
-      ctest --test-dir "$BUILD" --output-on-failure -j 4 -L gpu ${GPU_TESTS_EXCLUDE:+-E "$GPU_TESTS_EXCLUDE"}
+      ctest --test-dir "$BUILD" --output-on-failure -j 4 -L gpu ${GPU_TESTS_EXCLUDE:+-E "$GPU_TESTS_EXCLUDE"} \
+      ${GPU_TESTS_INCLUDE:+-R "$GPU_TESTS_INCLUDE"}
     row "ctest GPU tests" "$(ctest_counts "$OUT/ctest_gpu.log") ($STEP_SECONDS s)"
     # every test's output (ctest prints only the failures' output)
     cp "$BUILD/Testing/Temporary/LastTest.log" "$OUT/ctest_gpu_all.log" 2>/dev/null
@@ -221,6 +226,21 @@ if want dabench && [ -x "$BUILD/bin/s4d_da_bench" ]; then
     --iters 200 --warmup 20 --out "$OUT/da_bench_all"
   row "aggregation op, every variant" "$([ -f "$OUT/da_bench_all/bench.md" ] && echo ok || echo FAILED)"
 fi
+if want dasan && [ -x "$BUILD/bin/test_da_cuda" ]; then
+  # compute-sanitizer on the aggregation op's kernels, every variant (the small mix in float32,
+  # then the float16 cases).
+  SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  for t in "memcheck small" "memcheck fp16" "racecheck small" "racecheck fp16"; do
+    read -r tool what <<< "$t"
+    log=$OUT/da_${tool}_$what.log
+    if STEP_LOG=$log step "da-$tool-$what" 150 "$SAN" --tool "$tool" --error-exitcode 9 \
+         "$BUILD/bin/test_da_cuda" "$what"; then
+      row "compute-sanitizer $tool (op, $what)" "clean: $(grep -Eo '(ERROR|RACECHECK) SUMMARY: [0-9]+ [a-z]+' "$log" | tail -1) ($STEP_SECONDS s)"
+    else
+      row "compute-sanitizer $tool (op, $what)" "FAILED: exit $? ($(basename "$log"))"
+    fi
+  done
+fi
 if want cpu && [ "$HAVE_ENGINE" = 1 ]; then
   STEP_LOG=$OUT/ctest_cpu.log step ctest-cpu 300 env PYTHON="$(command -v "$PY")" \
     ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS" -LE gpu -E "fuzz|soak"
@@ -290,7 +310,7 @@ if { want fold || want passes; } && [ "$HAVE_ENGINE" = 1 ] && [ "$PYOK" -eq 0 ];
   for preset in ${FOLD_PRESETS:-tiny v3}; do
     d=$ROOT/out/fold_$preset
     PYTHONPATH=python step "export-$preset-fold" 120 "$PY" -m s4d.sparse4d.export --preset "$preset" --out "$d"
-    variants="on: residual0:S4D_FUSE_RESIDUAL=0 fold0:S4D_FOLD_VIEWS=0"
+    variants=${PASS_VARIANTS:-"on: residual0:S4D_FUSE_RESIDUAL=0 fold0:S4D_FOLD_VIEWS=0"}
     for v in $variants; do
       STEP_LOG=$OUT/fold_${preset}_${v%%:*}_build.log step "engine-$preset-${v%%:*}" 120 env ${v#*:} \
         "$BUILD/bin/s4dexec" --onnx="$d/sparse4d_${preset}_head.onnx" --plugins="$BUILD/lib/libs4d_plugins.so" \
@@ -300,7 +320,7 @@ if { want fold || want passes; } && [ "$HAVE_ENGINE" = 1 ] && [ "$PYOK" -eq 0 ];
     for round in 1 2 3; do
       for v in $variants; do
         log=$OUT/fold_${preset}_${v%%:*}_$round.log
-        STEP_LOG=$log step "graph-$preset-${v%%:*}-$round" 60 "$BUILD/bin/s4dexec" \
+        STEP_LOG=$log step "graph-$preset-${v%%:*}-$round" 60 env ${v#*:} "$BUILD/bin/s4dexec" \
           --loadEngine="$d/head_${v%%:*}.s4d" --plugins="$BUILD/lib/libs4d_plugins.so" --useCudaGraph \
           --noDataTransfers --iterations=300 --warmUp=30
         r="$r ${v%%:*}: $(grep -Eo 'median [0-9.]+ ms' "$log" | head -1 | cut -d' ' -f2)"
