@@ -91,16 +91,17 @@ def prepared_cases(args, makers, rng):
         yield case, d, load_inputs_flag(d, case.gr.inputs)
 
 
-def check_reload(args, engine, inputs, d, built, what, msgs):
+def check_reload(args, engine, inputs, d, built, what, msgs, env=None, outdir="loaded"):
     """The saved engine loads with the case's inputs and gives the outputs built (name -> array)
-    bit for bit; what names the engine in the messages appended to msgs."""
+    bit for bit; what names the engine in the messages appended to msgs. env: the run's
+    environment; outdir: where under d its outputs go."""
     p = run(args.s4dexec, [f"--loadEngine={engine}", f"--plugins={args.plugins}", "--iterations=1",
-                           "--warmUp=0", inputs, f"--exportOutput={d}/loaded"], check=False)
+                           "--warmUp=0", inputs, f"--exportOutput={d}/{outdir}"], env=env, check=False)
     if p.returncode != 0:
         msgs.append(f"the saved {what} does not load: {p.stderr.strip()}")
         return
     for k, a in built.items():
-        if np.load(f"{d}/loaded/{k}.npy").tobytes() != a.tobytes():
+        if np.load(f"{d}/{outdir}/{k}.npy").tobytes() != a.tobytes():
             msgs.append(f"output {k}: the loaded {what} differs from the built one")
 
 

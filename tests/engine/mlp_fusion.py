@@ -250,15 +250,8 @@ def check_rows_per_block(args, engine, inputs, d, built, msgs):
     """On a GPU: the saved engine run with each block shape of the FusedMLP kernel (8 rows per
     block, 2 rows) gives the outputs built, bit for bit."""
     for rows in ("8", "2"):
-        env = dict(os.environ, S4D_CUDA_MLP_ROWS=rows)
-        p = run(args.s4dexec, [f"--loadEngine={engine}", f"--plugins={args.plugins}", "--iterations=1",
-                               "--warmUp=0", inputs, f"--exportOutput={d}/rows{rows}"], env=env, check=False)
-        if p.returncode != 0:
-            msgs.append(f"S4D_CUDA_MLP_ROWS={rows}: the run failed: {p.stderr.strip()}")
-            continue
-        for k, a in built.items():
-            if np.load(f"{d}/rows{rows}/{k}.npy").tobytes() != a.tobytes():
-                msgs.append(f"output {k}: S4D_CUDA_MLP_ROWS={rows} gives other bits")
+        check_reload(args, engine, inputs, d, built, f"engine run with S4D_CUDA_MLP_ROWS={rows}", msgs,
+                     env=dict(os.environ, S4D_CUDA_MLP_ROWS=rows), outdir=f"rows{rows}")
 
 
 def main():
