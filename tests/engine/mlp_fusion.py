@@ -20,7 +20,7 @@ With --device cuda (a GPU, or the guarded test device, S4D_TEST_BACKEND=guarded)
     build with S4D_FUSE_MLP=0, which has no FusedMLP;
   - the saved engine loads and gives the outputs it gave when built;
   - on a GPU, the kernel's two block shapes (8 rows per block, and 2 for few rows) give those
-    outputs bit for bit (S4D_CUDA_MLP_ROWS=8 and =2).
+    outputs bit for bit (S4D_CUDA_MLP_ROWS=8, =2 and =1).
 Hostile (--device cuda only): an engine whose FusedMLP layer has one norms value too few, an
 activation of 2, or an input_begin past X's columns is refused at load, naming the layer.
 With --device cpu: the CPU build has no FusedMLP (the pass is for devices that are not host
@@ -248,8 +248,8 @@ def check_hostile(args, scratch):
 
 def check_rows_per_block(args, engine, inputs, d, built, msgs):
     """On a GPU: the saved engine run with each block shape of the FusedMLP kernel (8 rows per
-    block, 2 rows) gives the outputs built, bit for bit."""
-    for rows in ("8", "2"):
+    block, 2, 1) gives the outputs built, bit for bit."""
+    for rows in ("8", "2", "1"):
         check_reload(args, engine, inputs, d, built, f"engine run with S4D_CUDA_MLP_ROWS={rows}", msgs,
                      env=dict(os.environ, S4D_CUDA_MLP_ROWS=rows), outdir=f"rows{rows}")
 

@@ -231,7 +231,7 @@ extern "C" int s4d_cuda_mlp_ok(const s4d_cuda_mlp_desc *d, const char **why)
         *why = "the kernel takes 1 to 8 layers";
         return 0;
     }
-    if (d->rows < 0 || (d->rows + 1) / 2 > INT32_MAX) {
+    if (d->rows < 0 || d->rows > INT32_MAX) {
         *why = "too many rows for one grid";
         return 0;
     }
@@ -262,14 +262,15 @@ extern "C" int s4d_cuda_mlp_preferred(const s4d_cuda_mlp_desc *d, const char **w
 
 /* Rows per block: 8, unless the blocks of 8 rows would fill under half of the SMs; then 2, so
    that four times as many SMs stream W and each adds up a quarter of the rows (a head with a
-   few hundred instances: tiny's 128 rows are 16 blocks of 8 or 64 of 2). S4D_CUDA_MLP_ROWS=8
-   or 2 in the environment forces one (to compare). */
+   few hundred instances: tiny's 128 rows are 16 blocks of 8 or 64 of 2). S4D_CUDA_MLP_ROWS=8,
+   2 or 1 in the environment forces one (to compare; 1 row per block, in tiles of 44 rows of W,
+   only that way). */
 namespace {
 int rows_per_block(int64_t rows)
 {
     static const int forced = [] {
         const char *e = getenv("S4D_CUDA_MLP_ROWS");
-        return e && (!strcmp(e, "8") || !strcmp(e, "2")) ? atoi(e) : 0;
+        return e && (!strcmp(e, "8") || !strcmp(e, "2") || !strcmp(e, "1")) ? atoi(e) : 0;
     }();
     if (forced)
         return forced;
@@ -290,7 +291,10 @@ extern "C" cudaError_t s4d_cuda_mlp(const s4d_cuda_mlp_desc *d, const float *x, 
     if (d->rows == 0)
         return cudaSuccess;
     cudaError_t e;
-    if (rows_per_block(d->rows) == 2)
+    const int r = rows_per_block(d->rows);
+    if (r == 1)
+        e = s4d_launch(mlp_kernel<1, 44>, dim3((unsigned)d->rows), dim3(NT), 0, stream, *d, x, y);
+    else if (r == 2)
         e = s4d_launch(mlp_kernel<2, 40>, dim3((unsigned)((d->rows + 1) / 2)), dim3(NT), 0, stream, *d, x, y);
     else
         e = s4d_launch(mlp_kernel<8, 24>, dim3((unsigned)((d->rows + 7) / 8)), dim3(NT), 0, stream, *d, x, y);
