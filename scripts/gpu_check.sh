@@ -29,8 +29,8 @@
 #      CUDA graph with every pass, without the residual fusion and without the
 #      view folding, FOLD_PRESETS; PASS_VARIANTS="name:VAR=value ..." replaces
 #      those three builds, the variable set for the build and the replays), "dasan"
-#      (compute-sanitizer memcheck and racecheck of the aggregation op's small and
-#      float16 GPU tests, every kernel variant).
+#      (compute-sanitizer memcheck of the aggregation op's small and float16 GPU tests and
+#      racecheck of the small one, every kernel variant).
 #
 #   OUT=/some/dir scripts/gpu_check.sh        (OUT defaults to ./out/gpu_check)
 #   STEPS="gpu sanitizer demo bench"          the default; add streams fp16 cpu attention
@@ -227,10 +227,11 @@ if want dabench && [ -x "$BUILD/bin/s4d_da_bench" ]; then
   row "aggregation op, every variant" "$([ -f "$OUT/da_bench_all/bench.md" ] && echo ok || echo FAILED)"
 fi
 if want dasan && [ -x "$BUILD/bin/test_da_cuda" ]; then
-  # compute-sanitizer on the aggregation op's kernels, every variant (the small mix in float32,
-  # then the float16 cases).
+  # compute-sanitizer on the aggregation op's kernels, every variant: memcheck of the small mix
+  # (float32) and of the float16 cases, racecheck of the small mix (the float16 kernels share
+  # its shared-memory code).
   SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  for t in "memcheck small" "memcheck fp16" "racecheck small" "racecheck fp16"; do
+  for t in "memcheck small" "memcheck fp16" "racecheck small"; do
     read -r tool what <<< "$t"
     log=$OUT/da_${tool}_$what.log
     if STEP_LOG=$log step "da-$tool-$what" 150 "$SAN" --tool "$tool" --error-exitcode 9 \
