@@ -520,27 +520,20 @@ int env_default(std::atomic<int> &slot, const char *var, int fallback, bool fwd,
 std::atomic<int> g_fwd_fast{-1}, g_fwd_det{-1}, g_bwd_fast{-1}, g_bwd_det{-1};
 std::atomic<int> g_fwd_fast_half{-1}, g_fwd_det_half{-1};
 
-int fwd_default(s4d_da_algo algo)
+/* half: float16 features and output, which have their own default; the same variables name
+   the variant for every dtype. */
+int fwd_default(s4d_da_algo algo, bool half = false)
 {
-    return algo == S4D_DA_ALGO_DETERMINISTIC
-               ? env_default(g_fwd_det, "S4D_DA_CUDA_FWD_DET", kDefaultFwdDet, true, false)
-               : env_default(g_fwd_fast, "S4D_DA_CUDA_FWD", kDefaultFwdFast, true, false);
-}
-
-/* The same variables name the variant for every dtype; without them float16 features and
-   output get their own default. */
-int fwd_default_half(s4d_da_algo algo)
-{
-    return algo == S4D_DA_ALGO_DETERMINISTIC
-               ? env_default(g_fwd_det_half, "S4D_DA_CUDA_FWD_DET", find_fwd(kDefaultFwdHalf), true, false)
-               : env_default(g_fwd_fast_half, "S4D_DA_CUDA_FWD", find_fwd(kDefaultFwdHalf), true, false);
+    static const int half_default = find_fwd(kDefaultFwdHalf);
+    const bool det = algo == S4D_DA_ALGO_DETERMINISTIC;
+    std::atomic<int> &slot = half ? (det ? g_fwd_det_half : g_fwd_fast_half) : (det ? g_fwd_det : g_fwd_fast);
+    return env_default(slot, det ? "S4D_DA_CUDA_FWD_DET" : "S4D_DA_CUDA_FWD",
+                       half ? half_default : det ? kDefaultFwdDet : kDefaultFwdFast, true, false);
 }
 
 int fwd_default_for(const s4d_da_forward_args *a, s4d_da_algo algo)
 {
-    return a->features_dtype == S4D_DTYPE_FLOAT16 && a->output_dtype == S4D_DTYPE_FLOAT16
-               ? fwd_default_half(algo)
-               : fwd_default(algo);
+    return fwd_default(algo, a->features_dtype == S4D_DTYPE_FLOAT16 && a->output_dtype == S4D_DTYPE_FLOAT16);
 }
 
 int bwd_default(s4d_da_algo algo)
@@ -716,7 +709,7 @@ int s4d_da_cuda_fwd_variant_default(s4d_da_algo algo)
 
 int s4d_da_cuda_fwd_variant_default_half(s4d_da_algo algo)
 {
-    return fwd_default_half(algo);
+    return fwd_default(algo, true);
 }
 
 int s4d_da_cuda_bwd_variant_default(s4d_da_algo algo)
