@@ -274,11 +274,18 @@ int rows_per_block(int64_t rows)
     }();
     if (forced)
         return forced;
-    int dev = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1)
+    /* SMs per device, read once per device (a benign race: every writer stores the same). */
+    static volatile int sms_of[64];
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64)
         return 8;
-    return (rows + 7) / 8 < sms / 2 ? 2 : 8;
+    if (!sms_of[dev]) {
+        int sms = 0;
+        if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1)
+            return 8;
+        sms_of[dev] = sms;
+    }
+    return (rows + 7) / 8 < sms_of[dev] / 2 ? 2 : 8;
 }
 
 } // namespace
