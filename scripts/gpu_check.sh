@@ -103,6 +103,7 @@ log "s4d GPU check in $ROOT, results in $OUT, steps: $STEPS"
 
 # shellcheck source=scripts/gpu_env.sh
 source scripts/gpu_env.sh >> "$LOG" 2>&1
+SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 if step configure 120 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DS4D_CUDA=ON \
      -DCMAKE_CUDA_ARCHITECTURES=90 -DS4D_TEST_PYTHON="$(command -v "$PY")" "${S4D_CMAKE_DEPS[@]}"; then
   grep -E "s4d: CUDA" "$LOG" | tail -2 | while read -r l; do log "$l"; done
@@ -158,7 +159,6 @@ if want sanitizer && [ "$HAVE_ENGINE" = 1 ] && [ "$PYOK" -eq 0 ]; then
     GROUP=20-sanitizer
     TINY=$ROOT/out/gpu_tiny
     PYTHONPATH=python step export-tiny 120 "$PY" -m s4d.sparse4d.export --preset tiny --out "$TINY"
-    SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
     # compute-sanitizer TOOL on the tiny GRAPH engine (build and run); the row quotes the
     # tool's summary line (SUMMARY, a grep -E pattern)
     sanitize() {
@@ -230,7 +230,6 @@ if want dasan && [ -x "$BUILD/bin/test_da_cuda" ]; then
   # compute-sanitizer on the aggregation op's kernels, every variant: memcheck of the small mix
   # (float32) and of the float16 cases, racecheck of the small mix (the float16 kernels share
   # its shared-memory code).
-  SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   for t in "memcheck small" "memcheck fp16" "racecheck small"; do
     read -r tool what <<< "$t"
     log=$OUT/da_${tool}_$what.log

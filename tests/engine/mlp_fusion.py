@@ -19,8 +19,8 @@ With --device cuda (a GPU, or the guarded test device, S4D_TEST_BACKEND=guarded)
   - its outputs agree with a float64 NumPy evaluation (rtol 1e-4, atol 1e-5), as do those of the
     build with S4D_FUSE_MLP=0, which has no FusedMLP;
   - the saved engine loads and gives the outputs it gave when built;
-  - on a GPU, the kernel's two block shapes (8 rows per block, and 2 for few rows) give those
-    outputs bit for bit (S4D_CUDA_MLP_ROWS=8, =2 and =1).
+  - on a GPU, the kernel's block shapes (8 rows per block, 2 for few rows, and 1, which only
+    the variable picks) give those outputs bit for bit (S4D_CUDA_MLP_ROWS=8, =2 and =1).
 Hostile (--device cuda only): an engine whose FusedMLP layer has one norms value too few, an
 activation of 2, or an input_begin past X's columns is refused at load, naming the layer.
 With --device cpu: the CPU build has no FusedMLP (the pass is for devices that are not host
