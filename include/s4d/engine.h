@@ -231,6 +231,8 @@ typedef struct s4d_layer_details {
                                    ...): it runs no kernel and takes no time */
     const char *kernel_info;    /* what its kernel chose (algorithm, blocking) in one line, ""
                                    when it says nothing; valid while the engine lives */
+    int in_place;               /* a Concat whose inputs were written where they lie in its
+                                   output: it runs no kernel and takes no time */
 } s4d_layer_details;
 
 /* One layer, for --dumpLayerInfo. */

@@ -282,7 +282,9 @@ def dump_layers(engine):
           f"{t.get('library_version', '')}")
     layers = engine.layer_info()
     views = sum(li["is_view"] for li in layers)
-    print(f"[layers] {len(layers)} layers, {views} views (no kernel)")
+    in_place = sum(li["in_place"] for li in layers)
+    print(f"[layers] {len(layers)} layers, {views} views (no kernel), {in_place} Concats in "
+          f"place (no kernel)")
 
     def ts(x):
         return " (none)" if x is None else f" {x['dtype']}[{','.join(map(str, x['shape']))}]"
@@ -297,6 +299,8 @@ def dump_layers(engine):
             line += f" plan: {li['kernel_info']}"
         if li["is_view"]:
             line += " view"
+        if li["in_place"]:
+            line += " in place"
         print(line)
     print(f"[memory] activations: {engine.activation_bytes} bytes planned (peak), "
           f"{engine.activation_bytes_unplanned} bytes without reuse; weights: "

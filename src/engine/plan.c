@@ -67,6 +67,72 @@ int s4d_plan_layer_is_view(const s4d_plan *p, const s4d_plan_layer *l)
            p->tensors[l->outputs[0]].place == S4D_PLACE_VIEW;
 }
 
+int s4d_plan_concat_contiguous(const s4d_plan *p, const s4d_plan_layer *l)
+{
+    if (l->kind != S4D_LAYER_OP || !s4d_ir_is_onnx_domain(l->domain) || !l->op_type ||
+        strcmp(l->op_type, "Concat") != 0 || l->format != S4D_FORMAT_LINEAR ||
+        l->num_outputs != 1 || l->outputs[0] < 0 || l->num_inputs < 1)
+        return 0;
+    const s4d_plan_tensor *out = &p->tensors[l->outputs[0]];
+    const s4d_attr *axis_attr = NULL;
+    for (int i = 0; i < l->num_attrs; i++)
+        if (l->attrs[i].name && strcmp(l->attrs[i].name, "axis") == 0)
+            axis_attr = &l->attrs[i];
+    if (!axis_attr || axis_attr->type != S4D_ATTR_INT || out->rank < 1)
+        return 0;
+    int64_t axis = axis_attr->i < 0 ? axis_attr->i + out->rank : axis_attr->i;
+    if (axis < 0 || axis >= out->rank)
+        return 0;
+    for (int64_t d = 0; d < axis; d++)
+        if (out->dims[d] != 1)
+            return 0;
+    uint64_t sum = 0;
+    for (int k = 0; k < l->num_inputs; k++) {
+        int t = l->inputs[k];
+        if (t < 0 || p->tensors[t].dtype != out->dtype)
+            return 0;
+        sum += p->tensors[t].bytes;
+    }
+    return sum == out->bytes;
+}
+
+int s4d_plan_concat_in_place(const s4d_plan *p, const s4d_plan_layer *l, const int *root)
+{
+    if (!s4d_plan_concat_contiguous(p, l))
+        return 0;
+    const s4d_plan_tensor *out = &p->tensors[l->outputs[0]];
+    if (out->place != S4D_PLACE_ARENA || out->device != l->device)
+        return 0;
+    uint64_t at = out->offset;
+    for (int k = 0; k < l->num_inputs; k++) {
+        const s4d_plan_tensor *in = &p->tensors[l->inputs[k]];
+        int r = root[l->inputs[k]];
+        if (r < 0 || r == l->outputs[0])
+            return 0;
+        const s4d_plan_tensor *rt = &p->tensors[r];
+        if (rt->place != S4D_PLACE_ARENA || rt->device != l->device || rt->offset != at ||
+            rt->bytes != in->bytes)
+            return 0;
+        at += in->bytes;
+    }
+    return 1;
+}
+
+s4d_status s4d_plan_layers_elided(const s4d_plan *p, unsigned char *runs_nothing)
+{
+    int *root = malloc(((size_t)p->num_tensors + 1) * sizeof(int));
+    if (!root)
+        return S4D_ERR_NO_MEMORY;
+    s4d_plan_view_roots(p, root);
+    for (int i = 0; i < p->num_layers; i++) {
+        const s4d_plan_layer *l = &p->layers[i];
+        runs_nothing[i] = (unsigned char)(s4d_plan_layer_is_view(p, l) ||
+                                          s4d_plan_concat_in_place(p, l, root));
+    }
+    free(root);
+    return S4D_OK;
+}
+
 void s4d_plan_view_roots(const s4d_plan *p, int *root)
 {
     enum { UNKNOWN = -2, VISITING = -3 };

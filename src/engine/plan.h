@@ -128,6 +128,30 @@ int s4d_plan_layer_is_view(const s4d_plan *p, const s4d_plan_layer *l);
    refuses those). root has num_tensors entries. */
 void s4d_plan_view_roots(const s4d_plan *p, int *root);
 
+/*
+ * Concats in place: a Concat whose inputs are consecutive byte runs of its
+ * output (every dim before the axis is 1, linear layout) can have the memory
+ * plan put each input's buffer where its run lies in the output's, so that
+ * the layers producing the inputs write the output and the Concat's copy
+ * would leave every byte as it is.
+ *
+ * s4d_plan_concat_contiguous: whether Concat layer l's output is its inputs'
+ * bytes one after another (the op, its axis attribute and the tensors' dims).
+ *
+ * s4d_plan_concat_in_place: whether, moreover, every input's buffer (root[]
+ * from s4d_plan_view_roots) is an arena tensor on the layer's device at the
+ * output's arena offset plus the bytes of the inputs before it, the output
+ * being an arena tensor there too. Judged from the offsets alone, so a file
+ * that places tensors so is run the same way whoever made it: skipping the
+ * copy is exact, as the copy would write the bytes already there.
+ */
+int s4d_plan_concat_contiguous(const s4d_plan *p, const s4d_plan_layer *l);
+int s4d_plan_concat_in_place(const s4d_plan *p, const s4d_plan_layer *l, const int *root);
+
+/* Per layer, whether it runs nothing: a view, or a Concat in place. runs_nothing
+   has num_layers entries; S4D_OK or S4D_ERR_NO_MEMORY. */
+s4d_status s4d_plan_layers_elided(const s4d_plan *p, unsigned char *runs_nothing);
+
 /* Engine file (docs/engine-format.md). */
 #define S4D_ENGINE_MAGIC "S4DENGIN"
 #define S4D_ENGINE_FORMAT_VERSION 2u

@@ -569,9 +569,10 @@ static s4d_status run_layers(s4d_context *c, void *stream)
         const s4d_plan_layer *l = &p->layers[i];
         const s4d_backend *be = c->dev[l->device].be;
         s4d_status st;
-        /* A view's output already holds its input's bytes: no kernel, no graph node,
-           no time; the hook still sees the output. */
-        int view = s4d_plan_layer_is_view(p, l);
+        /* A view's output already holds its input's bytes, a Concat in place its inputs'
+           (s4d_plan_concat_in_place): no kernel, no graph node, no time; the hook still
+           sees the output. */
+        int view = c->engine->runs_nothing[i];
         if (events && !view && (st = wait_input_events(c, i, 0, stream)) != S4D_OK)
             return st;
         if (c->profile && !view)
@@ -644,7 +645,7 @@ static s4d_status make_schedule(s4d_context *c, int *num_streams)
             r[k].lo = (uintptr_t)t[k].data;
             r[k].hi = r[k].lo + (uintptr_t)p->tensors[ti].bytes;
         }
-        sl[i].skip = s4d_plan_layer_is_view(p, l);
+        sl[i].skip = c->engine->runs_nothing[i];
         sl[i].num_reads = l->num_inputs;
         sl[i].reads = r;
         sl[i].num_writes = l->num_outputs;
@@ -856,7 +857,7 @@ s4d_status s4d_context_synchronize(s4d_context *c)
     if (c->profile) {
         for (int i = 0; i < p->num_layers; i++) {
             double ms = 0;
-            if (!s4d_plan_layer_is_view(p, &p->layers[i]))
+            if (!c->engine->runs_nothing[i])
                 c->dev[p->layers[i].device].be->event_elapsed(c->ev[2 * i], c->ev[2 * i + 1],
                                                               &ms);
             c->times[i] = ms;

@@ -85,6 +85,7 @@ static void engine_free(s4d_engine *e)
     }
     free(e->plugin_labels);
     free(e->kernel_info);
+    free(e->runs_nothing);
     for (int d = 0; d < S4D_NUM_DEVICES; d++) {
         engine_dev *dv = &e->dev[d];
         if (!dv->be)
@@ -368,8 +369,9 @@ static s4d_status prepare_layer(s4d_engine *e, int index, int loading, char *err
         l->backend_payload = w.data;
         l->backend_payload_size = w.size;
     }
-    /* The workspace comes from the kernel, never from the file; a view never runs. */
-    l->workspace = l->kernel->workspace_size && !s4d_plan_layer_is_view(p, l)
+    /* The workspace comes from the kernel, never from the file; a layer that runs nothing
+       (a view, a Concat in place) needs none. */
+    l->workspace = l->kernel->workspace_size && !e->runs_nothing[index]
                        ? l->kernel->workspace_size(&ctx)
                        : 0;
 done:
@@ -494,7 +496,9 @@ static s4d_status engine_finish(s4d_engine *e, int loading, char *err, size_t er
     }
     e->plugin_labels = calloc((size_t)p->num_layers + 1, sizeof(char *));
     e->kernel_info = calloc((size_t)p->num_layers + 1, sizeof(char *));
-    if (!e->plugin_labels || !e->kernel_info)
+    e->runs_nothing = calloc((size_t)p->num_layers + 1, 1);
+    if (!e->plugin_labels || !e->kernel_info || !e->runs_nothing ||
+        s4d_plan_layers_elided(p, e->runs_nothing) != S4D_OK)
         return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
     for (int d = 0; d < S4D_NUM_DEVICES; d++)
         p->workspace_size[d] = 0;
@@ -828,6 +832,7 @@ s4d_status s4d_engine_layer_details(const s4d_engine *e, int index, s4d_layer_de
     v.is_copy = l->kind == S4D_LAYER_COPY;
     v.is_view = s4d_plan_layer_is_view(e->plan, l);
     v.kernel_info = e->kernel_info && e->kernel_info[index] ? e->kernel_info[index] : "";
+    v.in_place = !v.is_view && e->runs_nothing && e->runs_nothing[index];
     memcpy(d, &v, v.struct_size);
     return S4D_OK;
 }

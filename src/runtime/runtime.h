@@ -29,6 +29,7 @@ struct s4d_engine {
     void *registry;
     char **plugin_labels;    /* "ns::name:version" per layer (NULL for other layers) */
     char **kernel_info;      /* per layer, what its kernel's describe() said (NULL: nothing) */
+    unsigned char *runs_nothing; /* per layer: a view or a Concat in place (no kernel) */
     engine_dev dev[S4D_NUM_DEVICES];
     uint64_t max_context_bytes;
     pthread_mutex_t err_lock; /* errmsg is written by calls on a shared engine */

@@ -668,14 +668,18 @@ static void dump_layers(const s4d_engine *e)
         printf("[engine] device %s (%s%s%s%s%s), built by s4d %s\n", device_name(tg.device),
                tg.device_name, tg.arch[0] ? ", " : "", tg.arch, tg.libraries[0] ? ", " : "",
                tg.libraries, tg.library_version);
-    int views = 0;
+    int views = 0, in_place = 0;
     for (int i = 0; i < n; i++) {
         s4d_layer_details ld;
         memset(&ld, 0, sizeof ld);
         ld.struct_size = sizeof ld;
-        views += s4d_engine_layer_details(e, i, &ld) == S4D_OK && ld.is_view;
+        if (s4d_engine_layer_details(e, i, &ld) == S4D_OK) {
+            views += ld.is_view;
+            in_place += ld.in_place;
+        }
     }
-    printf("[layers] %d layers, %d views (no kernel)\n", n, views);
+    printf("[layers] %d layers, %d views (no kernel), %d Concats in place (no kernel)\n", n,
+           views, in_place);
     for (int i = 0; i < n; i++) {
         s4d_layer_info li;
         if (s4d_engine_layer_info(e, i, &li) != S4D_OK)
@@ -704,11 +708,13 @@ static void dump_layers(const s4d_engine *e)
         }
         if (li.workspace_bytes)
             printf(" workspace=%zu", li.workspace_bytes);
-        /* Last but for "view", which scripts look for at the end (views have no plan). */
+        /* Last but for "view" and "in place", which scripts look for at the end. */
         if (ld.kernel_info && ld.kernel_info[0])
             printf(" plan: %s", ld.kernel_info);
         if (ld.is_view)
             printf(" view");
+        if (ld.in_place)
+            printf(" in place");
         printf("\n");
     }
     printf("[memory] activations: %zu bytes planned (peak), %zu bytes without reuse; weights: "

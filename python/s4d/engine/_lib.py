@@ -93,7 +93,8 @@ class LayerDetails(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("device", ctypes.c_int),
                 ("precision", ctypes.c_int), ("format", ctypes.c_int),
                 ("payload_bytes", ctypes.c_size_t), ("is_copy", ctypes.c_int),
-                ("is_view", ctypes.c_int), ("kernel_info", ctypes.c_char_p)]
+                ("is_view", ctypes.c_int), ("kernel_info", ctypes.c_char_p),
+                ("in_place", ctypes.c_int)]
 
 
 class LayerInfo(ctypes.Structure):

@@ -653,7 +653,9 @@ class Engine(_Closing):
         """s4dexec --dumpLayerInfo as data: one dict per layer with index,
         name, op ("namespace::name:version" for a plugin), domain,
         is_plugin, device, precision, format, is_copy, is_view (its output
-        shares its input's buffer: it runs nothing), payload_bytes,
+        shares its input's buffer: it runs nothing), in_place (a Concat whose
+        inputs were written where they lie in its output: it runs nothing
+        either), payload_bytes,
         workspace_bytes, kernel_info (what its kernel chose, "" when it
         says nothing), and inputs/outputs as {"name", "dtype", "shape"}
         (None for an absent optional input): a layer reads the tensor of the
@@ -696,6 +698,7 @@ class Engine(_Closing):
                 if have_details else None,
                 "is_copy": bool(ld.is_copy) if have_details else False,
                 "is_view": bool(ld.is_view) if have_details else False,
+                "in_place": bool(ld.in_place) if have_details else False,
                 "payload_bytes": int(ld.payload_bytes) if have_details else 0,
                 "workspace_bytes": int(li.workspace_bytes),
                 "kernel_info": _lib.text(ld.kernel_info) if have_details else "",
