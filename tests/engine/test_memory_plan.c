@@ -189,6 +189,136 @@ static int check_plan(int num_layers, int num_tensors)
     return bad;
 }
 
+/*
+ * Concats in place on random plans, run byte by byte. Layer l writes tensor l: a Concat (axis
+ * 0, rank 1) of 1-3 earlier tensors (repeats allowed), or a layer computing from 0-2 earlier
+ * ones. Some tensors are graph outputs (their own buffers), some sizes break the 64-byte
+ * alignment. After planning, the plan is executed on 4-byte cells holding (tensor, element) of
+ * the value they carry: a computing layer writes its own, a copying Concat copies its inputs'
+ * cells, a layer that runs nothing (s4d_plan_layers_elided) does nothing; every read must find
+ * the cells the tensor's value is made of. *in_place counts the Concats in place.
+ */
+static int check_concat_plan(int num_layers, int *in_place)
+{
+    s4d_plan p;
+    memset(&p, 0, sizeof p);
+    int n = num_layers;
+    p.num_tensors = p.num_layers = n;
+    p.tensors = calloc((size_t)n, sizeof *p.tensors);
+    p.layers = calloc((size_t)n, sizeof *p.layers);
+    s4d_attr axis = {0};
+    axis.name = "axis";
+    axis.type = S4D_ATTR_INT;
+    for (int l = 0; l < n; l++) {
+        s4d_plan_layer *pl = &p.layers[l];
+        s4d_plan_tensor *t = &p.tensors[l];
+        pl->kind = S4D_LAYER_OP;
+        pl->domain = "";
+        pl->outputs = malloc(sizeof(int));
+        pl->outputs[0] = l;
+        pl->num_outputs = 1;
+        pl->inputs = calloc(3, sizeof(int));
+        int cat = l >= 1 && next() % 2 == 0;
+        pl->op_type = cat ? "Concat" : "Compute";
+        if (cat) {
+            pl->num_attrs = 1;
+            pl->attrs = &axis;
+            pl->num_inputs = 1 + (int)(next() % 3);
+        } else {
+            pl->num_inputs = l ? (int)(next() % 3) : 0;
+        }
+        uint64_t bytes = 0;
+        for (int k = 0; k < pl->num_inputs; k++) {
+            pl->inputs[k] = (int)(next() % (uint32_t)l);
+            bytes += p.tensors[pl->inputs[k]].bytes;
+        }
+        if (!cat)
+            bytes = next() % 4 ? 64 * (1 + next() % 40) : 4 * (1 + next() % 200);
+        t->dtype = S4D_DTYPE_FLOAT32;
+        t->rank = 1;
+        t->dims[0] = (int64_t)(bytes / 4);
+        t->bytes = bytes;
+        t->place = next() % 10 == 0 ? S4D_PLACE_OUTPUT : S4D_PLACE_ARENA;
+        t->view_of = -1;
+    }
+    char err[256];
+    int bad = 0;
+    unsigned char *elided = calloc((size_t)n, 1);
+    if (s4d_plan_memory(&p, 0, err, sizeof err) != S4D_OK ||
+        s4d_plan_check_memory(&p, 0, err, sizeof err) != S4D_OK) {
+        fprintf(stderr, "concat plan of %d layers: %s\n", n, err);
+        bad = 1;
+    }
+    s4d_plan_layers_elided(&p, elided);
+    uint64_t *arena = calloc(p.arena_size[0] / 4 + 1, sizeof(uint64_t));
+    uint64_t **own = calloc((size_t)n, sizeof *own);
+    uint64_t *tmp = malloc(((size_t)p.tensors[0].bytes + 1) * sizeof(uint64_t));
+    size_t tmp_cells = (size_t)p.tensors[0].bytes + 1;
+    for (int t = 0; t < n; t++)
+        if (p.tensors[t].place == S4D_PLACE_OUTPUT)
+            own[t] = calloc(p.tensors[t].bytes / 4 + 1, sizeof(uint64_t));
+#define CELLS(t) (p.tensors[t].place == S4D_PLACE_ARENA ? arena + p.tensors[t].offset / 4 : own[t])
+    for (int l = 0; !bad && l < n; l++) {
+        const s4d_plan_layer *pl = &p.layers[l];
+        int cat = strcmp(pl->op_type, "Concat") == 0;
+        *in_place += cat && elided[l];
+        for (int k = 0; !bad && k < pl->num_inputs; k++) {
+            /* The value of tensor r, element e: the element of the computed tensor it is. */
+            int r = pl->inputs[k];
+            const uint64_t *c = CELLS(r);
+            for (int64_t e = 0; !bad && e < p.tensors[r].dims[0]; e++) {
+                int u = r;
+                int64_t i = e;
+                while (strcmp(p.layers[u].op_type, "Concat") == 0) {
+                    int j = 0;
+                    while (i >= p.tensors[p.layers[u].inputs[j]].dims[0])
+                        i -= p.tensors[p.layers[u].inputs[j++]].dims[0];
+                    u = p.layers[u].inputs[j];
+                }
+                if (c[e] != ((uint64_t)u << 32 | (uint64_t)i)) {
+                    fprintf(stderr, "concat plan of %d layers: layer %d reads tensor %d element "
+                                    "%lld as (%llu, %llu), not (%d, %lld)\n",
+                            n, l, r, (long long)e, (unsigned long long)(c[e] >> 32),
+                            (unsigned long long)(c[e] & 0xffffffffu), u, (long long)i);
+                    bad = 1;
+                }
+            }
+        }
+        if (elided[l])
+            continue;
+        uint64_t *out = CELLS(l);
+        if (cat) {
+            size_t at = 0;
+            if (tmp_cells < p.tensors[l].bytes / 4 + 1) {
+                tmp_cells = p.tensors[l].bytes / 4 + 1;
+                tmp = realloc(tmp, tmp_cells * sizeof(uint64_t));
+            }
+            for (int k = 0; k < pl->num_inputs; k++) {
+                int r = pl->inputs[k];
+                memcpy(tmp + at, CELLS(r), (size_t)p.tensors[r].dims[0] * sizeof(uint64_t));
+                at += (size_t)p.tensors[r].dims[0];
+            }
+            memcpy(out, tmp, at * sizeof(uint64_t));
+        } else {
+            for (int64_t e = 0; e < p.tensors[l].dims[0]; e++)
+                out[e] = (uint64_t)l << 32 | (uint64_t)e;
+        }
+    }
+#undef CELLS
+    for (int l = 0; l < n; l++) {
+        free(p.layers[l].inputs);
+        free(p.layers[l].outputs);
+        free(own[l]);
+    }
+    free(own);
+    free(tmp);
+    free(arena);
+    free(elided);
+    free(p.layers);
+    free(p.tensors);
+    return bad;
+}
+
 /* Roots of views: a long chain ends at its first tensor; a cycle and a bad index have none. */
 static int check_roots(void)
 {
@@ -222,6 +352,14 @@ int main(void)
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         for (int rep = 0; rep < 3; rep++)
             bad |= check_plan(sizes[i][0], sizes[i][1]);
+    int in_place = 0, plans = 0;
+    for (int rep = 0; rep < 200; rep++, plans++)
+        bad |= check_concat_plan(2 + rep % 60, &in_place);
+    printf("concats in place: %d in %d random plans, every read checked\n", in_place, plans);
+    if (in_place < 50) {
+        fprintf(stderr, "only %d Concats in place in %d plans\n", in_place, plans);
+        bad = 1;
+    }
     if (views_checked < 5) {
         fprintf(stderr, "only %d plans exercised a view's lifetime\n", views_checked);
         bad = 1;
