@@ -7,9 +7,9 @@ usage: PYTHONPATH=python python3 bench/plan_paths.py MODEL.onnx [--device cpu|cu
 
 Builds the engine (S4D_TEST_BACKEND=guarded with --device cuda builds the CUDA plan on a machine
 without a GPU: the same passes and fusions, the guarded device's kernels), then counts the layers
-that run a kernel (views run none), the longest chain of them (each kernel counts 1), and the op
+that run a kernel (views and Concats in place run none), the longest chain of them (each kernel counts 1), and the op
 types along it. --path prints the chain itself. Environment switches of the passes
-(S4D_FOLD_VIEWS=0, S4D_FUSE_POINTWISE=0, ...) apply as in any build.
+(S4D_FOLD_VIEWS=0, S4D_FUSE_POINTWISE=0, S4D_CONCAT_IN_PLACE=0, ...) apply as in any build.
 """
 import argparse
 import collections
@@ -58,7 +58,8 @@ def main():
     eng = s4d_engine.build(args.model, device=args.device, plugins=[args.plugins])
     layers = []
     for info in eng.layer_info():
-        layers.append({"name": info["name"], "op": info["op"], "is_view": info["is_view"],
+        layers.append({"name": info["name"], "op": info["op"],
+                       "is_view": info["is_view"] or info["in_place"],
                        "inputs": [t["name"] for t in info["inputs"] if t],
                        "outputs": [t["name"] for t in info["outputs"] if t]})
     kernels, path = chain(layers)
