@@ -87,13 +87,23 @@ step() {
   return $rc
 }
 
-# "N tests passed, M failed out of T" from a ctest log; never empty.
+# "N tests passed, M failed out of T" from a ctest log; never empty. A ctest stopped
+# by its time limit prints no summary: then the counts of the tests that finished, and
+# the names of those still running.
 ctest_counts() {
-  local l
+  local l skipped
   l=$(grep -Eo '[0-9]+% tests passed(, [0-9]+ tests? failed)? out of [0-9]+' "$1" | tail -1)
-  local skipped
   skipped=$(grep -c '\*\*\*Skipped' "$1" 2>/dev/null || true)
-  echo "${l:-no ctest summary in $(basename "$1")}; ${skipped:-0} skipped"
+  if [ -z "$l" ]; then
+    local finished passed total running
+    finished=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#' "$1" 2>/dev/null || true)
+    passed=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#.* Passed' "$1" 2>/dev/null || true)
+    total=$(grep -Eo '^ *[0-9]+/[0-9]+ Test' "$1" 2>/dev/null | tail -1 | sed -E 's#.*/([0-9]+) Test#\1#')
+    running=$(comm -23 <(grep -Eo 'Start +[0-9]+: [^ ]+' "$1" | awk '{print $3}' | sort) \
+                       <(grep -Eo 'Test +#[0-9]+: [^ ]+' "$1" | awk '{print $3}' | sort) | tr '\n' ' ')
+    l="no ctest summary (stopped by its limit?): ${passed:-0} passed of ${finished:-0} finished, out of ${total:-?}; still running: ${running:-none}"
+  fi
+  echo "$l; ${skipped:-0} skipped"
 }
 
 log "s4d GPU check in $ROOT, results in $OUT, steps: $STEPS"
@@ -130,12 +140,14 @@ if want gpu && [ "$HAVE_ENGINE" = 1 ]; then
   (
     GROUP=10-gpu
     # the op families run their cases in parallel too (tests/cuda/device_compare.py)
-    STEP_LOG=$OUT/ctest_gpu.log step ctest-gpu 330 env S4D_COMPARE_JOBS="${COMPARE_JOBS:-4}" \
+    STEP_LOG=$OUT/ctest_gpu.log step ctest-gpu 390 env S4D_COMPARE_JOBS="${COMPARE_JOBS:-4}" \
       ctest --test-dir "$BUILD" --output-on-failure -j 4 -L gpu ${GPU_TESTS_EXCLUDE:+-E "$GPU_TESTS_EXCLUDE"} \
       ${GPU_TESTS_INCLUDE:+-R "$GPU_TESTS_INCLUDE"}
     row "ctest GPU tests" "$(ctest_counts "$OUT/ctest_gpu.log") ($STEP_SECONDS s)"
     # every test's output (ctest prints only the failures' output)
-    cp "$BUILD/Testing/Temporary/LastTest.log" "$OUT/ctest_gpu_all.log" 2>/dev/null
+    # (a ctest stopped by its limit leaves it as LastTest.log.tmp)
+    cp "$BUILD/Testing/Temporary/LastTest.log" "$OUT/ctest_gpu_all.log" 2>/dev/null ||
+      cp "$BUILD/Testing/Temporary/LastTest.log.tmp" "$OUT/ctest_gpu_all.log" 2>/dev/null || : > "$OUT/ctest_gpu_all.log"
     grep -E "node tests on cuda:" "$OUT/ctest_gpu_all.log" | tail -1 | while read -r l; do row "ONNX node tests" "$l"; done
     grep -E "^[a-z0-9]+: [0-9]+ of [0-9]+ cases agree" "$OUT/ctest_gpu_all.log" | while read -r l; do row "op family" "$l"; done
     # s4d.engine from Python with CUDA tensors in and out (once the extension is built).
@@ -327,7 +339,7 @@ if { want fold || want passes; } && [ "$HAVE_ENGINE" = 1 ] && [ "$PYOK" -eq 0 ];
       done
     done
     for v in $variants; do
-      r="$r; ${v%%:*} layers: $(grep -Eo '^\[layers\] [0-9]+ layers, [0-9]+ views' "$OUT/fold_${preset}_${v%%:*}_build.log" | head -1)"
+      r="$r; ${v%%:*} layers: $(grep -Eo '^\[layers\] [0-9]+ layers, [0-9]+ views( \(no kernel\), [0-9]+ Concats in place)?' "$OUT/fold_${preset}_${v%%:*}_build.log" | head -1)"
     done
     row "late passes $preset head" "$r"
   done
