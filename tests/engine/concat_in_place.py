@@ -20,7 +20,6 @@ import os
 import sys
 
 import numpy as np
-from onnx import TensorProto, helper, numpy_helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -28,8 +27,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "fuzz"))
 from exec_util import (case_pairs, check_reload, compare_pair, fusion_arg_parser,  # noqa: E402
                        load_inputs_flag, run, summary)
 from engine_file import EngineFile  # noqa: E402
+from residual_fusion import build  # noqa: E402  (a float32 graph of (op, ins, out, attrs) nodes)
 
-F32 = TensorProto.FLOAT
 PLACE_ARENA = 0
 
 
@@ -38,16 +37,6 @@ class Case:
         self.name, self.nodes, self.inputs, self.consts = name, nodes, inputs, consts
         self.outputs = outputs    # output names (float32)
         self.in_place = in_place  # Concats expected in place
-
-
-def build(case):
-    nodes = [helper.make_node(op, ins, [out], name=f"n{i}_{op}", **attrs)
-             for i, (op, ins, out, attrs) in enumerate(case.nodes)]
-    inits = [numpy_helper.from_array(v, k) for k, v in case.consts.items()]
-    g_in = [helper.make_tensor_value_info(k, F32, list(v.shape)) for k, v in case.inputs.items()]
-    g_out = [helper.make_tensor_value_info(k, F32, None) for k in case.outputs]
-    g = helper.make_graph(nodes, case.name, g_in, g_out, inits)
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
 def reference(case):
