@@ -68,14 +68,14 @@ static void project(const cam *c, const double p[3], float *x, float *y)
     *y = (float)(v / IMG_H);
 }
 
-int da_workload_make(da_workload *w, int64_t batch, int64_t anchors, uint64_t seed)
+int da_workload_make(da_workload *w, int64_t batch, int64_t anchors, int64_t channels, uint64_t seed)
 {
     memset(w, 0, sizeof *w);
     s_state = seed;
     s4d_da_sizes *s = &w->sizes;
     s->struct_size = sizeof *s;
     s->batch = batch;
-    s->channels = 256;
+    s->channels = channels;
     s->num_cams = NCAM;
     s->num_levels = NLVL;
     s->num_groups = 8;

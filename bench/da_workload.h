@@ -25,8 +25,9 @@ typedef struct da_workload {
     int64_t valid_pairs;
 } da_workload;
 
-/* bs 1..n, 6 cameras, 4 levels (64x176 .. 8x22), C 256, G 8, 13 points. 0 on success. */
-int da_workload_make(da_workload *w, int64_t batch, int64_t anchors, uint64_t seed);
+/* bs 1..n, 6 cameras, 4 levels (64x176 .. 8x22), C channels (Sparse4Dv3: 256), G 8, 13 points.
+   0 on success. */
+int da_workload_make(da_workload *w, int64_t batch, int64_t anchors, int64_t channels, uint64_t seed);
 void da_workload_free(da_workload *w);
 
 /* Float32 arguments of the forward and backward over the given arrays (borrowed); the rest is zero. */

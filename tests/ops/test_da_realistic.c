@@ -9,7 +9,7 @@
 int main(void)
 {
     da_workload w;
-    if (da_workload_make(&w, 1, 120, 7) != 0) {
+    if (da_workload_make(&w, 1, 120, 256, 7) != 0) {
         fprintf(stderr, "cannot make the workload\n");
         return 1;
     }
