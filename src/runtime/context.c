@@ -572,14 +572,14 @@ static s4d_status run_layers(s4d_context *c, void *stream)
         /* A view's output already holds its input's bytes, a Concat in place its inputs'
            (s4d_plan_concat_in_place): no kernel, no graph node, no time; the hook still
            sees the output. */
-        int view = c->engine->runs_nothing[i];
-        if (events && !view && (st = wait_input_events(c, i, 0, stream)) != S4D_OK)
+        int skip = c->engine->runs_nothing[i];
+        if (events && !skip && (st = wait_input_events(c, i, 0, stream)) != S4D_OK)
             return st;
-        if (c->profile && !view)
+        if (c->profile && !skip)
             be->event_record(c->ev[2 * i], stream);
-        if (!view && (st = run_layer(c, i, stream, NULL)) != S4D_OK)
+        if (!skip && (st = run_layer(c, i, stream, NULL)) != S4D_OK)
             return st;
-        if (c->sync_layers && !view) {
+        if (c->sync_layers && !skip) {
             /* An asynchronous fault surfaces at the next call that waits: wait here, so the
                error names the layer whose kernels caused it. */
             char msg[512];
@@ -591,7 +591,7 @@ static s4d_status run_layers(s4d_context *c, void *stream)
         }
         if (c->hook && (st = c->hook(c, i, c->hook_user)) != S4D_OK)
             return st;
-        if (c->profile && !view)
+        if (c->profile && !skip)
             be->event_record(c->ev[2 * i + 1], stream);
     }
     return S4D_OK;
