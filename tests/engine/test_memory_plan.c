@@ -4,7 +4,11 @@
  * arena is at least the peak of simultaneously live bytes (a lower bound any
  * plan must meet) and at most the sum without reuse. The loader's verifier
  * (s4d_plan_check_memory) accepts every such plan and refuses it once two
- * live tensors are made to share bytes.
+ * live tensors are made to share bytes; on plans with Concats in place whose
+ * offsets are then moved at random it gives the verdict of a pairwise
+ * reference; and it checks hostile sizes (hundreds of thousands of tensors at
+ * two offsets, Concats in place nested tens of thousands deep) in one sweep,
+ * where a pairwise check would take hours.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -190,15 +194,110 @@ static int check_plan(int num_layers, int num_tensors)
 }
 
 /*
+ * The verdict of a pairwise reference on a plan without views: two arena tensors that share
+ * a byte while both live are allowed only when one lies inside the other through the chain of
+ * Concats in place (host links, followed here step by step). Lifetimes from the layers.
+ */
+static int reference_accepts(const s4d_plan *p)
+{
+    int n = p->num_tensors;
+    int *first = malloc((size_t)n * sizeof(int)), *last = malloc((size_t)n * sizeof(int));
+    int *host = malloc((size_t)n * sizeof(int)), *ident = malloc((size_t)n * sizeof(int));
+    for (int t = 0; t < n; t++) {
+        first[t] = last[t] = host[t] = -1;
+        ident[t] = t;
+    }
+    for (int l = 0; l < p->num_layers; l++) {
+        const s4d_plan_layer *pl = &p->layers[l];
+        for (int k = 0; k < pl->num_inputs; k++)
+            last[pl->inputs[k]] = l;
+        first[pl->outputs[0]] = last[pl->outputs[0]] = l;
+        if (s4d_plan_concat_in_place(p, pl, ident))
+            for (int k = 0; k < pl->num_inputs; k++)
+                host[pl->inputs[k]] = pl->outputs[0];
+    }
+    int ok = 1;
+    for (int a = 0; a < n && ok; a++) {
+        const s4d_plan_tensor *x = &p->tensors[a];
+        if (x->place != S4D_PLACE_ARENA || x->offset % S4D_PLAN_ALIGN ||
+            x->offset + x->bytes > p->arena_size[0]) {
+            ok = x->place != S4D_PLACE_ARENA;
+            continue;
+        }
+        for (int b = 0; b < n && ok; b++) {
+            const s4d_plan_tensor *y = &p->tensors[b];
+            if (b == a || y->place != S4D_PLACE_ARENA || !x->bytes || !y->bytes ||
+                !(x->offset < y->offset + y->bytes && y->offset < x->offset + x->bytes) ||
+                !(first[a] <= last[b] && first[b] <= last[a]))
+                continue;
+            int inside = 0;
+            for (int u = a, steps = 0; u >= 0 && steps < n && !inside; steps++) {
+                u = host[u];
+                inside = u == b;
+            }
+            for (int u = b, steps = 0; u >= 0 && steps < n && !inside; steps++) {
+                u = host[u];
+                inside = u == a;
+            }
+            ok = inside;
+        }
+    }
+    free(first);
+    free(last);
+    free(host);
+    free(ident);
+    return ok;
+}
+
+/* Moves one or two arena tensors to random aligned offsets (or onto another's) and compares
+   the verifier's verdict with the reference's; the plan is restored after each trial. */
+static int compare_verdicts(s4d_plan *p, int *accepted, int *refused)
+{
+    int n = p->num_tensors, bad = 0;
+    uint64_t *keep = malloc((size_t)n * sizeof(uint64_t));
+    for (int t = 0; t < n; t++)
+        keep[t] = p->tensors[t].offset;
+    for (int trial = 0; trial < 20; trial++) {
+        int moves = 1 + (int)(next() % 2);
+        for (int k = 0; k < moves; k++) {
+            int t = (int)(next() % (uint32_t)n), u = (int)(next() % (uint32_t)n);
+            s4d_plan_tensor *a = &p->tensors[t];
+            if (a->place != S4D_PLACE_ARENA || a->bytes > p->arena_size[0])
+                continue;
+            uint64_t slots = (p->arena_size[0] - a->bytes) / S4D_PLAN_ALIGN + 1;
+            uint64_t to = next() % 2 ? p->tensors[u].offset : (next() % slots) * S4D_PLAN_ALIGN;
+            if (p->tensors[u].place == S4D_PLACE_ARENA && to + a->bytes <= p->arena_size[0])
+                a->offset = to;
+        }
+        char err[256];
+        int got = s4d_plan_check_memory(p, 0, err, sizeof err) == S4D_OK;
+        int want = reference_accepts(p);
+        if (got != want) {
+            fprintf(stderr, "moved plan of %d tensors: the verifier %s it, the reference %s%s%s\n",
+                    n, got ? "accepts" : "refuses", want ? "accepts" : "refuses",
+                    got ? "" : ": ", got ? "" : err);
+            bad = 1;
+        }
+        *accepted += got;
+        *refused += !got;
+        for (int t = 0; t < n; t++)
+            p->tensors[t].offset = keep[t];
+    }
+    free(keep);
+    return bad;
+}
+
+/*
  * Concats in place on random plans, run byte by byte. Layer l writes tensor l: a Concat (axis
  * 0, rank 1) of 1-3 earlier tensors (repeats allowed), or a layer computing from 0-2 earlier
  * ones. Some tensors are graph outputs (their own buffers), some sizes break the 64-byte
  * alignment. After planning, the plan is executed on 4-byte cells holding (tensor, element) of
  * the value they carry: a computing layer writes its own, a copying Concat copies its inputs'
  * cells, a layer that runs nothing (s4d_plan_layers_elided) does nothing; every read must find
- * the cells the tensor's value is made of. *in_place counts the Concats in place.
+ * the cells the tensor's value is made of. *in_place counts the Concats in place. Then the
+ * offsets are moved at random (compare_verdicts).
  */
-static int check_concat_plan(int num_layers, int *in_place)
+static int check_concat_plan(int num_layers, int *in_place, int *accepted, int *refused)
 {
     s4d_plan p;
     memset(&p, 0, sizeof p);
@@ -305,6 +404,8 @@ static int check_concat_plan(int num_layers, int *in_place)
         }
     }
 #undef CELLS
+    if (!bad)
+        bad = compare_verdicts(&p, accepted, refused);
     for (int l = 0; l < n; l++) {
         free(p.layers[l].inputs);
         free(p.layers[l].outputs);
@@ -316,6 +417,128 @@ static int check_concat_plan(int num_layers, int *in_place)
     free(elided);
     free(p.layers);
     free(p.tensors);
+    return bad;
+}
+
+/* A plan of n tensors of `bytes` each at offset 0, named, one layer per tensor. */
+static void plan_alloc(s4d_plan *p, int n, char (*names)[16])
+{
+    memset(p, 0, sizeof *p);
+    p->num_tensors = p->num_layers = n;
+    p->tensors = calloc((size_t)n, sizeof *p->tensors);
+    p->layers = calloc((size_t)n, sizeof *p->layers);
+    for (int t = 0; t < n; t++) {
+        snprintf(names[t], sizeof names[t], "t%d", t);
+        p->tensors[t].name = names[t];
+        p->tensors[t].place = S4D_PLACE_ARENA;
+        p->tensors[t].dtype = S4D_DTYPE_FLOAT32;
+        p->tensors[t].rank = 1;
+        p->tensors[t].view_of = -1;
+        p->layers[t].kind = S4D_LAYER_OP;
+        p->layers[t].domain = "";
+        p->layers[t].op_type = "Compute";
+        p->layers[t].outputs = calloc(1, sizeof(int));
+        p->layers[t].outputs[0] = t;
+        p->layers[t].num_outputs = 1;
+        p->layers[t].inputs = calloc(2, sizeof(int));
+    }
+}
+
+static void plan_free(s4d_plan *p)
+{
+    for (int l = 0; l < p->num_layers; l++) {
+        free(p->layers[l].inputs);
+        free(p->layers[l].outputs);
+    }
+    free(p->layers);
+    free(p->tensors);
+}
+
+static int expect(const s4d_plan *p, int accept, const char *said, const char *what)
+{
+    char err[256] = "";
+    int ok = s4d_plan_check_memory(p, 0, err, sizeof err) == S4D_OK;
+    if (ok != accept || (!accept && !strstr(err, said))) {
+        fprintf(stderr, "%s: the verifier %s it (%s), expected %s%s\n", what,
+                ok ? "accepts" : "refuses", err, accept ? "acceptance" : "a refusal naming ",
+                accept ? "" : said);
+        return 1;
+    }
+    return 0;
+}
+
+/* 300000 tensors at two offsets, each read by the next layer only: sound, with 2.2e10 pairs of
+   tensors sharing their bytes. Then the last layer also reads the first tensor, which makes it
+   live throughout. */
+static int check_one_offset(void)
+{
+    enum { N = 300000 };
+    s4d_plan p;
+    char(*names)[16] = malloc(N * sizeof *names);
+    plan_alloc(&p, N, names);
+    for (int t = 0; t < N; t++) {
+        p.tensors[t].dims[0] = 16;
+        p.tensors[t].bytes = 64;
+        p.tensors[t].offset = 64 * (uint64_t)(t % 2);
+        if (t > 0)
+            p.layers[t].inputs[p.layers[t].num_inputs++] = t - 1;
+    }
+    p.arena_size[0] = 128;
+    p.arena_size_unplanned[0] = 64ull * N;
+    int bad = expect(&p, 1, "", "300000 tensors at two offsets");
+    p.layers[N - 1].inputs[p.layers[N - 1].num_inputs++] = 0;
+    bad |= expect(&p, 0, "tensors 't0' and 't2' share arena bytes", "the first tensor read last");
+    plan_free(&p);
+    free(names);
+    return bad;
+}
+
+/* Concats in place nested 40000 deep: c_i = Concat(c_{i-1}, x_i) with x_i written just
+   before, every c_i at offset 0 and x_i at the end of c_i. Then x_last moves to offset 0, so
+   the last Concat is not in place and x_last overwrites c_{last-1}, which it reads. */
+static int check_deep_nesting(void)
+{
+    enum { D = 40000, N = 2 * D + 1 };
+    s4d_plan p;
+    char(*names)[16] = malloc(N * sizeof *names);
+    plan_alloc(&p, N, names);
+    s4d_attr axis = {0};
+    axis.name = "axis";
+    axis.type = S4D_ATTR_INT;
+    /* tensor 0: c_0; tensor 2i-1: x_i; tensor 2i: c_i; layer t writes tensor t */
+    for (int t = 0; t < N; t++) {
+        int i = (t + 1) / 2;
+        int cat = t > 0 && t % 2 == 0;
+        p.tensors[t].dims[0] = cat ? 16 * (int64_t)(i + 1) : 16;
+        p.tensors[t].bytes = 4 * (uint64_t)p.tensors[t].dims[0];
+        p.tensors[t].offset = t % 2 ? 64 * (uint64_t)i : 0;
+        if (cat) {
+            s4d_plan_layer *l = &p.layers[t];
+            l->op_type = "Concat";
+            l->attrs = &axis;
+            l->num_attrs = 1;
+            l->inputs[0] = t - 2;
+            l->inputs[1] = t - 1;
+            l->num_inputs = 2;
+        }
+    }
+    p.arena_size[0] = p.tensors[N - 1].bytes;
+    p.arena_size_unplanned[0] = p.arena_size[0];
+    unsigned char *elided = calloc(N, 1);
+    s4d_plan_layers_elided(&p, elided);
+    int in_place = 0;
+    for (int t = 0; t < N; t++)
+        in_place += elided[t];
+    int bad = in_place != D;
+    if (bad)
+        fprintf(stderr, "nested Concats: %d in place, expected %d\n", in_place, D);
+    bad |= expect(&p, 1, "", "Concats in place nested 40000 deep");
+    p.tensors[N - 2].offset = 0;
+    bad |= expect(&p, 0, "tensors 't79998' and 't79999' share arena bytes",
+                  "a nested Concat's input moved onto its sibling");
+    free(elided);
+    plan_free(&p);
+    free(names);
     return bad;
 }
 
@@ -352,10 +575,18 @@ int main(void)
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         for (int rep = 0; rep < 3; rep++)
             bad |= check_plan(sizes[i][0], sizes[i][1]);
-    int in_place = 0, plans = 0;
+    int in_place = 0, plans = 0, accepted = 0, refused = 0;
     for (int rep = 0; rep < 200; rep++, plans++)
-        bad |= check_concat_plan(2 + rep % 60, &in_place);
+        bad |= check_concat_plan(2 + rep % 60, &in_place, &accepted, &refused);
     printf("concats in place: %d in %d random plans, every read checked\n", in_place, plans);
+    printf("moved offsets: the verifier agrees with the pairwise reference on %d accepted and %d "
+           "refused plans\n", accepted, refused);
+    if (accepted < 200 || refused < 200) {
+        fprintf(stderr, "too few moved plans of each verdict\n");
+        bad = 1;
+    }
+    bad |= check_one_offset();
+    bad |= check_deep_nesting();
     if (in_place < 50) {
         fprintf(stderr, "only %d Concats in place in %d plans\n", in_place, plans);
         bad = 1;
