@@ -2,7 +2,8 @@
  * Times every convolution of ResNet50 + FPN at a 1x3x256x704 input (or, with
  * --net=mbv2, of MobileNetV2 at 1x3x224x224; --net=r50, of ResNet-50 at 1x3x224x224) with the convolution library
  * (src/backend/cpu/conv) and with the path the Conv op takes today (bias
- * fill, im2col, OpenBLAS sgemm, a residual/ReLU pass), on 1 and 2 threads.
+ * fill, im2col, OpenBLAS sgemm in panels on the pool, a residual/ReLU pass), on 1 and 2
+ * threads.
  * A benchmark, not a test.
  *
  *   s4d_conv_bench [--net=r50fpn|r50|mbv2] [--threads=1,2] [--runs=7] [--warmup=2] [--all-algos]
@@ -16,7 +17,7 @@
  * leaves out the time other processes take the cores (not their effect on the
  * caches). On one thread it is the calling thread's; on more, the process's
  * summed over its threads (so it shows the cost of splitting the work, not
- * the speed-up; OpenBLAS's idle threads may spin and count too).
+ * the speed-up).
  * --isa=scalar|avx2|avx512 forces the library's instruction set.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -237,7 +238,7 @@ static void baseline(const shape *q, s4d_threadpool *pool, const float *x, const
             s4d_host_im2col(pool, &g, cg, xg, col);
             cm = col;
         }
-        s4d_host_sgemm(0, 0, mg, ncol, kk, 1.0f, w + gi * mg * kk, kk, cm, ncol, 1.0f, y + gi * mg * ncol, ncol);
+        s4d_host_sgemm(pool, 0, 0, mg, ncol, kk, 1.0f, w + gi * mg * kk, kk, cm, ncol, 1.0f, y + gi * mg * ncol, ncol);
     }
     if (q->res || q->act) {
         post_job j = {y, q->res ? r : NULL, q->act};
@@ -423,7 +424,6 @@ int main(int argc, char **argv)
             fprintf(stderr, "s4d_conv_bench: cannot create a pool of %d threads\n", t);
             return 1;
         }
-        s4d_host_blas_set_threads(t);
         printf("## %d thread%s\n\n", t, t > 1 ? "s" : "");
         printf("| conv | C>M | HxW in | count | GFLOP | im2col+sgemm ms | library ms | algorithm | speed-up |%s\n",
                all_algos ? " gemm ms | winograd2 ms | winograd4 ms |" : "");

@@ -176,6 +176,7 @@ static size_t attn_workspace(const s4d_op_ctx *ctx)
 }
 
 typedef struct attn_job {
+    struct s4d_threadpool *pool;
     const attn_params *p;
     const float *q, *k, *v;
     const uint8_t *mask;
@@ -207,7 +208,7 @@ static void scores_batches(void *arg, int64_t b0, int64_t b1)
     for (int64_t i = b0; i < b1; i++) {
         int64_t oq, ok, ov, om;
         attn_offsets(p, i, &oq, &ok, &ov, &om);
-        s4d_host_sgemm(0, 0, p->nq, p->nk, p->d, 1.0f, j->q + oq * p->nq * p->d, p->d,
+        s4d_host_sgemm(j->pool, 0, 0, p->nq, p->nk, p->d, 1.0f, j->q + oq * p->nq * p->d, p->d,
                        j->k + ok * p->d * p->nk, p->nk, 0.0f, j->s + i * p->nq * p->nk, p->nk);
     }
 }
@@ -242,14 +243,14 @@ static void output_batches(void *arg, int64_t b0, int64_t b1)
         /* swap_out: batch i = (outer, h) writes rows of stride H Dv from (outer Nq H + h) Dv */
         int64_t h = p->swap_out ? p->batch[p->batch_rank - 1] : 1;
         int64_t oy = p->swap_out ? ((i / h) * p->nq * h + i % h) * p->dv : i * p->nq * p->dv;
-        s4d_host_sgemm(0, 0, p->nq, p->dv, p->nk, 1.0f, j->s + i * p->nq * p->nk, p->nk,
+        s4d_host_sgemm(j->pool, 0, 0, p->nq, p->dv, p->nk, 1.0f, j->s + i * p->nq * p->nk, p->nk,
                        j->v + ov * p->nk * p->dv, p->dv, 0.0f, j->y + oy, h * p->dv);
     }
 }
 
 /*
- * The unfused layers' schedule: each product batch by batch, on the pool when
- * OpenBLAS would run it on one thread anyway (dense_util.h's policy); every
+ * The unfused layers' schedule: each product batch by batch, small ones one per pool
+ * task, large ones in panels on the pool (dense_util.h's policy); every
  * score row through the Softmax layer's row code.
  */
 static s4d_status attn_run(s4d_op_ctx *ctx)
@@ -278,7 +279,7 @@ static s4d_status attn_run(s4d_op_ctx *ctx)
     const int64_t nqs = p.has_q_scale ? q_numel(ctx) : 0;
     if (ctx->workspace_size < (size_t)(p.nbatch * p.nq * p.nk + nqs) * sizeof(float))
         return s4d_op_error(ctx, S4D_ERR_INTERNAL, "workspace of %zu bytes is too small", ctx->workspace_size);
-    attn_job j = {&p, ctx->inputs[0].data, ctx->inputs[1].data, ctx->inputs[2].data,
+    attn_job j = {ctx->pool, &p, ctx->inputs[0].data, ctx->inputs[1].data, ctx->inputs[2].data,
                   p.has_mask ? ctx->inputs[3].data : NULL, ctx->workspace, ctx->outputs[0].data};
     if (p.has_q_scale) {
         /* the Mul layer's products, each rounded once */

@@ -227,7 +227,7 @@ static s4d_status conv_run_common(s4d_op_ctx *ctx, int fused)
                     for (int64_t q = 0; q < ncol; q++)
                         yg[o * ncol + q] = b;
                 }
-            s4d_host_sgemm(0, 0, p.mg, ncol, kk, 1.0f, w + gi * p.mg * kk, kk, cm, ncol, bias ? 1.0f : 0.0f,
+            s4d_host_sgemm(ctx->pool, 0, 0, p.mg, ncol, kk, 1.0f, w + gi * p.mg * kk, kk, cm, ncol, bias ? 1.0f : 0.0f,
                           yg, ncol);
         }
     }

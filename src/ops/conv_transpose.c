@@ -171,7 +171,7 @@ static s4d_status convt_run(s4d_op_ctx *ctx)
                 for (int64_t q = 0; q < plane_out; q++)
                     yg[o * plane_out + q] = b;
             }
-            s4d_host_sgemm(1, 0, rows, ncol, p.cg, 1.0f, w + gi * p.cg * rows, rows,
+            s4d_host_sgemm(ctx->pool, 1, 0, rows, ncol, p.cg, 1.0f, w + gi * p.cg * rows, rows,
                           x + (n * p.c + gi * p.cg) * ncol, ncol, 0.0f, col, ncol);
             s4d_host_col2im(ctx->pool, &p.g, p.mg, col, yg);
         }

@@ -1,36 +1,93 @@
 /* Shared helpers of the dense CPU ops: OpenBLAS calls and shape tools. */
 #include <cblas.h>
-#include <stdatomic.h>
 #include <string.h>
 
 #include "ops/dense_util.h"
+#include "util/threadpool.h"
 
 /*
- * OpenBLAS's worker threads spin (sched_yield) for about 2^28 cycles after
- * each threaded call before they sleep: a tenth of a second, longer than a
- * whole small network. One threaded product per inference (a classifier's
- * last Gemm) kept a core busy with OpenBLAS's spinning while the engine's pool
- * wanted it, and two threads ran slower than one. So OpenBLAS stays on one
- * thread, and only products large enough to repay that get the engine's width
- * (blas_budget). Its thread count does not change the bits of a product:
- * OpenBLAS splits M and N over threads, never K.
+ * Threads. OpenBLAS always runs on one thread. Its own threads split a
+ * product in a way that depends on how many there are, which changes the
+ * bits of the result (OpenBLAS 0.3.21: a 900 x 256 x 256 sgemm differs in 7%
+ * of its elements between 1 and 2 threads), and its workers spin on
+ * sched_yield for about a tenth of a second after each threaded call, taking a
+ * core from the engine's pool. A product of at least PANEL_MIN_MACS
+ * multiply-adds is instead cut into panels of rows (or of columns, when it
+ * has few rows) whose bounds depend on its shape alone, each panel one
+ * single-threaded call, and the panels run on the engine's pool: every thread
+ * count gives the bits of one thread.
  */
-#define BLAS_THREADED_MACS (8.0 * 1024 * 1024)
+#define PANEL_MIN_MACS (8.0 * 1024 * 1024) /* below: one call */
+#define PANEL_MACS (4.0 * 1024 * 1024)     /* about this much work per panel */
+#define PANEL_MAX 64
+#define PANEL_ALIGN 16 /* panels start at multiples of this many rows or columns */
 
-static atomic_int blas_budget = 1; /* the engine's width, set by its contexts */
-static atomic_int blas_now = 0;    /* what OpenBLAS was last set to; 0: not yet */
-
-static void blas_width_for(double macs)
+static void blas_one_thread(void)
 {
-    int want = macs >= BLAS_THREADED_MACS ? atomic_load_explicit(&blas_budget, memory_order_relaxed) : 1;
-    /* Contexts on several threads may race here; that costs speed, never bits. */
-    if (atomic_exchange_explicit(&blas_now, want, memory_order_relaxed) != want)
-        openblas_set_num_threads(want);
+    /* Cheap when already 1; also undoes a change made by the application. */
+    if (openblas_get_num_threads() != 1)
+        openblas_set_num_threads(1);
 }
 
-void s4d_host_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                   const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
-                   int64_t ldc)
+typedef struct gemm_job {
+    int dbl, ta, tb;
+    int64_t m, n, k, lda, ldb, ldc;
+    double alpha, beta;
+    const void *a, *b;
+    void *c;
+    int by_rows;  /* panels of rows of C, else of columns */
+    int64_t step; /* rows or columns per panel */
+} gemm_job;
+
+/* Rows [r0, r0 + m) and columns [c0, c0 + n) of C, one OpenBLAS call. */
+static void gemm_block(const gemm_job *g, int64_t r0, int64_t m, int64_t c0, int64_t n)
+{
+    const int64_t ao = g->ta ? r0 : r0 * g->lda, bo = g->tb ? c0 * g->ldb : c0;
+    const int64_t co = r0 * g->ldc + c0;
+    const enum CBLAS_TRANSPOSE ta = g->ta ? CblasTrans : CblasNoTrans;
+    const enum CBLAS_TRANSPOSE tb = g->tb ? CblasTrans : CblasNoTrans;
+    if (g->dbl)
+        cblas_dgemm(CblasRowMajor, ta, tb, (blasint)m, (blasint)n, (blasint)g->k, g->alpha,
+                    (const double *)g->a + ao, (blasint)g->lda, (const double *)g->b + bo,
+                    (blasint)g->ldb, g->beta, (double *)g->c + co, (blasint)g->ldc);
+    else
+        cblas_sgemm(CblasRowMajor, ta, tb, (blasint)m, (blasint)n, (blasint)g->k, (float)g->alpha,
+                    (const float *)g->a + ao, (blasint)g->lda, (const float *)g->b + bo,
+                    (blasint)g->ldb, (float)g->beta, (float *)g->c + co, (blasint)g->ldc);
+}
+
+static void gemm_panels(void *arg, int64_t p0, int64_t p1)
+{
+    const gemm_job *g = arg;
+    const int64_t extent = g->by_rows ? g->m : g->n;
+    for (int64_t p = p0; p < p1; p++) {
+        const int64_t at = p * g->step, len = extent - at < g->step ? extent - at : g->step;
+        if (g->by_rows)
+            gemm_block(g, at, len, 0, g->n);
+        else
+            gemm_block(g, 0, g->m, at, len);
+    }
+}
+
+static void gemm_run(s4d_threadpool *pool, gemm_job *g)
+{
+    blas_one_thread();
+    const double macs = (double)g->m * (double)g->n * (double)g->k;
+    g->by_rows = g->m >= 2 * PANEL_ALIGN;
+    const int64_t extent = g->by_rows ? g->m : g->n;
+    if (macs < PANEL_MIN_MACS || extent < 2 * PANEL_ALIGN) {
+        gemm_block(g, 0, g->m, 0, g->n);
+        return;
+    }
+    int64_t want = (int64_t)(macs / PANEL_MACS);
+    want = want > PANEL_MAX ? PANEL_MAX : want < 2 ? 2 : want;
+    g->step = ((extent + want - 1) / want + PANEL_ALIGN - 1) / PANEL_ALIGN * PANEL_ALIGN;
+    s4d_parallel_for(pool, (extent + g->step - 1) / g->step, 1, gemm_panels, g);
+}
+
+void s4d_host_sgemm(s4d_threadpool *pool, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+                    float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+                    float *c, int64_t ldc)
 {
     if (m <= 0 || n <= 0)
         return;
@@ -41,15 +98,13 @@ void s4d_host_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, f
                 c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
         return;
     }
-    blas_width_for((double)m * (double)n * (double)k);
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-                (blasint)m, (blasint)n, (blasint)k, alpha, a, (blasint)lda, b, (blasint)ldb, beta, c,
-                (blasint)ldc);
+    gemm_job g = {0, trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c, 0, 0};
+    gemm_run(pool, &g);
 }
 
-void s4d_host_dgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
-                   const double *a, int64_t lda, const double *b, int64_t ldb, double beta,
-                   double *c, int64_t ldc)
+void s4d_host_dgemm(s4d_threadpool *pool, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+                    double alpha, const double *a, int64_t lda, const double *b, int64_t ldb,
+                    double beta, double *c, int64_t ldc)
 {
     if (m <= 0 || n <= 0)
         return;
@@ -59,15 +114,13 @@ void s4d_host_dgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, d
                 c[i * ldc + j] = beta == 0.0 ? 0.0 : beta * c[i * ldc + j];
         return;
     }
-    blas_width_for((double)m * (double)n * (double)k);
-    cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-                (blasint)m, (blasint)n, (blasint)k, alpha, a, (blasint)lda, b, (blasint)ldb, beta, c,
-                (blasint)ldc);
+    gemm_job g = {1, trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c, 0, 0};
+    gemm_run(pool, &g);
 }
 
 int s4d_host_gemm_is_small(int64_t m, int64_t n, int64_t k)
 {
-    return (double)m * (double)n * (double)k < BLAS_THREADED_MACS;
+    return (double)m * (double)n * (double)k < PANEL_MIN_MACS;
 }
 
 void s4d_host_sgemv(int trans, int64_t m, int64_t n, float alpha, const float *a, int64_t lda, const float *x,
@@ -75,19 +128,9 @@ void s4d_host_sgemv(int trans, int64_t m, int64_t n, float alpha, const float *a
 {
     if (m <= 0 || n <= 0)
         return;
-    blas_width_for((double)m * (double)n);
+    blas_one_thread();
     cblas_sgemv(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, (blasint)m, (blasint)n, alpha, a, (blasint)lda,
                 x, 1, beta, y, 1);
-}
-
-void s4d_host_blas_set_threads(int n)
-{
-    atomic_store(&blas_budget, n < 1 ? 1 : n);
-}
-
-int s4d_host_blas_get_threads(void)
-{
-    return atomic_load(&blas_budget);
 }
 
 int s4d_host_is_row_vector(const s4d_tensor *t, int64_t n, int r, s4d_dtype dt)
@@ -172,6 +215,7 @@ int64_t s4d_host_const_floats(const s4d_tensor *t, float *vals, int64_t cap)
 }
 
 typedef struct batched_job {
+    s4d_threadpool *pool;
     int ta, tb;
     int64_t m, n, k, sa, lda, sb, ldb, sc;
     const float *a, *b;
@@ -182,7 +226,7 @@ static void batched_range(void *arg, int64_t begin, int64_t end)
 {
     const batched_job *j = arg;
     for (int64_t i = begin; i < end; i++)
-        s4d_host_sgemm(j->ta, j->tb, j->m, j->n, j->k, 1.0f, j->a + i * j->sa, j->lda, j->b + i * j->sb, j->ldb,
+        s4d_host_sgemm(j->pool, j->ta, j->tb, j->m, j->n, j->k, 1.0f, j->a + i * j->sa, j->lda, j->b + i * j->sb, j->ldb,
                       0.0f, j->c + i * j->sc, j->n);
 }
 
@@ -190,7 +234,7 @@ void s4d_host_sgemm_batched(struct s4d_threadpool *pool, int64_t nbatch, int tra
                            int64_t n, int64_t k, const float *a, int64_t stride_a, int64_t lda, const float *b,
                            int64_t stride_b, int64_t ldb, float *c, int64_t stride_c)
 {
-    batched_job j = {trans_a, trans_b, m, n, k, stride_a, lda, stride_b, ldb, stride_c, a, b, c};
+    batched_job j = {pool, trans_a, trans_b, m, n, k, stride_a, lda, stride_b, ldb, stride_c, a, b, c};
     if (nbatch > 1 && s4d_host_gemm_is_small(m, n, k))
         s4d_parallel_for(pool, nbatch, 1, batched_range, &j);
     else

@@ -2,15 +2,17 @@
  * Helpers shared by the dense CPU ops (matrix products, convolution, pooling,
  * normalisation, resampling): the OpenBLAS entry points and small shape tools.
  *
- * Threading policy. OpenBLAS keeps its own worker threads; the engine keeps a
- * thread pool. Running both at full width at once oversubscribes the cores, and
- * OpenBLAS's workers keep spinning long after a threaded call, so:
- *   - a product of a few million multiply-adds or more is issued from the
- *     thread that runs the op, never from a pool worker, on as many OpenBLAS
- *     threads as the engine's width (s4d_host_blas_set_threads);
- *   - smaller products run on one OpenBLAS thread; a batch of them is spread
- *     over the engine's pool, one product per task (s4d_host_gemm_is_small);
+ * Threading policy. OpenBLAS runs on one thread (its own threads would make
+ * the bits of a product depend on their number, and they spin after each
+ * call); the engine's pool does the rest:
+ *   - a product of a few million multiply-adds or more is cut into panels of
+ *     rows (or columns) whose bounds depend on its shape alone, one OpenBLAS
+ *     call each, run on the pool: the same bits on any thread count;
+ *   - smaller products are one call; a batch of them is spread over the
+ *     pool, one product per task (s4d_host_gemm_is_small);
  *   - everything else (im2col, pooling, normalisation) runs on the pool.
+ * A call made from inside a pool task runs its panels inline, in the same
+ * bounds.
  */
 #ifndef S4D_HOST_OPS_DENSE_UTIL_H
 #define S4D_HOST_OPS_DENSE_UTIL_H
@@ -19,15 +21,16 @@
 
 #include "ops/op.h"
 
-/* Row-major C[m,n] = alpha * op(A) op(B) + beta * C, op = transpose when trans_* != 0. */
-void s4d_host_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                   const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
-                   int64_t ldc);
-void s4d_host_dgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
-                   const double *a, int64_t lda, const double *b, int64_t ldb, double beta,
-                   double *c, int64_t ldc);
+/* Row-major C[m,n] = alpha * op(A) op(B) + beta * C, op = transpose when trans_* != 0; large
+   products in panels on pool (NULL: the calling thread). */
+void s4d_host_sgemm(struct s4d_threadpool *pool, int trans_a, int trans_b, int64_t m, int64_t n,
+                    int64_t k, float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+                    float beta, float *c, int64_t ldc);
+void s4d_host_dgemm(struct s4d_threadpool *pool, int trans_a, int trans_b, int64_t m, int64_t n,
+                    int64_t k, double alpha, const double *a, int64_t lda, const double *b,
+                    int64_t ldb, double beta, double *c, int64_t ldc);
 
-/* Nonzero when an m x n x k product runs on one OpenBLAS thread (the calling one). */
+/* Nonzero when an m x n x k product is one OpenBLAS call (no panels). */
 int s4d_host_gemm_is_small(int64_t m, int64_t n, int64_t k);
 
 /* Largest size OpenBLAS's 32-bit interface takes for m, n, k and leading dimensions. */
@@ -36,11 +39,6 @@ int s4d_host_gemm_is_small(int64_t m, int64_t n, int64_t k);
 /* Row-major y = alpha * op(A) x + beta * y for an m x n matrix A (op = transpose when trans != 0). */
 void s4d_host_sgemv(int trans, int64_t m, int64_t n, float alpha, const float *a, int64_t lda, const float *x,
                     float beta, float *y);
-
-/* Threads OpenBLAS may use for a large product (n >= 1; process-wide): the
- * products above a few million multiply-adds get them, smaller ones one. */
-void s4d_host_blas_set_threads(int n);
-int s4d_host_blas_get_threads(void);
 
 /* Nonzero when optional input i is present (not an empty name in the node). */
 int s4d_host_has_input(const s4d_op_ctx *ctx, int i);
@@ -75,8 +73,8 @@ int64_t s4d_host_const_floats(const s4d_tensor *t, float *vals, int64_t cap);
 /*
  * nbatch products C_i[m,n] = op(A_i) op(B_i), A_i = a + i * stride_a (in
  * elements), likewise B_i, C_i = c + i * stride_c with ldc = n. Small
- * products go to the pool one per task; large ones run one after another on
- * the calling thread with OpenBLAS's threads (see the policy above).
+ * products go to the pool one per task; large ones run one after another,
+ * each in panels on the pool (see the policy above).
  */
 void s4d_host_sgemm_batched(struct s4d_threadpool *pool, int64_t nbatch, int trans_a, int trans_b, int64_t m,
                            int64_t n, int64_t k, const float *a, int64_t stride_a, int64_t lda, const float *b,

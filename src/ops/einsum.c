@@ -331,7 +331,7 @@ static s4d_status es_run(s4d_op_ctx *ctx)
     void *c = p.c_copy ? (void *)ws : y;
     if (p.f64) {
         for (int64_t i = 0; i < p.B; i++)
-            s4d_host_dgemm(ta, tb, p.M, p.N, p.K, 1.0, (const double *)a + i * p.M * p.K, ta ? p.M : p.K,
+            s4d_host_dgemm(ctx->pool, ta, tb, p.M, p.N, p.K, 1.0, (const double *)a + i * p.M * p.K, ta ? p.M : p.K,
                           (const double *)b + i * p.K * p.N, tb ? p.K : p.N, 0.0, (double *)c + i * p.M * p.N, p.N);
     } else {
         s4d_host_sgemm_batched(ctx->pool, p.B, ta, tb, p.M, p.N, p.K, a, p.M * p.K, ta ? p.M : p.K, b, p.K * p.N,

@@ -93,7 +93,7 @@ static s4d_status gemm_run(s4d_op_ctx *ctx)
         for (int64_t i = 0; i < s.m; i++)
             for (int64_t j = 0; j < s.n; j++)
                 y[i * s.n + j] = c ? c[i * s.c_rs + j * s.c_cs] : 0.0;
-        s4d_host_dgemm(s.ta, s.tb, s.m, s.n, s.k, s.alpha, a->data, a->dims[1], b->data, b->dims[1],
+        s4d_host_dgemm(ctx->pool, s.ta, s.tb, s.m, s.n, s.k, s.alpha, a->data, a->dims[1], b->data, b->dims[1],
                       use_c ? (double)s.beta : 0.0, y, s.n);
     } else {
         float *y = ctx->outputs[0].data;
@@ -101,7 +101,7 @@ static s4d_status gemm_run(s4d_op_ctx *ctx)
         for (int64_t i = 0; i < s.m; i++)
             for (int64_t j = 0; j < s.n; j++)
                 y[i * s.n + j] = c ? c[i * s.c_rs + j * s.c_cs] : 0.0f;
-        s4d_host_sgemm(s.ta, s.tb, s.m, s.n, s.k, s.alpha, a->data, a->dims[1], b->data, b->dims[1],
+        s4d_host_sgemm(ctx->pool, s.ta, s.tb, s.m, s.n, s.k, s.alpha, a->data, a->dims[1], b->data, b->dims[1],
                       use_c ? s.beta : 0.0f, y, s.n);
     }
     return S4D_OK;

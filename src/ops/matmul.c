@@ -96,6 +96,7 @@ static s4d_status matmul_infer(s4d_op_ctx *ctx)
 }
 
 typedef struct mm_job {
+    struct s4d_threadpool *pool;
     const mm_shape *s;
     int f64;
     const void *a, *b;
@@ -124,11 +125,11 @@ static void mm_batches(void *arg, int64_t begin, int64_t end)
         int64_t oa, ob;
         mm_offsets(s, i, &oa, &ob);
         if (j->f64)
-            s4d_host_dgemm(0, 0, s->m, s->n, s->k, 1.0, (const double *)j->a + oa * s->m * s->k, s->k,
+            s4d_host_dgemm(j->pool, 0, 0, s->m, s->n, s->k, 1.0, (const double *)j->a + oa * s->m * s->k, s->k,
                           (const double *)j->b + ob * s->k * s->n, s->n, 0.0,
                           (double *)j->y + i * s->m * s->n, s->n);
         else
-            s4d_host_sgemm(0, 0, s->m, s->n, s->k, 1.0f, (const float *)j->a + oa * s->m * s->k, s->k,
+            s4d_host_sgemm(j->pool, 0, 0, s->m, s->n, s->k, 1.0f, (const float *)j->a + oa * s->m * s->k, s->k,
                           (const float *)j->b + ob * s->k * s->n, s->n, 0.0f,
                           (float *)j->y + i * s->m * s->n, s->n);
     }
@@ -138,7 +139,7 @@ static void mm_batches(void *arg, int64_t begin, int64_t end)
 static void matmul_compute(s4d_op_ctx *ctx, const mm_shape *sp)
 {
     mm_shape s = *sp;
-    mm_job j = {&s, ctx->inputs[0].dtype == S4D_DTYPE_FLOAT64, ctx->inputs[0].data,
+    mm_job j = {ctx->pool, &s, ctx->inputs[0].dtype == S4D_DTYPE_FLOAT64, ctx->inputs[0].data,
                 ctx->inputs[1].data, ctx->outputs[0].data};
     if (s.nbatch == 0 || s.m == 0 || s.n == 0)
         return;

@@ -290,7 +290,7 @@ static void rnn_direction(const s4d_op_ctx *ctx, const rnn_plan *p, int d, int r
     const float *al = p->alpha + d * (p->num_acts / p->num_dirs);
     const float *be = p->beta + d * (p->num_acts / p->num_dirs);
     /* X W^T for every step at once (plus the input bias). */
-    s4d_host_sgemm(0, 1, T * B, GH, I, 1.0f, x, I, w, I, 0.0f, xw, GH);
+    s4d_host_sgemm(ctx->pool, 0, 1, T * B, GH, I, 1.0f, x, I, w, I, 0.0f, xw, GH);
     if (bw)
         for (int64_t i = 0; i < T * B; i++)
             for (int64_t k = 0; k < GH; k++)
@@ -305,7 +305,7 @@ static void rnn_direction(const s4d_op_ctx *ctx, const rnn_plan *p, int d, int r
     for (int64_t s = 0; s < T; s++) {
         /* The recurrent product H_prev R^T (GRU's candidate gate later, after the reset). */
         int64_t cols = p->kind == S4D_RNN_GRU && !p->linear_before_reset ? 2 * H : GH;
-        s4d_host_sgemm(0, 1, B, cols, H, 1.0f, h, H, r, H, 0.0f, hr, GH);
+        s4d_host_sgemm(ctx->pool, 0, 1, B, cols, H, 1.0f, h, H, r, H, 0.0f, hr, GH);
         for (int64_t b = 0; b < B; b++) {
             int64_t len = lens ? lens[b] : T;
             if (len < 0)
@@ -372,7 +372,7 @@ static void rnn_direction(const s4d_op_ctx *ctx, const rnn_plan *p, int d, int r
                 for (int64_t b = 0; b < B; b++)
                     for (int64_t k = 0; k < H; k++)
                         tmp[b * H + k] = hr[b * GH + H + k] * h[b * H + k];
-                s4d_host_sgemm(0, 1, B, H, H, 1.0f, tmp, H, rh, H, 0.0f, hn, H);
+                s4d_host_sgemm(ctx->pool, 0, 1, B, H, H, 1.0f, tmp, H, rh, H, 0.0f, hn, H);
             }
             for (int64_t b = 0; b < B; b++) {
                 int64_t len = lens ? lens[b] : T;

@@ -12,7 +12,6 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_kernels.h"
-#include "ops/dense_util.h"
 #include "registry/plugin_bridge.h"
 #include "util/threadpool.h"
 #include "util/util.h"
@@ -161,7 +160,6 @@ static s4d_status cpu_context_create(const s4d_backend_ctx_options *o, s4d_backe
             c->pool = NULL;
         }
     }
-    s4d_host_blas_set_threads(c->pool ? s4d_threadpool_size(c->pool) : 1);
     *out = c;
     return S4D_OK;
 }

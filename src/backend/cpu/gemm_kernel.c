@@ -5,10 +5,9 @@
  * dtypes run the host reference.
  *
  * The product reads every weight once and is bound by memory, so on a pool
- * the outputs of a product OpenBLAS runs on one thread (below 8 million
- * multiply-adds) are split into one part per thread (a single-threaded
- * sgemv each, on its rows of the weights): two cores read about twice the
- * bytes.
+ * the outputs are split into one part per thread (a single-threaded sgemv
+ * each, on its rows of the weights; OpenBLAS never runs threads of its own,
+ * ops/dense_util.h): two cores read about twice the bytes.
  * Parts start at multiples of 64 outputs, so each output goes through the
  * same path of the sgemv kernels as in one call, whatever the split. Only
  * with B transposed ([N][K], torch's Linear): each output is then a dot
@@ -52,8 +51,7 @@ static s4d_status gemm_run(s4d_op_ctx *ctx)
     const float *a = ctx->inputs[0].data, *b = ctx->inputs[1].data;
     float *y = ctx->outputs[0].data;
     const int threads = s4d_threadpool_size(ctx->pool);
-    /* Products OpenBLAS threads itself (s4d_host_gemm_is_small) stay one call. */
-    if (p->tb && threads > 1 && p->n > GEMV_ALIGN && s4d_host_gemm_is_small(1, p->n, p->k)) {
+    if (p->tb && threads > 1 && p->n > GEMV_ALIGN) {
         const int64_t per = (p->n + threads - 1) / threads;
         gemv_job j = {p, a, b, y, (per + GEMV_ALIGN - 1) / GEMV_ALIGN * GEMV_ALIGN};
         s4d_parallel_for(ctx->pool, (p->n + j.part - 1) / j.part, 1, gemv_parts, &j);
