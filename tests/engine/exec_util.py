@@ -18,6 +18,16 @@ def run(exe, args, env=None, check=True):
     return p
 
 
+def output_on_threads(exe, args, d, name="y", threads=(1, 2, 3), env=None):
+    """{t: output `name`} of s4dexec with args and --threads=t for each t, exported to d/t<t>."""
+    outs = {}
+    for t in threads:
+        out = os.path.join(d, f"t{t}")
+        run(exe, args + [f"--threads={t}", f"--exportOutput={out}"], env=env)
+        outs[t] = np.load(os.path.join(out, f"{name}.npy"))
+    return outs
+
+
 def layer_types(dump, mark_views=False):
     """Op types of the layer list; with mark_views a view's type gets "(view)" and a copy
     between devices (placement's "copy X -> dev" line) is "Copy"."""

@@ -19,7 +19,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from exec_util import load_inputs_flag, run  # noqa: E402
+from exec_util import load_inputs_flag, output_on_threads  # noqa: E402
 
 F32, F64 = TensorProto.FLOAT, TensorProto.DOUBLE
 
@@ -91,12 +91,8 @@ def main():
         path = os.path.join(d, "model.onnx")
         onnx.save(m, path)
         flag = load_inputs_flag(d, inputs)
-        outs = {}
-        for t in (1, 2, 3):
-            out = os.path.join(d, f"t{t}")
-            run(exe, [f"--onnx={path}", f"--plugins={plugins}", f"--threads={t}", "--iterations=1",
-                      "--warmUp=0", flag, f"--exportOutput={out}"])
-            outs[t] = np.load(os.path.join(out, "y.npy"))
+        outs = output_on_threads(exe, [f"--onnx={path}", f"--plugins={plugins}", "--iterations=1",
+                                       "--warmUp=0", flag], d)
         got = outs[1]
         rel = float(np.linalg.norm(got.astype(np.float64) - want) / np.linalg.norm(want))
         limit = 1e-13 if got.dtype == np.float64 else 1e-6

@@ -17,7 +17,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from exec_util import load_inputs_flag, run  # noqa: E402
+from exec_util import load_inputs_flag, output_on_threads  # noqa: E402
 
 CASES = [  # name, N, K, transB, alpha, beta (None: no C)
     ("classifier", 1000, 1280, 1, 1.0, 1.0),
@@ -64,13 +64,9 @@ def main():
         want = alpha * (a.astype(np.float64) @ (b.T if tb else b).astype(np.float64))[0]
         if c is not None:
             want = want + beta * c.astype(np.float64)
-        outs = {}
-        for t in (1, 2, 3):
-            out = os.path.join(d, f"t{t}")
-            run(exe, [f"--onnx={path}", f"--plugins={plugins}", f"--threads={t}", "--iterations=1",
-                      "--warmUp=0", flag, f"--exportOutput={out}"],
-                env=dict(os.environ, OPENBLAS_NUM_THREADS=str(t)))
-            outs[t] = np.load(os.path.join(out, "y.npy")).reshape(-1)
+        outs = {t: y.reshape(-1) for t, y in output_on_threads(
+            exe, [f"--onnx={path}", f"--plugins={plugins}", "--iterations=1", "--warmUp=0", flag],
+            d).items()}
         err = np.abs(outs[1].astype(np.float64) - want)
         tol = 1e-5 * np.abs(want) + 1e-5 * (np.abs(want).max() if want.size else 0.0)
         ok = outs[1].shape == want.shape and bool(np.all(err <= tol))

@@ -29,6 +29,17 @@ static uint32_t next(void)
     return rng;
 }
 
+/* Frees the layers' input and output lists, the layers and the tensors of a test plan. */
+static void plan_free(s4d_plan *p)
+{
+    for (int l = 0; l < p->num_layers; l++) {
+        free(p->layers[l].inputs);
+        free(p->layers[l].outputs);
+    }
+    free(p->layers);
+    free(p->tensors);
+}
+
 static int check_plan(int num_layers, int num_tensors)
 {
     s4d_plan p;
@@ -180,12 +191,7 @@ static int check_plan(int num_layers, int num_tensors)
     printf("  %4d layers %5d tensors: arena %8llu, live peak %8llu, no reuse %9llu\n", num_layers,
            num_tensors, (unsigned long long)p.arena_size[0], (unsigned long long)peak,
            (unsigned long long)unplanned);
-    for (int l = 0; l < num_layers; l++) {
-        free(p.layers[l].inputs);
-        free(p.layers[l].outputs);
-    }
-    free(p.layers);
-    free(p.tensors);
+    plan_free(&p);
     free(producer);
     free(first);
     free(last);
@@ -406,17 +412,13 @@ static int check_concat_plan(int num_layers, int *in_place, int *accepted, int *
 #undef CELLS
     if (!bad)
         bad = compare_verdicts(&p, accepted, refused);
-    for (int l = 0; l < n; l++) {
-        free(p.layers[l].inputs);
-        free(p.layers[l].outputs);
+    for (int l = 0; l < n; l++)
         free(own[l]);
-    }
     free(own);
     free(tmp);
     free(arena);
     free(elided);
-    free(p.layers);
-    free(p.tensors);
+    plan_free(&p);
     return bad;
 }
 
@@ -442,16 +444,6 @@ static void plan_alloc(s4d_plan *p, int n, char (*names)[16])
         p->layers[t].num_outputs = 1;
         p->layers[t].inputs = calloc(2, sizeof(int));
     }
-}
-
-static void plan_free(s4d_plan *p)
-{
-    for (int l = 0; l < p->num_layers; l++) {
-        free(p->layers[l].inputs);
-        free(p->layers[l].outputs);
-    }
-    free(p->layers);
-    free(p->tensors);
 }
 
 static int expect(const s4d_plan *p, int accept, const char *said, const char *what)
