@@ -3,9 +3,14 @@
  *
  *   s4d_da_bench [--anchors N[,N...]] [--channels C] [--iters K] [--warmup K] [--threads T]
  *                [--device auto|cpu|cuda] [--seed S] [--out DIR] [--summary]
- *                [--variants default|all]
+ *                [--variants default|all] [--order natural|desc|asc|shuffle]
  *
  * --channels sets C (default 256, Sparse4Dv3's; the targets apply to it alone).
+ * --order permutes the anchors before anything runs: as made (natural, the
+ * default), by their number of (point, camera) pairs inside an image,
+ * descending or ascending (stable), or shuffled with the seed. The kernels give
+ * each anchor one block, so the order decides which blocks share an SM; the
+ * sums per anchor are the same whatever the order.
  *
  * Times the CPU kernels (median wall time) and, when this build has CUDA and a
  * GPU is present, the CUDA kernels (median of per-iteration CUDA events after
@@ -735,18 +740,82 @@ static int write_results(const char *dir, const char *cmdline, const char *cpu, 
     return 0;
 }
 
+/* Valid (point, camera) pairs of anchor a of batch item b: what its block works on. */
+static int anchor_pairs(const da_workload *w, int64_t b, int64_t a)
+{
+    const int64_t pn = w->sizes.num_points * w->sizes.num_cams;
+    const float *loc = w->sampling_location + (b * w->sizes.num_anchors + a) * pn * 2;
+    int n = 0;
+    for (int64_t i = 0; i < pn; i++)
+        n += loc[2 * i] > 0.0f && loc[2 * i] < 1.0f && loc[2 * i + 1] > 0.0f && loc[2 * i + 1] < 1.0f;
+    return n;
+}
+
+typedef struct {
+    int key;
+    int64_t index;
+} anchor_key;
+
+static int cmp_anchor_key(const void *x, const void *y)
+{
+    const anchor_key *a = x, *b = y;
+    if (a->key != b->key)
+        return a->key < b->key ? -1 : 1;
+    return a->index < b->index ? -1 : a->index > b->index;
+}
+
+/* Permutes the anchors of every batch item (locations and weights together): order 1 descending
+   by valid pairs, 2 ascending, 3 shuffled. 0 on success. */
+static int order_anchors(da_workload *w, int order, uint64_t seed)
+{
+    const s4d_da_sizes *s = &w->sizes;
+    const int64_t A = s->num_anchors, nl = s->num_points * s->num_cams * 2;
+    const int64_t nw = s->num_points * s->num_cams * s->num_levels * s->num_groups;
+    anchor_key *k = malloc(sizeof *k * (size_t)A);
+    float *loc = malloc(sizeof *loc * (size_t)(A * nl));
+    float *wt = malloc(sizeof *wt * (size_t)(A * nw));
+    if (!k || !loc || !wt) {
+        free(k);
+        free(loc);
+        free(wt);
+        return 1;
+    }
+    uint64_t x = seed * 2862933555777941757ull + 3037000493ull;
+    for (int64_t b = 0; b < s->batch; b++) {
+        for (int64_t a = 0; a < A; a++) {
+            const int pairs = anchor_pairs(w, b, a);
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            k[a].key = order == 1 ? -pairs : order == 2 ? pairs : (int)(x >> 33);
+            k[a].index = a;
+        }
+        qsort(k, (size_t)A, sizeof *k, cmp_anchor_key);
+        float *bl = w->sampling_location + b * A * nl, *bw = w->weights + b * A * nw;
+        for (int64_t a = 0; a < A; a++) {
+            memcpy(loc + a * nl, bl + k[a].index * nl, sizeof *loc * (size_t)nl);
+            memcpy(wt + a * nw, bw + k[a].index * nw, sizeof *wt * (size_t)nw);
+        }
+        memcpy(bl, loc, sizeof *loc * (size_t)(A * nl));
+        memcpy(bw, wt, sizeof *wt * (size_t)(A * nw));
+    }
+    free(k);
+    free(loc);
+    free(wt);
+    return 0;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: s4d_da_bench [--anchors N[,N...]] [--channels C] [--iters K] [--warmup K]\n"
                "                    [--threads T]\n"
                "                    [--device auto|cpu|cuda] [--seed S] [--out DIR] [--summary]\n"
-               "                    [--variants default|all]\n");
+               "                    [--variants default|all] [--order natural|desc|asc|shuffle]\n");
 }
 
 int main(int argc, char **argv)
 {
     int64_t anchors[8] = {900, 1800}, channels = 256;
-    int nanchors = 2, iters = -1, warmup = 20, threads = 0, summary = 0, all_variants = 0;
+    int nanchors = 2, iters = -1, warmup = 20, threads = 0, summary = 0, all_variants = 0, order = 0;
+    static const char *const order_names[] = {"natural", "desc", "asc", "shuffle"};
     const char *device = "auto", *out = NULL;
     uint64_t seed = 2024;
     char cmdline[1024] = "";
@@ -791,6 +860,17 @@ int main(int argc, char **argv)
                 return 2;
             }
             all_variants = !strcmp(v, "all");
+            i++;
+        } else if (v && !strcmp(a, "--order")) {
+            order = -1;
+            for (int o = 0; o < 4; o++)
+                if (!strcmp(v, order_names[o]))
+                    order = o;
+            if (order < 0) {
+                fprintf(stderr, "s4d_da_bench: --order must be natural, desc, asc or shuffle, got "
+                        "'%s'\n", v);
+                return 2;
+            }
             i++;
         } else if (v && !strcmp(a, "--iters")) {
             iters = atoi(v);
@@ -851,9 +931,13 @@ int main(int argc, char **argv)
             fprintf(stderr, "s4d_da_bench: out of memory making the workload\n");
             return 1;
         }
-        printf("workload: %lld anchors, %.1f%% of (point, camera) pairs inside an image "
+        if (order && order_anchors(&w, order, seed) != 0) {
+            fprintf(stderr, "s4d_da_bench: out of memory ordering the anchors\n");
+            return 1;
+        }
+        printf("workload (anchors %s): %lld anchors, %.1f%% of (point, camera) pairs inside an image "
                "(points seen by 0/1/2/3+ cameras: %.1f/%.1f/%.1f/%.1f%%), %lld unique feature rows\n",
-               (long long)anchors[k], 100 * w.inside_fraction, 100 * w.seen_by[0],
+               order_names[order], (long long)anchors[k], 100 * w.inside_fraction, 100 * w.seen_by[0],
                100 * w.seen_by[1], 100 * w.seen_by[2], 100 * w.seen_by[3],
                (long long)w.unique_rows);
         double checksum = 0;
