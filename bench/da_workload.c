@@ -148,7 +148,7 @@ int da_workload_make(da_workload *w, int64_t batch, int64_t anchors, int64_t cha
                     project(&kRig[n], pt, &x, &y);
                     w->sampling_location[2 * pair] = x;
                     w->sampling_location[2 * pair + 1] = y;
-                    if (x > 0.0f && x < 1.0f && y > 0.0f && y < 1.0f)
+                    if (da_location_inside(x, y))
                         seen++;
                 }
                 inside += seen;

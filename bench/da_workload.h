@@ -25,6 +25,12 @@ typedef struct da_workload {
     int64_t valid_pairs;
 } da_workload;
 
+/* Whether a sampling location lies inside its image: what inside_fraction and seen_by count. */
+static inline int da_location_inside(float x, float y)
+{
+    return x > 0.0f && x < 1.0f && y > 0.0f && y < 1.0f;
+}
+
 /* bs 1..n, 6 cameras, 4 levels (64x176 .. 8x22), C channels (Sparse4Dv3: 256), G 8, 13 points.
    0 on success. */
 int da_workload_make(da_workload *w, int64_t batch, int64_t anchors, int64_t channels, uint64_t seed);

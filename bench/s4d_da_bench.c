@@ -747,9 +747,12 @@ static int anchor_pairs(const da_workload *w, int64_t b, int64_t a)
     const float *loc = w->sampling_location + (b * w->sizes.num_anchors + a) * pn * 2;
     int n = 0;
     for (int64_t i = 0; i < pn; i++)
-        n += loc[2 * i] > 0.0f && loc[2 * i] < 1.0f && loc[2 * i + 1] > 0.0f && loc[2 * i + 1] < 1.0f;
+        n += da_location_inside(loc[2 * i], loc[2 * i + 1]);
     return n;
 }
+
+/* --order, in the order of order_names in main. */
+enum { ORDER_NATURAL, ORDER_DESC, ORDER_ASC, ORDER_SHUFFLE };
 
 typedef struct {
     int key;
@@ -764,8 +767,8 @@ static int cmp_anchor_key(const void *x, const void *y)
     return a->index < b->index ? -1 : a->index > b->index;
 }
 
-/* Permutes the anchors of every batch item (locations and weights together): order 1 descending
-   by valid pairs, 2 ascending, 3 shuffled. 0 on success. */
+/* Permutes the anchors of every batch item (locations and weights together) by valid pairs,
+   descending or ascending, or shuffled with the seed. 0 on success. */
 static int order_anchors(da_workload *w, int order, uint64_t seed)
 {
     const s4d_da_sizes *s = &w->sizes;
@@ -785,7 +788,7 @@ static int order_anchors(da_workload *w, int order, uint64_t seed)
         for (int64_t a = 0; a < A; a++) {
             const int pairs = anchor_pairs(w, b, a);
             x = x * 6364136223846793005ull + 1442695040888963407ull;
-            k[a].key = order == 1 ? -pairs : order == 2 ? pairs : (int)(x >> 33);
+            k[a].key = order == ORDER_DESC ? -pairs : order == ORDER_ASC ? pairs : (int)(x >> 33);
             k[a].index = a;
         }
         qsort(k, (size_t)A, sizeof *k, cmp_anchor_key);
@@ -814,7 +817,8 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
     int64_t anchors[8] = {900, 1800}, channels = 256;
-    int nanchors = 2, iters = -1, warmup = 20, threads = 0, summary = 0, all_variants = 0, order = 0;
+    int nanchors = 2, iters = -1, warmup = 20, threads = 0, summary = 0, all_variants = 0,
+        order = ORDER_NATURAL;
     static const char *const order_names[] = {"natural", "desc", "asc", "shuffle"};
     const char *device = "auto", *out = NULL;
     uint64_t seed = 2024;
@@ -931,7 +935,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "s4d_da_bench: out of memory making the workload\n");
             return 1;
         }
-        if (order && order_anchors(&w, order, seed) != 0) {
+        if (order != ORDER_NATURAL && order_anchors(&w, order, seed) != 0) {
             fprintf(stderr, "s4d_da_bench: out of memory ordering the anchors\n");
             return 1;
         }
