@@ -153,6 +153,9 @@ def f16_cases(rng):
                             mask=key_mask(rng, (1, 1, 333), 0.5)))
     c.append(attention_case(rng, "d32_nk72_q15", [4], 15, 72, 32))
     c.append(attention_case(rng, "d64_nk1000_q17", [3], 17, 1000, 64))  # key split, partial range
+    # key split with Dv not a multiple of 4: the ranges merged element by element, not by quads
+    c.append(attention_case(rng, "d13_dv7_nk300_split", [1, 3], 21, 300, 13, dv=7,
+                            mask=key_mask(rng, (1, 1, 1, 300), 0.6)))
     # a mask broadcast over the keys (stride 0): whole rows masked or kept
     c.append(attention_case(rng, "mask_key_stride0", [1, 2], 30, 100, 32,
                             mask=np.array([i % 3 != 1 for i in range(30)]).reshape(1, 1, 30, 1)))

@@ -247,7 +247,7 @@ __global__ void __launch_bounds__(NT, 2) attn_kernel(Args a)
                 Vs[kk * DP + c] = x;
             }
         }
-        if (M) {
+        if (M && g.m_qstride != 0) {
             /* 0 or 1 per (query, key) of the tile; rows beyond the queries read as unmasked */
             for (int i = tid; i < BQF * BK; i += NT) {
                 const int q = i / BK, kk = i % BK;
@@ -280,10 +280,21 @@ __global__ void __launch_bounds__(NT, 2) attn_kernel(Args a)
         }
         {
             const int kvalid = g.nk - k0 < BK ? (int)(g.nk - k0) : BK; /* keys of this tile */
+            const bool row_mask = M && g.m_qstride != 0;
+            /* A key mask (every query reads the same row) is read here, the thread's 4 keys of
+               the tile, instead of being staged for every query row. */
+            uchar4 kmv = make_uchar4(1 - hit, 1 - hit, 1 - hit, 1 - hit);
+            if (M && !row_mask) {
+                const int64_t kk = k0 + tx * 4;
+                kmv.x = kk < g.nk ? M[kk * g.m_kstride] != 0 : 1 - hit;
+                kmv.y = kk + 1 < g.nk ? M[(kk + 1) * g.m_kstride] != 0 : 1 - hit;
+                kmv.z = kk + 2 < g.nk ? M[(kk + 2) * g.m_kstride] != 0 : 1 - hit;
+                kmv.w = kk + 3 < g.nk ? M[(kk + 3) * g.m_kstride] != 0 : 1 - hit;
+            }
 #pragma unroll
             for (int i = 0; i < RT; i++) {
-                const uchar4 mv = M ? *reinterpret_cast<const uchar4 *>(&Ms[(ty * RT + i) * BK + tx * 4])
-                                    : make_uchar4(1 - hit, 1 - hit, 1 - hit, 1 - hit);
+                const uchar4 mv = row_mask ? *reinterpret_cast<const uchar4 *>(&Ms[(ty * RT + i) * BK + tx * 4])
+                                           : kmv;
                 const unsigned char ma[4] = {mv.x, mv.y, mv.z, mv.w};
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
@@ -386,6 +397,45 @@ __global__ void __launch_bounds__(NT, 2) attn_kernel(Args a)
                 a.stats[prow * 2 + 1] = l[i];
             }
         }
+    }
+}
+
+/* Merges the key ranges' partials of four output columns of a row (dv a multiple of 4, the
+   partials 16-byte aligned): the row's range weights are computed once for the four, and the
+   partials read as float4. The same arithmetic in the same order as attn_combine below, so the
+   same bits. */
+template <typename T>
+__global__ void attn_combine4(Args a)
+{
+    S4D_KERNEL_BEGIN();
+    const s4d_cuda_attn_desc &g = a.g;
+    const int64_t rows = g.nbatch * g.nq, quads = g.dv / 4, total = rows * quads;
+    for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
+         idx += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t row = idx / quads, col = idx % quads * 4;
+        int64_t obase, ors;
+        out_rows(g, row / g.nq, &obase, &ors);
+        float mx = -INFINITY;
+        for (int s = 0; s < a.splits; s++)
+            mx = fmaxf(mx, a.stats[(s * rows + row) * 2]);
+        const float muse = mx == -INFINITY ? 0.0f : mx;
+        float sum = 0.0f, acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int s = 0; s < a.splits; s++) {
+            const int64_t prow = s * rows + row;
+            const float2 st = *reinterpret_cast<const float2 *>(a.stats + prow * 2);
+            const float w = expf(st.x - muse);
+            sum += st.y * w;
+            const float4 p = *reinterpret_cast<const float4 *>(a.part + prow * g.dv + col);
+            acc[0] += p.x * w;
+            acc[1] += p.y * w;
+            acc[2] += p.z * w;
+            acc[3] += p.w * w;
+        }
+        const float inv = 1.0f / sum;
+        T *o = static_cast<T *>(a.out) + obase + row % g.nq * ors + col;
+#pragma unroll
+        for (int c = 0; c < 4; c++)
+            st1(o + c, acc[c] * inv);
     }
 }
 
@@ -1193,11 +1243,15 @@ void launch_tc32(const Args &a, int64_t blocks, cudaStream_t stream)
 template <typename T>
 void launch_combine(const Args &a, cudaStream_t stream)
 {
-    const int64_t total = a.g.nbatch * a.g.nq * a.g.dv;
+    const bool quads = a.g.dv % 4 == 0 && (reinterpret_cast<uintptr_t>(a.part) & 15) == 0;
+    const int64_t total = a.g.nbatch * a.g.nq * (quads ? a.g.dv / 4 : a.g.dv);
     int64_t cb = (total + 255) / 256;
     if (cb > 65536)
         cb = 65536;
-    s4d_launch(attn_combine<T>, (unsigned)cb, 256, 0, stream, a);
+    if (quads)
+        s4d_launch(attn_combine4<T>, (unsigned)cb, 256, 0, stream, a);
+    else
+        s4d_launch(attn_combine<T>, (unsigned)cb, 256, 0, stream, a);
 }
 
 cudaError_t run_f32(int dp, const Args &a, cudaStream_t stream)
