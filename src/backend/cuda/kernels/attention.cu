@@ -38,6 +38,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "backend/cuda/kernels/async_copy.cuh"
 #include "backend/cuda/kernels/attention.h"
 #include "backend/cuda/kernels/launch.cuh"
 
@@ -495,10 +496,7 @@ constexpr int tc_smem_bytes(int dp)
     return (BQ * tc_ld(dp) + 2 * (dp * TC_LDK + BK * tc_ld(dp))) * 2;
 }
 
-__device__ __forceinline__ uint32_t smem_addr(const void *p)
-{
-    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
+using s4d_async::smem_addr;
 
 /* Four 8x8 half matrices; lanes 8i .. 8i + 7 give the row addresses of matrix i. */
 __device__ __forceinline__ void ldsm_x4(uint32_t r[4], const __half *p)
@@ -530,31 +528,11 @@ __device__ __forceinline__ uint32_t pack_half2(float lo, float hi)
     return *reinterpret_cast<uint32_t *>(&h);
 }
 
-/* Asynchronous copies global -> shared (cp.async; the bytes past `bytes` are zero-filled;
-   16 bytes may bypass L1, 8 and 4 go through it). */
-__device__ __forceinline__ void cp_async16(void *dst, const void *src, int bytes)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(bytes));
-}
-
-__device__ __forceinline__ void cp_async8(void *dst, const void *src, int bytes)
-{
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(bytes));
-}
-
-__device__ __forceinline__ void cp_async4(void *dst, const void *src, int bytes)
-{
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(bytes));
-}
-
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-
-/* Waits until at most N of this thread's groups are still in flight. */
-template <int N>
-__device__ __forceinline__ void cp_async_wait()
-{
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
+using s4d_async::cp_async16;
+using s4d_async::cp_async4;
+using s4d_async::cp_async8;
+using s4d_async::cp_async_commit;
+using s4d_async::cp_async_wait;
 
 /* Copies rows [r0, r0 + ROWS) x columns [c0, c0 + COLS) of a row-major matrix of T (row
    stride gs elements, rmax rows and cmax columns valid) into shared memory (row stride ld),
