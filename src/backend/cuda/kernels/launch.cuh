@@ -28,9 +28,22 @@
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define S4D_KERNEL_BEGIN()                                                                         \
     asm volatile("griddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;" ::: "memory")
+#define S4D_KERNEL_BEGIN_CONSTANTS_FIRST() asm volatile("griddepcontrol.launch_dependents;" ::: "memory")
+#define S4D_KERNEL_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")
 #else
 #define S4D_KERNEL_BEGIN() ((void)0)
+#define S4D_KERNEL_BEGIN_CONSTANTS_FIRST() ((void)0)
+#define S4D_KERNEL_WAIT() ((void)0)
 #endif
+/*
+ * A kernel whose first reads are of an engine's constants (weights, written
+ * when the engine loads and never during a run) may begin with
+ * S4D_KERNEL_BEGIN_CONSTANTS_FIRST() instead: it allows the next kernel's
+ * launch at once and may read constants while the kernel before it still
+ * runs, but it must reach S4D_KERNEL_WAIT() before it reads or writes any
+ * other memory (tests/cuda/check_kernel_begin.py checks that the wait is
+ * there).
+ */
 
 #if !defined(S4D_EW_HOST_BUILD)
 
