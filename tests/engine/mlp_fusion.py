@@ -20,9 +20,12 @@ With --device cuda (a GPU, or the guarded test device, S4D_TEST_BACKEND=guarded)
     build with S4D_FUSE_MLP=0, which has no FusedMLP;
   - the saved engine loads and gives the outputs it gave when built;
   - on a GPU, the kernel's block shapes (8 rows per block, 2 for few rows, and 1, which only
-    the variable picks) give those outputs bit for bit (S4D_CUDA_MLP_ROWS=8, =2 and =1).
+    the variable picks) give those outputs bit for bit (S4D_CUDA_MLP_ROWS=8, =2 and =1), and so
+    does the tiled kernel where the one with the chain's constants in shared memory runs
+    (S4D_CUDA_MLP_STAGED=0 with 2 rows).
 Hostile (--device cuda only): an engine whose FusedMLP layer has one norms value too few, an
-activation of 2, or an input_begin past X's columns is refused at load, naming the layer.
+activation of 2, or an input_begin past X's columns is refused at load, naming the layer; on a
+GPU also one whose LayerNorm Scale is a graph input instead of a constant.
 With --device cpu: the CPU build has no FusedMLP (the pass is for devices that are not host
 memory) and agrees with float64.
 """
@@ -224,9 +227,12 @@ def check_hostile(args, scratch):
     h = gr.linear(gr.slice_last(x, 2, 8), 6, 16, relu=True, norm="sb")
     gr.linear(h, 16, 4)
     gr.nodes[-1].output[0] = "o"
+    # a value of a LayerNorm Scale's shape that is not a constant
+    gr.node("Relu", [gr.input("v", (16,))])
+    gr.nodes[-1].output[0] = "v_out"
     d = os.path.join(scratch, "hostile")
     os.makedirs(d, exist_ok=True)
-    onnx.save(gr.model(["o"]), os.path.join(d, "model.onnx"))
+    onnx.save(gr.model(["o", "v_out"]), os.path.join(d, "model.onnx"))
     engine = os.path.join(d, "good.s4de")
     p = run(args.s4dexec, [f"--onnx={d}/model.onnx", f"--plugins={args.plugins}", f"--device={args.device}",
                            "--iterations=1", "--warmUp=0", f"--saveEngine={engine}",
@@ -240,18 +246,34 @@ def check_hostile(args, scratch):
             layer_attr(layer, name)["value"] = value
         return edit
 
-    return check_hostile_layers(args.s4dexec, args.plugins, d, engine, "FusedMLP", (
-        ("norms_short", set_attr("norms", [1]), "norms must hold 2 values"),
-        ("activation_2", set_attr("activations", [2, 0]), "activations[0] is 2"),
-        ("begin_past_columns", set_attr("input_begin", 8), "reads columns [8, 14)")), "FusedMLP edits")
+    cases = [("norms_short", set_attr("norms", [1]), "norms must hold 2 values"),
+             ("activation_2", set_attr("activations", [2, 0]), "activations[0] is 2"),
+             ("begin_past_columns", set_attr("input_begin", 8), "reads columns [8, 14)")]
+    if not os.environ.get("S4D_TEST_BACKEND"):
+        # A real GPU's kernel stages the constants before it waits for the kernel ahead of it: a
+        # layer parameter computed at run time must be refused (the host kernels run it).
+        v = [i for i, t in enumerate(EngineFile.load(engine).tensors) if t["name"] == "v"]
+        if len(v) != 1:
+            print(f"FAIL hostile: expected one tensor 'v' in the engine, found {len(v)}")
+            return 1
+
+        def scale_from_input(layer):
+            ins = list(layer["inputs"])
+            ins[3] = v[0]  # layer 0's Scale
+            layer["inputs"] = ins
+        cases.append(("scale_not_constant", scale_from_input, "layer 0's Scale (input 3) is not a constant"))
+    return check_hostile_layers(args.s4dexec, args.plugins, d, engine, "FusedMLP", cases, "FusedMLP edits")
 
 
 def check_rows_per_block(args, engine, inputs, d, built, msgs):
     """On a GPU: the saved engine run with each block shape of the FusedMLP kernel (8 rows per
-    block, 2, 1) gives the outputs built, bit for bit."""
+    block, 2, 1), and with 2 by the tiled kernel where the staged one would run
+    (S4D_CUDA_MLP_STAGED=0), gives the outputs built, bit for bit."""
     for rows in ("8", "2", "1"):
         check_reload(args, engine, inputs, d, built, f"engine run with S4D_CUDA_MLP_ROWS={rows}", msgs,
                      env=dict(os.environ, S4D_CUDA_MLP_ROWS=rows), outdir=f"rows{rows}")
+    check_reload(args, engine, inputs, d, built, "engine run with S4D_CUDA_MLP_ROWS=2 S4D_CUDA_MLP_STAGED=0",
+                 msgs, env=dict(os.environ, S4D_CUDA_MLP_ROWS="2", S4D_CUDA_MLP_STAGED="0"), outdir="rows2_tiled")
 
 
 def main():

@@ -15,7 +15,9 @@
  * of KT rows (24 for 8 rows, 40 for 2) that the whole block loads at once
  * (below, before layer_product), and the rows' inputs are read four k at a
  * time, so each W value feeds R / tpc FMAs. Sums run in k order with FMA:
- * the same bits on every run, whatever R and KT.
+ * the same bits on every run, whatever R and KT. With 2 rows per block,
+ * where the chain's constants fit in shared memory, mlp_staged_kernel copies
+ * all of them there at its start instead (below); its sums are the same.
  * Then bias and ReLU (NaN stays NaN), and the LayerNormalization: one warp
  * per row, mean and variance accumulated in double as the host's
  * LayerNormalization has them, the row normalised in float.
@@ -25,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cuda/kernels/async_copy.cuh"
 #include "backend/cuda/kernels/launch.cuh"
 #include "backend/cuda/kernels/mlp.h"
 
@@ -100,11 +103,13 @@ __device__ __forceinline__ void tile_store(float *wt, int n, int k, int k0, cons
     }
 }
 
-/* One layer: out[r][c] = act(in[r][:k] . w[:, c] + bias[c]) for the block's rows. Every thread of the
-   block calls it (the tiles are loaded together); sums run in k order with FMA. */
-template <int ROWS, int KT>
+/* One layer: out[r][c] = act(in[r][:k] . w[:, c] + bias[c]) for the block's rows, sums in k order
+   with FMA. Tiled: W comes through wt in tiles of KT rows that every thread of the block loads
+   together (every thread calls it). Staged: wt holds all of W [k, n] and bias is in shared memory
+   (no barrier inside). */
+template <int ROWS, int KT, bool STAGED>
 __device__ __forceinline__ void layer_product(const s4d_cuda_mlp_layer &L, const float (*in)[STRIDE],
-                                              float (*out)[STRIDE], float *wt)
+                                              float (*out)[STRIDE], float *wt, const float *bias)
 {
     constexpr int WT_VEC = Tile<KT>::VEC;
     const int n = L.n, k = L.k;
@@ -119,15 +124,18 @@ __device__ __forceinline__ void layer_product(const s4d_cuda_mlp_layer &L, const
 #pragma unroll
     for (int j = 0; j < ROWS; j++)
         acc[j] = 0.0f;
-    float4 next[WT_VEC];
-    tile_fetch<KT>(L.w, n, k, 0, vec, next);
-    for (int k0 = 0; k0 < k; k0 += KT) {
-        const int kt = tile_rows<KT>(k, k0);
-        __syncthreads(); /* the previous tile is no longer read */
-        tile_store<KT>(wt, n, k, k0, next);
-        __syncthreads();
-        if (k0 + KT < k)
-            tile_fetch<KT>(L.w, n, k, k0 + KT, vec, next);
+    float4 next[STAGED ? 1 : WT_VEC];
+    if (!STAGED)
+        tile_fetch<KT>(L.w, n, k, 0, vec, next);
+    for (int k0 = 0; k0 < k; k0 += STAGED ? k : KT) {
+        const int kt = STAGED ? k : tile_rows<KT>(k, k0);
+        if (!STAGED) {
+            __syncthreads(); /* the previous tile is no longer read */
+            tile_store<KT>(wt, n, k, k0, next);
+            __syncthreads();
+            if (k0 + KT < k)
+                tile_fetch<KT>(L.w, n, k, k0 + KT, vec, next);
+        }
         if (!active)
             continue;
         int q = 0;
@@ -155,7 +163,7 @@ __device__ __forceinline__ void layer_product(const s4d_cuda_mlp_layer &L, const
     }
     if (!active)
         return;
-    const float b = L.bias ? __ldg(L.bias + col) : 0.0f;
+    const float b = STAGED ? (bias ? bias[col] : 0.0f) : (L.bias ? __ldg(L.bias + col) : 0.0f);
 #pragma unroll
     for (int j = 0; j < ROWS; j++) {
         if (j < nr) {
@@ -165,10 +173,15 @@ __device__ __forceinline__ void layer_product(const s4d_cuda_mlp_layer &L, const
     }
 }
 
-/* LayerNormalization of the block's row `warp` in place (n columns). */
-__device__ __forceinline__ void layer_norm(const s4d_cuda_mlp_layer &L, float (*rows)[STRIDE])
+/* LayerNormalization of the block's row `warp` in place (L.n columns, L.eps), Scale and B (or
+   NULL) read from global memory (GLOBAL) or from shared memory. (Passing n and eps by value
+   instead of the layer took the tiled 8-row kernel from 64 to 76 registers with nvcc 13.0.) */
+template <bool GLOBAL>
+__device__ __forceinline__ void layer_norm_rows(const s4d_cuda_mlp_layer &L, const float *scale, const float *shift,
+                                                float (*rows)[STRIDE])
 {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, n = L.n;
+    const int n = L.n;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     float *row = rows[warp];
     double s = 0.0;
     for (int c = lane; c < n; c += 32)
@@ -181,8 +194,11 @@ __device__ __forceinline__ void layer_norm(const s4d_cuda_mlp_layer &L, float (*
     }
     v = warp_sum(v) / n;
     const float m = (float)mu, is = (float)(1.0 / sqrt(v + (double)L.eps));
+    /* Rounded step by step (no contraction into an FMA, which nvcc decides per kernel): the same
+       bits in every kernel that normalises. */
     for (int c = lane; c < n; c += 32)
-        row[c] = (row[c] - m) * is * __ldg(L.scale + c) + (L.shift ? __ldg(L.shift + c) : 0.0f);
+        row[c] = __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(row[c], m), is), GLOBAL ? __ldg(scale + c) : scale[c]),
+                           shift ? (GLOBAL ? __ldg(shift + c) : shift[c]) : 0.0f);
 }
 
 template <int ROWS, int KT>
@@ -204,15 +220,142 @@ __global__ void __launch_bounds__(NT)
     int cur = 0;
     for (int l = 0; l < d.layers; l++) {
         const s4d_cuda_mlp_layer &L = d.layer[l];
-        layer_product<ROWS, KT>(L, buf[cur], buf[cur ^ 1], wt);
+        layer_product<ROWS, KT, false>(L, buf[cur], buf[cur ^ 1], wt, nullptr);
         __syncthreads();
         if (L.scale) {
             if ((int)(threadIdx.x / 32) < ROWS)
-                layer_norm(L, buf[cur ^ 1]);
+                layer_norm_rows<true>(L, L.scale, L.shift, buf[cur ^ 1]);
             __syncthreads();
         }
         cur ^= 1;
     }
+    const int n = d.layer[d.layers - 1].n;
+    for (int i = threadIdx.x; i < ROWS * n; i += NT) {
+        const int r = i / n, c = i % n;
+        const int64_t gr = row0 + r;
+        if (gr < d.rows)
+            y[gr * n + c] = buf[cur][r][c];
+    }
+}
+
+/*
+ * The chain with all of its constants in shared memory. When the chain's weights, biases and
+ * LayerNorm parameters fit beside the row buffers (the device's opt-in limit per block), every
+ * thread issues its share of the copies (cp.async) for all layers at once, one group per layer,
+ * before it waits for the kernel before it (S4D_KERNEL_BEGIN_CONSTANTS_FIRST: they are
+ * constants of the engine). Layer l then waits only for its own group, so its parameters'
+ * latency is paid once per chain, mostly while the previous kernel still runs, instead of once
+ * per tile, bias and scale. The products read W straight from shared memory in the same k
+ * order with FMA as the tiled kernel: the same bits.
+ */
+
+/* Floats of a segment rounded up to whole 16-byte units (each segment starts 16-byte aligned). */
+__host__ __device__ __forceinline__ int seg4(int floats) { return (floats + 3) & ~3; }
+
+/* Floats of shared memory the chain's constants take. */
+__host__ __device__ __forceinline__ int64_t staged_param_floats(const s4d_cuda_mlp_desc &d)
+{
+    int64_t f = 0;
+    for (int l = 0; l < d.layers; l++) {
+        const s4d_cuda_mlp_layer &L = d.layer[l];
+        f += seg4(L.k * L.n) + (L.bias ? seg4(L.n) : 0) + (L.scale ? seg4(L.n) : 0) + (L.shift ? seg4(L.n) : 0);
+    }
+    return f;
+}
+
+/* Issues the copies of count floats from src to dst (16-byte aligned) by all threads. */
+__device__ __forceinline__ void stage_floats(float *dst, const float *src, int count)
+{
+    using namespace s4d_async;
+    int head = 0;
+    if ((reinterpret_cast<uintptr_t>(src) & 15) == 0) {
+        head = count & ~3;
+        for (int i = threadIdx.x * 4; i < head; i += NT * 4)
+            cp_async16(dst + i, src + i, 16);
+    }
+    for (int i = head + threadIdx.x; i < count; i += NT)
+        cp_async4(dst + i, src + i, 4);
+}
+
+/* Waits until at most n (0 .. 7) of this thread's copy groups are in flight. */
+__device__ __forceinline__ void wait_groups(int n)
+{
+    using namespace s4d_async;
+    switch (n) {
+    case 0: cp_async_wait<0>(); break;
+    case 1: cp_async_wait<1>(); break;
+    case 2: cp_async_wait<2>(); break;
+    case 3: cp_async_wait<3>(); break;
+    case 4: cp_async_wait<4>(); break;
+    case 5: cp_async_wait<5>(); break;
+    case 6: cp_async_wait<6>(); break;
+    default: cp_async_wait<7>(); break;
+    }
+}
+
+template <int ROWS>
+__global__ void __launch_bounds__(NT)
+    mlp_staged_kernel(const __grid_constant__ s4d_cuda_mlp_desc d, const float *__restrict__ x, float *__restrict__ y)
+{
+    S4D_KERNEL_BEGIN_CONSTANTS_FIRST();
+    static_assert(ROWS <= WARPS, "one warp normalises one row");
+    extern __shared__ __align__(16) float sm[];
+    float(*buf)[ROWS][STRIDE] = reinterpret_cast<float(*)[ROWS][STRIDE]>(sm);
+    float *params = sm + 2 * ROWS * STRIDE;
+    /* 1. every layer's constants, one copy group per layer */
+    {
+        float *p = params;
+        for (int l = 0; l < d.layers; l++) {
+            const s4d_cuda_mlp_layer &L = d.layer[l];
+            stage_floats(p, L.w, L.k * L.n);
+            p += seg4(L.k * L.n);
+            if (L.bias) {
+                stage_floats(p, L.bias, L.n);
+                p += seg4(L.n);
+            }
+            if (L.scale) {
+                stage_floats(p, L.scale, L.n);
+                p += seg4(L.n);
+            }
+            if (L.shift) {
+                stage_floats(p, L.shift, L.n);
+                p += seg4(L.n);
+            }
+            s4d_async::cp_async_commit();
+        }
+    }
+    /* 2. the rows, once the kernel before this one is done with them */
+    S4D_KERNEL_WAIT();
+    const int64_t row0 = (int64_t)blockIdx.x * ROWS;
+    const int k0 = d.layer[0].k;
+    for (int i = threadIdx.x; i < ROWS * k0; i += NT) {
+        const int r = i / k0, c = i % k0;
+        const int64_t gr = row0 + r;
+        buf[0][r][c] = gr < d.rows ? x[gr * d.x_cols + d.begin + c] : 0.0f;
+    }
+    int cur = 0;
+    float *p = params;
+    for (int l = 0; l < d.layers; l++) {
+        const s4d_cuda_mlp_layer &L = d.layer[l];
+        wait_groups(d.layers - 1 - l);
+        __syncthreads(); /* layer l's constants and its input rows are there */
+        float *w = p;
+        p += seg4(L.k * L.n);
+        const float *bias = L.bias ? p : nullptr;
+        p += L.bias ? seg4(L.n) : 0;
+        const float *scale = L.scale ? p : nullptr;
+        p += L.scale ? seg4(L.n) : 0;
+        const float *shift = L.shift ? p : nullptr;
+        p += L.shift ? seg4(L.n) : 0;
+        layer_product<ROWS, 4, true>(L, buf[cur], buf[cur ^ 1], w, bias);
+        if (scale) {
+            __syncthreads();
+            if ((int)(threadIdx.x / 32) < ROWS)
+                layer_norm_rows<false>(L, scale, shift, buf[cur ^ 1]);
+        }
+        cur ^= 1;
+    }
+    __syncthreads();
     const int n = d.layer[d.layers - 1].n;
     for (int i = threadIdx.x; i < ROWS * n; i += NT) {
         const int r = i / n, c = i % n;
@@ -264,9 +407,39 @@ extern "C" int s4d_cuda_mlp_preferred(const s4d_cuda_mlp_desc *d, const char **w
    that four times as many SMs stream W and each adds up a quarter of the rows (a head with a
    few hundred instances: tiny's 128 rows are 16 blocks of 8 or 64 of 2). S4D_CUDA_MLP_ROWS=8,
    2 or 1 in the environment forces one (to compare; 1 row per block, in tiles of 44 rows of W,
-   only that way). */
+   only that way).
+   With 2 rows per block the chain's constants go through shared memory all at once where they
+   fit (mlp_staged_kernel): the grid leaves SMs idle anyway, and the latency of each tile, bias
+   and Scale is what the kernel waits on. With 8 rows per block the tiled kernel stays: a staged
+   block of the v3 head's anchor encoder on 900 rows (up to 221 KB of shared memory) leaves one
+   block per SM and keeps the graph's other branches off those SMs, and even the small chains
+   staged made the v3 head slower (H100, 2026-12-06: 4.60 -> 4.64-4.67 ms) while the tiny
+   head, all of whose chains take 2 rows per block, went from 0.717 to 0.631 ms.
+   S4D_CUDA_MLP_STAGED=0 keeps the tiled kernel everywhere. */
 namespace {
-int rows_per_block(int64_t rows)
+
+/* The current device's SM count and opt-in shared memory per block, read once per device (a
+   benign race: every writer stores the same); 0 when unknown. */
+void device_limits(int *sms, int *optin)
+{
+    static volatile int sms_of[64], optin_of[64];
+    *sms = *optin = 0;
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64)
+        return;
+    if (!sms_of[dev]) {
+        int a = 0, b = 0;
+        if (cudaDeviceGetAttribute(&a, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || a < 1 ||
+            cudaDeviceGetAttribute(&b, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+            return;
+        optin_of[dev] = b;
+        sms_of[dev] = a;
+    }
+    *sms = sms_of[dev];
+    *optin = optin_of[dev];
+}
+
+int rows_per_block(int64_t rows, int sms)
 {
     static const int forced = [] {
         const char *e = getenv("S4D_CUDA_MLP_ROWS");
@@ -274,18 +447,28 @@ int rows_per_block(int64_t rows)
     }();
     if (forced)
         return forced;
-    /* SMs per device, read once per device (a benign race: every writer stores the same). */
-    static volatile int sms_of[64];
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64)
+    if (sms < 1)
         return 8;
-    if (!sms_of[dev]) {
-        int sms = 0;
-        if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1)
-            return 8;
-        sms_of[dev] = sms;
-    }
-    return (rows + 7) / 8 < sms_of[dev] / 2 ? 2 : 8;
+    return (rows + 7) / 8 < sms / 2 ? 2 : 8;
+}
+
+bool staged_allowed()
+{
+    static const bool on = [] {
+        const char *e = getenv("S4D_CUDA_MLP_STAGED");
+        return !(e && !strcmp(e, "0"));
+    }();
+    return on;
+}
+
+template <int ROWS>
+cudaError_t launch_staged(const s4d_cuda_mlp_desc *d, size_t bytes, const float *x, float *y, cudaStream_t stream)
+{
+    cudaError_t e = cudaFuncSetAttribute(mlp_staged_kernel<ROWS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+    if (e != cudaSuccess)
+        return e;
+    return s4d_launch(mlp_staged_kernel<ROWS>, dim3((unsigned)((d->rows + ROWS - 1) / ROWS)), dim3(NT), bytes, stream,
+                      *d, x, y);
 }
 
 } // namespace
@@ -298,8 +481,13 @@ extern "C" cudaError_t s4d_cuda_mlp(const s4d_cuda_mlp_desc *d, const float *x, 
     if (d->rows == 0)
         return cudaSuccess;
     cudaError_t e;
-    const int r = rows_per_block(d->rows);
-    if (r == 1)
+    int sms, optin;
+    device_limits(&sms, &optin);
+    const int r = rows_per_block(d->rows, sms);
+    const size_t staged = sizeof(float) * (size_t)(2 * r * STRIDE + staged_param_floats(*d));
+    if (r == 2 && staged_allowed() && staged <= (size_t)optin)
+        e = launch_staged<2>(d, staged, x, y, stream);
+    else if (r == 1)
         e = s4d_launch(mlp_kernel<1, 44>, dim3((unsigned)d->rows), dim3(NT), 0, stream, *d, x, y);
     else if (r == 2)
         e = s4d_launch(mlp_kernel<2, 40>, dim3((unsigned)((d->rows + 1) / 2)), dim3(NT), 0, stream, *d, x, y);

@@ -2,8 +2,10 @@
  * s4d::FusedMLP on CUDA: the glue between the schema's typed params
  * (ops/mlp.h) and the kernel (kernels/mlp.h). See cuda_backend.h for the
  * rules every kernel keeps. supports() takes float32 chains whose layers are
- * at most 256 wide; the fusion pass asks it for every link and for the
- * whole chain, so a wider layer stays a FusedMatMul. float16 is refused by
+ * at most 256 wide and whose weights, biases and LayerNorm parameters are
+ * constants (the kernel may stage them before the kernel ahead of it has
+ * finished); the fusion pass asks it for every link and for the whole chain,
+ * so a wider layer or a computed bias stays a FusedMatMul. float16 is refused by
  * the schema already: the layer stays float32 in fp16 builds.
  */
 #include <string.h>
@@ -44,6 +46,18 @@ static s4d_status mlp_supports(s4d_op_ctx *ctx)
     if (p->dtype != S4D_DTYPE_FLOAT32)
         return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "the kernel runs float32 only (got %s)",
                             s4d_dtype_name(p->dtype));
+    /* The kernel may read them before the kernel ahead of it has finished (kernels/mlp.cu). */
+    static const char *const part[4] = {"W", "bias", "Scale", "B"};
+    for (int i = 0; i < p->layers; i++) {
+        const int at = S4D_MLP_INPUT(i);
+        const int present[4] = {1, p->has_bias[i], p->norm[i], p->has_shift[i]};
+        for (int j = 0; j < 4; j++)
+            if (present[j] && !ctx->inputs[at + j].data)
+                return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED,
+                                    "layer %d's %s (input %d) is not a constant: the kernel takes "
+                                    "constant weights, biases and LayerNorm parameters only",
+                                    i, part[j], at + j);
+    }
     s4d_cuda_mlp_desc d;
     to_desc(ctx, p, &d);
     const char *why = "";
