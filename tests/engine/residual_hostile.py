@@ -3,6 +3,9 @@ device cannot run are refused at load with a clear error.
 
 usage: residual_hostile.py S4DEXEC PLUGINS SCRATCH [--device cpu|cuda]
 
+(engine.residual_hostile, engine_guarded.residual_hostile, engine.residual_hostile_host_only
+and cuda_engine.residual_hostile run it.)
+
 Builds an engine of (x W + b) + x on the device (the residual fusion makes it one FusedMatMul
 whose input 5 is x, src/passes/fuse_matmul.c), checks that it loads and runs as built, then edits
 the layer one way at a time (tests/fuzz/engine_file.py recomputes the sizes and the checksum, as
@@ -17,9 +20,7 @@ anyone can):
     kernels behind device memory) both must load and give the float64 values.
 Exit 77 when the device is CUDA and this machine has none.
 """
-import argparse
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -29,7 +30,8 @@ from onnx import TensorProto, helper, numpy_helper
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "fuzz"))
-from exec_util import NO_GPU, check_hostile_layers, fused_layer_of, layer_attr, load_inputs_flag  # noqa: E402
+from exec_util import (NO_GPU, check_hostile_layers, fused_layer_of, fusion_arg_parser, layer_attr,  # noqa: E402
+                       load_inputs_flag, s4dexec_plugins)
 from engine_file import EngineFile  # noqa: E402
 
 F32 = TensorProto.FLOAT
@@ -80,18 +82,8 @@ def edited(engine, path, edit):
     return path
 
 
-def s4dexec(exe, plugins, args):
-    return subprocess.run([exe, f"--plugins={plugins}", "--iterations=1", "--warmUp=0"] + args,
-                          capture_output=True, text=True, errors="replace", timeout=120)
-
-
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("s4dexec")
-    ap.add_argument("plugins")
-    ap.add_argument("scratch")
-    ap.add_argument("--device", default="cpu")
-    args = ap.parse_args()
+    args = fusion_arg_parser().parse_args()  # -k is accepted and ignored: one model
     os.makedirs(args.scratch, exist_ok=True)
     rng = np.random.default_rng(5)
     m, w, b = model(rng)
@@ -101,7 +93,7 @@ def main():
     onnx.save(m, onnx_path)
     engine = os.path.join(args.scratch, "good.s4de")
     inputs = load_inputs_flag(args.scratch, {"x": x, "v": v})
-    p = s4dexec(args.s4dexec, args.plugins, [f"--onnx={onnx_path}", f"--device={args.device}",
+    p = s4dexec_plugins(args.s4dexec, args.plugins, [f"--onnx={onnx_path}", f"--device={args.device}",
                                              f"--saveEngine={engine}", f"--exportOutput={args.scratch}/built"])
     said = p.stderr.strip()
     if p.returncode != 0 and args.device == "cuda" and ("no usable CUDA device" in said or "no CUDA device" in said
@@ -135,7 +127,7 @@ def main():
     for case, edit, why, want in cuda_only:
         path = edited(engine, os.path.join(args.scratch, f"{case}.s4de"), edit)
         out = os.path.join(args.scratch, f"{case}_out")
-        p = s4dexec(args.s4dexec, args.plugins, [f"--loadEngine={path}", inputs, f"--exportOutput={out}"])
+        p = s4dexec_plugins(args.s4dexec, args.plugins, [f"--loadEngine={path}", inputs, f"--exportOutput={out}"])
         msg = (p.stderr.strip().splitlines() or [""])[-1]
         if real_gpu:
             ok = p.returncode == 1 and why in p.stderr and layer["name"] in p.stderr

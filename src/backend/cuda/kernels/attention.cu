@@ -401,6 +401,16 @@ __global__ void __launch_bounds__(NT, 2) attn_kernel(Args a)
     }
 }
 
+/* The largest of a row's range maxima, 0 when every range is empty (-inf): what each range's
+   weight is taken relative to. */
+__device__ __forceinline__ float ranges_max(const Args &a, int64_t rows, int64_t row)
+{
+    float mx = -INFINITY;
+    for (int s = 0; s < a.splits; s++)
+        mx = fmaxf(mx, a.stats[(s * rows + row) * 2]);
+    return mx == -INFINITY ? 0.0f : mx;
+}
+
 /* Merges the key ranges' partials of four output columns of a row (dv a multiple of 4, the
    partials 16-byte aligned): the row's range weights are computed once for the four, and the
    partials read as float4. The same arithmetic in the same order as attn_combine below, so the
@@ -416,10 +426,7 @@ __global__ void attn_combine4(Args a)
         const int64_t row = idx / quads, col = idx % quads * 4;
         int64_t obase, ors;
         out_rows(g, row / g.nq, &obase, &ors);
-        float mx = -INFINITY;
-        for (int s = 0; s < a.splits; s++)
-            mx = fmaxf(mx, a.stats[(s * rows + row) * 2]);
-        const float muse = mx == -INFINITY ? 0.0f : mx;
+        const float muse = ranges_max(a, rows, row);
         float sum = 0.0f, acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         for (int s = 0; s < a.splits; s++) {
             const int64_t prow = s * rows + row;
@@ -452,10 +459,7 @@ __global__ void attn_combine(Args a)
         const int64_t row = idx / g.dv, col = idx % g.dv;
         int64_t obase, ors;
         out_rows(g, row / g.nq, &obase, &ors);
-        float mx = -INFINITY;
-        for (int s = 0; s < a.splits; s++)
-            mx = fmaxf(mx, a.stats[(s * rows + row) * 2]);
-        const float muse = mx == -INFINITY ? 0.0f : mx;
+        const float muse = ranges_max(a, rows, row);
         float sum = 0.0f, acc = 0.0f;
         for (int s = 0; s < a.splits; s++) {
             const int64_t prow = s * rows + row;

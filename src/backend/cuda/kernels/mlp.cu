@@ -103,6 +103,20 @@ __device__ __forceinline__ void tile_store(float *wt, int n, int k, int k0, cons
     }
 }
 
+/* The block's rows row0 .. row0 + ROWS - 1 of X, the K_0 columns layer 0 reads (zeros past the
+   last row). */
+template <int ROWS>
+__device__ __forceinline__ void load_rows(const s4d_cuda_mlp_desc &d, const float *__restrict__ x, int64_t row0,
+                                          float (*rows)[STRIDE])
+{
+    const int k0 = d.layer[0].k;
+    for (int i = threadIdx.x; i < ROWS * k0; i += NT) {
+        const int r = i / k0, c = i % k0;
+        const int64_t gr = row0 + r;
+        rows[r][c] = gr < d.rows ? x[gr * d.x_cols + d.begin + c] : 0.0f;
+    }
+}
+
 /* One layer: out[r][c] = act(in[r][:k] . w[:, c] + bias[c]) for the block's rows, sums in k order
    with FMA. Tiled: W comes through wt in tiles of KT rows that every thread of the block loads
    together (every thread calls it). Staged: wt holds all of W [k, n] and bias is in shared memory
@@ -210,12 +224,7 @@ __global__ void __launch_bounds__(NT)
     __shared__ __align__(16) float buf[2][ROWS][STRIDE];
     __shared__ __align__(16) float wt[KT * S4D_CUDA_MLP_MAX_WIDTH];
     const int64_t row0 = (int64_t)blockIdx.x * ROWS;
-    const int k0 = d.layer[0].k;
-    for (int i = threadIdx.x; i < ROWS * k0; i += NT) {
-        const int r = i / k0, c = i % k0;
-        const int64_t gr = row0 + r;
-        buf[0][r][c] = gr < d.rows ? x[gr * d.x_cols + d.begin + c] : 0.0f;
-    }
+    load_rows<ROWS>(d, x, row0, buf[0]);
     __syncthreads();
     int cur = 0;
     for (int l = 0; l < d.layers; l++) {
@@ -327,12 +336,7 @@ __global__ void __launch_bounds__(NT)
     /* 2. the rows, once the kernel before this one is done with them */
     S4D_KERNEL_WAIT();
     const int64_t row0 = (int64_t)blockIdx.x * ROWS;
-    const int k0 = d.layer[0].k;
-    for (int i = threadIdx.x; i < ROWS * k0; i += NT) {
-        const int r = i / k0, c = i % k0;
-        const int64_t gr = row0 + r;
-        buf[0][r][c] = gr < d.rows ? x[gr * d.x_cols + d.begin + c] : 0.0f;
-    }
+    load_rows<ROWS>(d, x, row0, buf[0]);
     int cur = 0;
     float *p = params;
     for (int l = 0; l < d.layers; l++) {
