@@ -117,6 +117,20 @@ __device__ __forceinline__ void load_rows(const s4d_cuda_mlp_desc &d, const floa
     }
 }
 
+/* The block's rows of the last layer's output back to Y (rows past the last one dropped). */
+template <int ROWS>
+__device__ __forceinline__ void store_out(const s4d_cuda_mlp_desc &d, const float (*rows)[STRIDE], int64_t row0,
+                                          float *__restrict__ y)
+{
+    const int n = d.layer[d.layers - 1].n;
+    for (int i = threadIdx.x; i < ROWS * n; i += NT) {
+        const int r = i / n, c = i % n;
+        const int64_t gr = row0 + r;
+        if (gr < d.rows)
+            y[gr * n + c] = rows[r][c];
+    }
+}
+
 /* One layer: out[r][c] = act(in[r][:k] . w[:, c] + bias[c]) for the block's rows, sums in k order
    with FMA. Tiled: W comes through wt in tiles of KT rows that every thread of the block loads
    together (every thread calls it). Staged: wt holds all of W [k, n] and bias is in shared memory
@@ -238,13 +252,7 @@ __global__ void __launch_bounds__(NT)
         }
         cur ^= 1;
     }
-    const int n = d.layer[d.layers - 1].n;
-    for (int i = threadIdx.x; i < ROWS * n; i += NT) {
-        const int r = i / n, c = i % n;
-        const int64_t gr = row0 + r;
-        if (gr < d.rows)
-            y[gr * n + c] = buf[cur][r][c];
-    }
+    store_out<ROWS>(d, buf[cur], row0, y);
 }
 
 /*
@@ -360,13 +368,7 @@ __global__ void __launch_bounds__(NT)
         cur ^= 1;
     }
     __syncthreads();
-    const int n = d.layer[d.layers - 1].n;
-    for (int i = threadIdx.x; i < ROWS * n; i += NT) {
-        const int r = i / n, c = i % n;
-        const int64_t gr = row0 + r;
-        if (gr < d.rows)
-            y[gr * n + c] = buf[cur][r][c];
-    }
+    store_out<ROWS>(d, buf[cur], row0, y);
 }
 
 } // namespace
