@@ -77,6 +77,14 @@ def fused_layer_of(e, op_type):
     return hits[0]
 
 
+def engine_tensor(e, name):
+    """The index of the one tensor called name in engine file e (engine_file.EngineFile)."""
+    hits = [i for i, t in enumerate(e.tensors) if t["name"] == name]
+    if len(hits) != 1:
+        raise RuntimeError(f"expected one tensor '{name}' in the engine, found {len(hits)}")
+    return hits[0]
+
+
 def fusion_arg_parser():
     """The arguments every fusion script takes: S4DEXEC PLUGINS SCRATCH [--device] [-k NAME]."""
     ap = argparse.ArgumentParser()

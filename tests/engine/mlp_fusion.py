@@ -40,8 +40,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "fuzz"))
 import mbconv_fusion  # noqa: E402
-from exec_util import (check_hostile_layers, check_reload, close, fusion_arg_parser,  # noqa: E402
-                       layer_attr, prepared_cases, run, summary)
+from exec_util import (check_hostile_layers, check_reload, close, engine_tensor,  # noqa: E402
+                       fusion_arg_parser, layer_attr, prepared_cases, run, summary)
 from engine_file import EngineFile  # noqa: E402
 
 NO_GPU = 77
@@ -252,14 +252,15 @@ def check_hostile(args, scratch):
     if not os.environ.get("S4D_TEST_BACKEND"):
         # A real GPU's kernel stages the constants before it waits for the kernel ahead of it: a
         # layer parameter computed at run time must be refused (the host kernels run it).
-        v = [i for i, t in enumerate(EngineFile.load(engine).tensors) if t["name"] == "v"]
-        if len(v) != 1:
-            print(f"FAIL hostile: expected one tensor 'v' in the engine, found {len(v)}")
+        try:
+            v = engine_tensor(EngineFile.load(engine), "v")
+        except RuntimeError as e:
+            print(f"FAIL hostile: {e}")
             return 1
 
         def scale_from_input(layer):
             ins = list(layer["inputs"])
-            ins[3] = v[0]  # layer 0's Scale
+            ins[3] = v  # layer 0's Scale
             layer["inputs"] = ins
         cases.append(("scale_not_constant", scale_from_input, "layer 0's Scale (input 3) is not a constant"))
     return check_hostile_layers(args.s4dexec, args.plugins, d, engine, "FusedMLP", cases, "FusedMLP edits")

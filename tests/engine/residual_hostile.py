@@ -30,8 +30,8 @@ from onnx import TensorProto, helper, numpy_helper
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "fuzz"))
-from exec_util import (NO_GPU, check_hostile_layers, fused_layer_of, fusion_arg_parser, layer_attr,  # noqa: E402
-                       load_inputs_flag, s4dexec_plugins)
+from exec_util import (NO_GPU, check_hostile_layers, engine_tensor, fused_layer_of,  # noqa: E402
+                       fusion_arg_parser, layer_attr, load_inputs_flag, s4dexec_plugins)
 from engine_file import EngineFile  # noqa: E402
 
 F32 = TensorProto.FLOAT
@@ -62,13 +62,6 @@ def set_input(slot, source):
         v[slot] = v[source] if isinstance(source, int) else engine_tensor(engine, source)
         layer["inputs"] = v
     return edit
-
-
-def engine_tensor(engine, name):
-    hits = [i for i, t in enumerate(engine.tensors) if t["name"] == name]
-    if len(hits) != 1:
-        raise RuntimeError(f"expected one tensor '{name}' in the engine, found {len(hits)}")
-    return hits[0]
 
 
 def relu(layer, engine=None):
