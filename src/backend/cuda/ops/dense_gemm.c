@@ -693,10 +693,14 @@ static s4d_status lt_choose(s4d_op_ctx *ctx, lt_state *st)
     size_t need = d_bytes + LT_WS_CAP + (p->a_const ? 0 : p->a_bytes) + (p->b_const ? 0 : p->b_bytes) +
                   (p->c_kind == LT_C_MATRIX && !p->c_const ? p->c_bytes : 0);
     const int fits = own_fits(ctx, st);
-    /* Products of fewer than 4096 outputs are not timed: the heuristic's first does as
-       well there, and timing costs build time; except one that normalises, where the own
-       kernel saves the normalisation's launch. */
-    const int worth_timing = p->batch * p->m * p->n >= 4096 || (own_normalises(p) && fits);
+    /* Every product is timed, the smallest too: for the head's products of a few hundred
+       outputs (3 x 3 rotations of 96 anchors) the heuristic's first is a split-K pair of
+       kernels, twice a launch's latency on the head's critical path. S4D_GEMM_TIME_SMALL=0
+       takes the heuristic's first below 4096 outputs again (one that normalises on the own
+       kernel excepted), for comparison. */
+    const char *small_env = getenv("S4D_GEMM_TIME_SMALL");
+    const int time_small = !(small_env && strcmp(small_env, "0") == 0);
+    const int worth_timing = time_small || p->batch * p->m * p->n >= 4096 || (own_normalises(p) && fits);
     const char *log_env = getenv("S4D_GEMM_LOG");
     const int gemm_log = log_env && log_env[0] && strcmp(log_env, "0") != 0;
     if (gemm_log)
