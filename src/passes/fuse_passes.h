@@ -45,6 +45,12 @@ s4d_status s4d_pass_fuse_conv_act_more(s4d_ir_graph *g, char *err, size_t errsz)
 /* [Conv 1x1 ->] depthwise Conv -> Conv 1x1 (each possibly fused above) -> FusedMBConv when the
    device has a kernel for it (fuse_mbconv.c); S4D_FUSE_MBCONV=0 turns it off. */
 s4d_status s4d_pass_fuse_mbconv(s4d_ir_graph *g, char *err, size_t errsz);
+/*
+ * MatMul(Add(X, Y), constant W [K, N]) where X and Y broadcast to at least twice their rows
+ * together -> Add(MatMul(X, W) [+ the bias after it], MatMul(Y, W)) (distribute_matmul.c);
+ * before the MatMul fusions. S4D_DISTRIBUTE_MATMUL=0 turns it off.
+ */
+s4d_status s4d_pass_distribute_matmul(s4d_ir_graph *g, char *err, size_t errsz);
 /* MatMul(A, constant 2-D W) [-> Add(constant [N] bias)] [-> Relu] -> FusedMatMul. */
 s4d_status s4d_pass_fuse_matmul_add(s4d_ir_graph *g, char *err, size_t errsz);
 /*
