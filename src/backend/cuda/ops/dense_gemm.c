@@ -654,6 +654,29 @@ static void lt_log_candidate(const s4d_op_ctx *ctx, int i, const uint32_t *cfg, 
             ms);
 }
 
+/*
+ * A product too small to time: the own float32 kernel where it fits, else the heuristic's first
+ * candidate that does not split K. For a few hundred outputs (the head's 3 x 3 rotations of 96
+ * anchors) cuBLASLt's first is split-K 16, a product kernel and a reduction kernel: two launch
+ * latencies on the head's critical path where one does. S4D_GEMM_SMALL=heuristic takes the
+ * heuristic's first again (to compare).
+ */
+static void small_choice(int nc, uint32_t (*cfg)[LT_NCFG], const int *raw, int own_ok, int *best, int *own)
+{
+    const char *env = getenv("S4D_GEMM_SMALL");
+    if (env && strcmp(env, "heuristic") == 0)
+        return;
+    if (own_ok) {
+        *own = 1;
+        return;
+    }
+    for (int i = 0; i < nc; i++)
+        if (!raw[i] && cfg[i][2] <= 1) { /* CUBLASLT_ALGO_CONFIG_SPLITK_NUM */
+            *best = i;
+            return;
+        }
+}
+
 /* Chooses st->algo among the heuristic's candidates, timing them on scratch buffers when they fit. */
 static s4d_status lt_choose(s4d_op_ctx *ctx, lt_state *st)
 {
@@ -693,14 +716,11 @@ static s4d_status lt_choose(s4d_op_ctx *ctx, lt_state *st)
     size_t need = d_bytes + LT_WS_CAP + (p->a_const ? 0 : p->a_bytes) + (p->b_const ? 0 : p->b_bytes) +
                   (p->c_kind == LT_C_MATRIX && !p->c_const ? p->c_bytes : 0);
     const int fits = own_fits(ctx, st);
-    /* Every product is timed, the smallest too: for the head's products of a few hundred
-       outputs (3 x 3 rotations of 96 anchors) the heuristic's first is a split-K pair of
-       kernels, twice a launch's latency on the head's critical path. S4D_GEMM_TIME_SMALL=0
-       takes the heuristic's first below 4096 outputs again (one that normalises on the own
-       kernel excepted), for comparison. */
-    const char *small_env = getenv("S4D_GEMM_TIME_SMALL");
-    const int time_small = !(small_env && strcmp(small_env, "0") == 0);
-    const int worth_timing = time_small || p->batch * p->m * p->n >= 4096 || (own_normalises(p) && fits);
+    /* Products of fewer than 4096 outputs are not timed: timing costs build time and, for
+       kernels this short, would choose by noise, differently from one build to the next.
+       They run as one kernel instead (small_choice), except one that normalises, where the
+       own kernel's epilogue is timed against the normalisation's launch. */
+    const int worth_timing = p->batch * p->m * p->n >= 4096 || (own_normalises(p) && fits);
     const char *log_env = getenv("S4D_GEMM_LOG");
     const int gemm_log = log_env && log_env[0] && strcmp(log_env, "0") != 0;
     if (gemm_log)
@@ -712,6 +732,8 @@ static s4d_status lt_choose(s4d_op_ctx *ctx, lt_state *st)
     const int own_ok = fits && !(force && strcmp(force, "cublaslt") == 0);
     const int force_own = own_ok && force && strcmp(force, "own") == 0;
     int own = force_own;
+    if (!worth_timing)
+        small_choice(nc, cfg, raw, own_ok, &best, &own);
     if ((nc > 1 || own_ok) && worth_timing && need <= LT_SCRATCH_CAP && need < s4d_dense_free_bytes() / 2) {
         s4d_dense_scratch sc;
         memset(&sc, 0, sizeof sc);
