@@ -655,16 +655,22 @@ static void lt_log_candidate(const s4d_op_ctx *ctx, int i, const uint32_t *cfg, 
 }
 
 /*
- * A product too small to time: the own float32 kernel where it fits, else the heuristic's first
- * candidate that does not split K. For a few hundred outputs (the head's 3 x 3 rotations of 96
- * anchors) cuBLASLt's first is split-K 16, a product kernel and a reduction kernel: two launch
- * latencies on the head's critical path where one does. S4D_GEMM_SMALL=heuristic takes the
- * heuristic's first again (to compare).
+ * A product too small to time. With a short K (at most SMALL_SHORT_K) it runs as one kernel:
+ * the own float32 kernel where it fits, else the heuristic's first candidate that does not
+ * split K. For the head's 3 x 3 rotations of 96 anchors cuBLASLt's first is split-K 16, a
+ * product kernel and a reduction kernel: two launch latencies on the head's critical path
+ * where one does. With a long K (the v3 head has 900 x 2 x 256 and 6 x 256 x 256) the
+ * heuristic's choice stays, split-K included: with every small product on one kernel the v3
+ * head's graph took 4.516 ms against 4.465 with the heuristic's choices (H100, 2026-12-06),
+ * the own kernel's few blocks each walking all of K. S4D_GEMM_SMALL=heuristic takes the
+ * heuristic's first for every small product (to compare).
  */
-static void small_choice(int nc, uint32_t (*cfg)[LT_NCFG], const int *raw, int own_ok, int *best, int *own)
+#define SMALL_SHORT_K 64
+static void small_choice(const lt_problem *p, int nc, uint32_t (*cfg)[LT_NCFG], const int *raw, int own_ok,
+                         int *best, int *own)
 {
     const char *env = getenv("S4D_GEMM_SMALL");
-    if (env && strcmp(env, "heuristic") == 0)
+    if ((env && strcmp(env, "heuristic") == 0) || p->k > SMALL_SHORT_K)
         return;
     if (own_ok) {
         *own = 1;
@@ -733,7 +739,7 @@ static s4d_status lt_choose(s4d_op_ctx *ctx, lt_state *st)
     const int force_own = own_ok && force && strcmp(force, "own") == 0;
     int own = force_own;
     if (!worth_timing)
-        small_choice(nc, cfg, raw, own_ok, &best, &own);
+        small_choice(p, nc, cfg, raw, own_ok, &best, &own);
     if ((nc > 1 || own_ok) && worth_timing && need <= LT_SCRATCH_CAP && need < s4d_dense_free_bytes() / 2) {
         s4d_dense_scratch sc;
         memset(&sc, 0, sizeof sc);
