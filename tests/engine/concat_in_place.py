@@ -25,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "fuzz"))
 from exec_util import (case_pairs, check_reload, compare_pair, fusion_arg_parser,  # noqa: E402
-                       load_inputs_flag, run, summary)
+                       load_inputs_flag, pass_run, run, summary)
 from engine_file import EngineFile  # noqa: E402
 from residual_fusion import build  # noqa: E402  (a float32 graph of (op, ins, out, attrs) nodes)
 
@@ -51,16 +51,8 @@ def reference(case):
 
 
 def engine_run(args, d, tag, path, case, in_place, extra=()):
-    outd = os.path.join(d, f"out_{tag}")
-    env = dict(os.environ)
-    if not in_place:
-        env["S4D_CONCAT_IN_PLACE"] = "0"
-    p = run(args.s4dexec, [f"--onnx={path}", f"--plugins={args.plugins}", f"--device={args.device}",
-                           "--iterations=1", "--warmUp=0", "--dumpLayerInfo",
-                           load_inputs_flag(d, case.inputs), f"--exportOutput={outd}",
-                           f"--saveEngine={d}/{tag}.s4d"] + list(extra), env)
-    marked = sum(1 for line in p.stdout.splitlines() if line.rstrip().endswith(" in place"))
-    return marked, {k: np.load(os.path.join(outd, f"{k}.npy")) for k in case.outputs}
+    text, outs = pass_run(args, d, tag, path, case, "S4D_CONCAT_IN_PLACE", in_place, extra)
+    return sum(1 for line in text.splitlines() if line.rstrip().endswith(" in place")), outs
 
 
 def make_cases(rng):

@@ -123,13 +123,31 @@ def check_reload(args, engine, inputs, d, built, what, msgs, env=None, outdir="l
             msgs.append(f"output {k}: the loaded {what} differs from the built one")
 
 
-def run_dump(args, d, path, inputs, outd, device=None, env=None, flags=()):
+def run_dump_text(args, d, path, inputs, outd, device=None, env=None, flags=()):
     """One run of the model at path on the device (args.device by default) with the inputs saved
-    under d, its layer list dumped and its outputs exported to outd; the layer types."""
+    under d, its layer list dumped and its outputs exported to outd; s4dexec's output."""
     p = run(args.s4dexec, [f"--onnx={path}", f"--plugins={args.plugins}", f"--device={device or args.device}",
                            "--iterations=1", "--warmUp=0", "--dumpLayerInfo",
                            load_inputs_flag(d, inputs), f"--exportOutput={outd}"] + list(flags), env)
-    return layer_types(p.stdout)
+    return p.stdout
+
+
+def run_dump(args, d, path, inputs, outd, device=None, env=None, flags=()):
+    """run_dump_text's run; the layer types."""
+    return layer_types(run_dump_text(args, d, path, inputs, outd, device, env, flags))
+
+
+def pass_run(args, d, tag, path, case, off_var, on, extra=()):
+    """One build and run of case (inputs, outputs) from the model at path, with the pass on, or
+    off (off_var=0 in the environment); the engine saved as d/<tag>.s4d and the outputs exported
+    to d/out_<tag>: (s4dexec's output, {output name: array})."""
+    outd = os.path.join(d, f"out_{tag}")
+    env = dict(os.environ)
+    if not on:
+        env[off_var] = "0"
+    text = run_dump_text(args, d, path, case.inputs, outd, env=env,
+                         flags=[f"--saveEngine={d}/{tag}.s4d"] + list(extra))
+    return text, {k: np.load(os.path.join(outd, f"{k}.npy")) for k in case.outputs}
 
 
 NO_GPU = 77

@@ -22,18 +22,17 @@ import os
 import sys
 
 import numpy as np
-from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from exec_util import (case_pairs, check_reload, close, compare_pair, fusion_arg_parser,  # noqa: E402
-                       load_inputs_flag, report_case, run, summary)
+                       load_inputs_flag, pass_run, report_case, summary)
+from residual_fusion import build, reference  # noqa: E402  (float32 graphs of (op, ins, out, attrs))
 
-F32 = TensorProto.FLOAT
 PRODUCTS = ("MatMul", "FusedMatMul", "FusedMLP")
 
 
 class Case:
-    """nodes: (op, inputs, output); extra: the product layers the distributed engine has more."""
+    """nodes: (op, inputs, output, attrs); extra: the product layers the distributed engine has more."""
 
     def __init__(self, name, nodes, inputs, consts, outputs, extra):
         self.name, self.nodes, self.inputs, self.consts = name, nodes, inputs, consts
@@ -54,16 +53,16 @@ def sum_product(rng, name, xs, ys, n, bias=True, relu=False, swap=False, extra=1
     """(X + Y) W [+ b] [-> ReLU] -> y."""
     k = max(xs[-1], ys[-1])
     consts = {"w": weights(rng, k, n)}
-    nodes = [("Add", ["y_in", "x"] if swap else ["x", "y_in"], "s"), ("MatMul", ["s", "w"], "p")]
+    nodes = [("Add", ["y_in", "x"] if swap else ["x", "y_in"], "s", {}), ("MatMul", ["s", "w"], "p", {})]
     last = "p"
     if bias:
         consts["b"] = rng.uniform(-0.5, 0.5, n).astype(np.float32)
-        nodes.append(("Add", [last, "b"], "pb"))
+        nodes.append(("Add", [last, "b"], "pb", {}))
         last = "pb"
     if relu:
-        nodes.append(("Relu", [last], "r"))
+        nodes.append(("Relu", [last], "r", {}))
         last = "r"
-    nodes[-1] = nodes[-1][:2] + ("y",)
+    nodes[-1] = nodes[-1][:2] + ("y", {})
     return Case(name, nodes, {"x": u(rng, xs), "y_in": u(rng, ys)}, consts, ["y"], extra)
 
 
@@ -76,7 +75,7 @@ def shared_sum(rng):
 
 def computed_w(rng):
     """W is an input, not a constant."""
-    nodes = [("Add", ["x", "y_in"], "s"), ("MatMul", ["s", "wv"], "y")]
+    nodes = [("Add", ["x", "y_in"], "s", {}), ("MatMul", ["s", "wv"], "y", {})]
     return Case("near_miss_computed_w", nodes,
                 {"x": u(rng, (1, 9, 1, 16)), "y_in": u(rng, (1, 1, 6, 16)), "wv": u(rng, (16, 8))}, {}, ["y"], 0)
 
@@ -91,34 +90,8 @@ def make_cases(rng):
             sum_product(rng, "near_miss_last_axis_broadcast", (1, 9, 1, 1), (1, 1, 6, 16), 8, extra=0)]
 
 
-def build(case):
-    nodes = [helper.make_node(op, ins, [out], name=f"n{i}_{op}") for i, (op, ins, out) in enumerate(case.nodes)]
-    inits = [numpy_helper.from_array(v, k) for k, v in case.consts.items()]
-    g_in = [helper.make_tensor_value_info(k, F32, list(v.shape)) for k, v in case.inputs.items()]
-    g_out = [helper.make_tensor_value_info(k, F32, None) for k in case.outputs]
-    g = helper.make_graph(nodes, case.name, g_in, g_out, inits)
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-
-
-def reference(case):
-    """float64 NumPy evaluation of the graph."""
-    env = {k: v.astype(np.float64) for k, v in list(case.inputs.items()) + list(case.consts.items())}
-    for op, ins, out in case.nodes:
-        a = [env[i] for i in ins]
-        env[out] = {"MatMul": lambda: np.matmul(a[0], a[1]), "Add": lambda: a[0] + a[1],
-                    "Relu": lambda: np.maximum(a[0], 0.0)}[op]()
-    return {k: env[k] for k in case.outputs}
-
-
 def engine_run(args, d, tag, path, case, on, extra=()):
-    outd = os.path.join(d, f"out_{tag}")
-    env = dict(os.environ)
-    if not on:
-        env["S4D_DISTRIBUTE_MATMUL"] = "0"
-    p = run(args.s4dexec, [f"--onnx={path}", f"--plugins={args.plugins}", f"--device={args.device}",
-                           "--iterations=1", "--warmUp=0", "--dumpLayerInfo", load_inputs_flag(d, case.inputs),
-                           f"--exportOutput={outd}", f"--saveEngine={d}/{tag}.s4d"] + list(extra), env)
-    return p.stdout, {k: np.load(os.path.join(outd, f"{k}.npy")) for k in case.outputs}
+    return pass_run(args, d, tag, path, case, "S4D_DISTRIBUTE_MATMUL", on, extra)
 
 
 def products(dump):

@@ -29,7 +29,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from exec_util import (case_pairs, check_reload, close, compare_pair, fusion_arg_parser,  # noqa: E402
-                       load_inputs_flag, report_case, run_dump, summary)
+                       layer_types, load_inputs_flag, pass_run, report_case, summary)
 
 F32 = TensorProto.FLOAT
 
@@ -188,13 +188,8 @@ def make_cases(rng):
 
 
 def engine_run(args, d, tag, path, case, fused, extra=()):
-    outd = os.path.join(d, f"out_{tag}")
-    env = dict(os.environ)
-    if not fused:
-        env["S4D_FUSE_RESIDUAL"] = "0"
-    types = run_dump(args, d, path, case.inputs, outd, env=env,
-                     flags=[f"--saveEngine={d}/{tag}.s4d"] + list(extra))
-    return types, {k: np.load(os.path.join(outd, f"{k}.npy")) for k in case.outputs}
+    text, outs = pass_run(args, d, tag, path, case, "S4D_FUSE_RESIDUAL", fused, extra)
+    return layer_types(text), outs
 
 
 def main():

@@ -28,7 +28,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from exec_util import (case_pairs, check_reload, compare_pair, eltwise_tolerance,  # noqa: E402
-                       fusion_arg_parser, load_inputs_flag, report_case, run_dump, summary)
+                       fusion_arg_parser, layer_types, load_inputs_flag, pass_run, report_case, summary)
 
 F32, BOOL, I64 = TensorProto.FLOAT, TensorProto.BOOL, TensorProto.INT64
 NP_TO_ONNX = {np.dtype(np.float32): F32, np.dtype(np.bool_): BOOL, np.dtype(np.int64): I64}
@@ -100,13 +100,8 @@ def reference(case):
 
 
 def engine_run(args, d, tag, path, case, fold, extra=()):
-    outd = os.path.join(d, f"out_{tag}")
-    env = dict(os.environ)
-    if not fold:
-        env["S4D_FOLD_VIEWS"] = "0"
-    flags = [f"--saveEngine={d}/{tag}.s4d"] + list(extra)
-    types = run_dump(args, d, path, case.inputs, outd, env=env, flags=flags)
-    return types, {k: np.load(os.path.join(outd, f"{k}.npy")) for k in case.outputs}
+    text, outs = pass_run(args, d, tag, path, case, "S4D_FOLD_VIEWS", fold, extra)
+    return layer_types(text), outs
 
 
 def i64(*v):
