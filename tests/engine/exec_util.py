@@ -221,6 +221,16 @@ def compare_pair(names, got_a, got_b, want, tol, tags, msgs, bitwise=True):
                 msgs.append(f"output {k} ({tag}) vs float64: {what}")
 
 
+def fp16_close(want, runs, msgs, tol=(2e-2, 2e-2)):
+    """For each (tag, {output name: array}) of runs (--fp16 builds): every output within tol
+    (rtol, atol) of the float64 reference want[name]; failures appended to msgs."""
+    for tag, outs in runs:
+        for k, got in outs.items():
+            ok, what = close(got.astype(np.float64), want[k], *tol)
+            if not ok:
+                msgs.append(f"output {k} ({tag}) vs float64: {what}")
+
+
 def report_case(name, msgs, layers_before, layers_after, fused, op_type, failures):
     """Prints a fusion case's line (ok or FAIL, the layer counts) and its messages; a failing
     case's name goes to failures."""

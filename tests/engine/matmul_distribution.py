@@ -24,7 +24,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from exec_util import (case_pairs, check_reload, close, compare_pair, fusion_arg_parser,  # noqa: E402
+from exec_util import (case_pairs, check_reload, compare_pair, fp16_close, fusion_arg_parser,  # noqa: E402
                        load_inputs_flag, pass_run, report_case, summary)
 from residual_fusion import build, reference  # noqa: E402  (float32 graphs of (op, ins, out, attrs))
 
@@ -126,12 +126,8 @@ def main():
         check_reload(args, f"{d}/distributed.s4d", load_inputs_flag(d, case.inputs), d, out_on,
                      "distributed engine", msgs)
         if args.device == "cuda":
-            for tag, on in (("distributed16", True), ("kept16", False)):
-                _, h = engine_run(args, d, tag, path, case, on, ["--fp16"])
-                for k in case.outputs:
-                    ok, what = close(h[k].astype(np.float64), want[k], 2e-2, 2e-2)
-                    if not ok:
-                        msgs.append(f"output {k} ({tag}) vs float64: {what}")
+            fp16_close(want, [(tag, engine_run(args, d, tag, path, case, on, ["--fp16"])[1])
+                              for tag, on in (("distributed16", True), ("kept16", False))], msgs)
         report_case(case.name, msgs, n_off, n_on, n_on, "product", failures)
     return summary(ran, failures)
 

@@ -28,7 +28,7 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from exec_util import (case_pairs, check_reload, close, compare_pair, fusion_arg_parser,  # noqa: E402
+from exec_util import (case_pairs, check_reload, compare_pair, fp16_close, fusion_arg_parser,  # noqa: E402
                        layer_types, load_inputs_flag, pass_run, report_case, summary)
 
 F32 = TensorProto.FLOAT
@@ -214,12 +214,8 @@ def main():
                      bitwise=not real_gpu)
         check_reload(args, f"{d}/fused.s4d", load_inputs_flag(d, case.inputs), d, out_f, "fused engine", msgs)
         if args.device == "cuda":
-            for tag, on in (("fused16", True), ("unfused16", False)):
-                _, h = engine_run(args, d, tag, path, case, on, ["--fp16"])
-                for k in case.outputs:
-                    ok, what = close(h[k].astype(np.float64), want[k], 2e-2, 2e-2)
-                    if not ok:
-                        msgs.append(f"output {k} ({tag}) vs float64: {what}")
+            fp16_close(want, [(tag, engine_run(args, d, tag, path, case, on, ["--fp16"])[1])
+                              for tag, on in (("fused16", True), ("unfused16", False))], msgs)
         report_case(case.name, msgs, len(types_u), len(types_f), types_f.count("FusedMatMul"),
                     "FusedMatMul", failures)
     return summary(ran, failures)
