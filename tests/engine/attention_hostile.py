@@ -13,7 +13,6 @@ dropped (the output's recorded shape no longer follows).
 import os
 import sys
 
-import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "fuzz"))
