@@ -154,7 +154,7 @@ static int append_add(dist *d, int at, int after, const char *name, int p, int q
 static s4d_status rewrite(dist *d, int m, int a, int xv, int yv, const int *uses)
 {
     s4d_ir_graph *g = d->g;
-    const int w = g->nodes[m].inputs[1], o = g->nodes[m].outputs[0];
+    const int sv = g->nodes[m].inputs[0], w = g->nodes[m].inputs[1], o = g->nodes[m].outputs[0];
     const s4d_dtype dt = g->values[o].t.dtype;
     const int b = bias_add_of(g, o, uses, g->values[w].t.dims[1], g->values[o].t.rank, dt);
     /* Names first: the node and value arrays may move when they grow. */
@@ -182,12 +182,14 @@ static s4d_status rewrite(dist *d, int m, int a, int xv, int yv, const int *uses
     an->outputs[0] = q;
     g->nodes[m].inputs[0] = xv;
     g->nodes[m].outputs[0] = p;
+    g->values[sv].producer = -1; /* the sum is no longer made; nothing reads it */
     int last = p, after = m;
     if (b >= 0) {
         s4d_ir_node *bn = &g->nodes[b];
         const int out = bn->outputs[0];
         bn->inputs[bn->inputs[0] == o ? 0 : 1] = p;
         bn->outputs[0] = pb;
+        g->values[o].producer = -1; /* the product of the sum; nothing reads it now */
         last = pb;
         after = b;
         if (append_add(d, b, after, aname, last, q, out) < 0)
