@@ -531,18 +531,7 @@ static s4d_status run_layer(s4d_context *c, int i, void *stream, void *workspace
             st = dv->be->synchronize(dv->bctx, stream, msg, sizeof msg);
     } else {
         s4d_op_ctx ctx;
-        memset(&ctx, 0, sizeof ctx);
-        ctx.node_name = l->name;
-        ctx.op_type = l->op_type;
-        ctx.opset = l->opset;
-        ctx.num_attrs = l->num_attrs;
-        ctx.attrs = l->attrs;
-        ctx.num_inputs = l->num_inputs;
-        ctx.inputs = in;
-        ctx.num_outputs = l->num_outputs;
-        ctx.outputs = out;
-        ctx.schema = l->schema;
-        ctx.params = l->params;
+        s4d_layer_op_ctx(l, in, out, msg, sizeof msg, &ctx);
         ctx.pool = dv->be->context_pool(dv->bctx);
         ctx.workspace = workspace ? workspace : dv->workspace;
         ctx.workspace_size = (size_t)l->workspace;
@@ -551,8 +540,6 @@ static s4d_status run_layer(s4d_context *c, int i, void *stream, void *workspace
         ctx.backend_ctx = dv->bctx;
         ctx.plugin = l->plugin;
         ctx.plugin_ctx = c->plugin_ctx[i];
-        ctx.err = msg;
-        ctx.err_size = sizeof msg;
         st = l->kernel->run(&ctx);
     }
     if (st != S4D_OK)

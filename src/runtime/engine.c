@@ -146,6 +146,25 @@ void s4d_engine_layer_tensors(const s4d_engine *e, const s4d_plan_layer *l, int 
     }
 }
 
+void s4d_layer_op_ctx(const s4d_plan_layer *l, s4d_tensor *in, s4d_tensor *out, char *msg,
+                      size_t msgsz, s4d_op_ctx *ctx)
+{
+    memset(ctx, 0, sizeof *ctx);
+    ctx->node_name = l->name;
+    ctx->op_type = l->op_type;
+    ctx->opset = l->opset;
+    ctx->num_attrs = l->num_attrs;
+    ctx->attrs = l->attrs;
+    ctx->num_inputs = l->num_inputs;
+    ctx->inputs = in;
+    ctx->num_outputs = l->num_outputs;
+    ctx->outputs = out;
+    ctx->schema = l->schema;
+    ctx->params = l->params;
+    ctx->err = msg;
+    ctx->err_size = msgsz;
+}
+
 /* Whether inference agrees with what the plan stores for each output. */
 static s4d_status same_outputs(const s4d_plan *p, const s4d_plan_layer *l, const s4d_tensor *got,
                                char *err, size_t errsz)
@@ -207,20 +226,7 @@ static s4d_status infer_op_layer(s4d_engine *e, s4d_plan_layer *l, int loading, 
     char msg[1024];
     msg[0] = 0;
     s4d_op_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.node_name = l->name;
-    ctx.op_type = l->op_type;
-    ctx.opset = l->opset;
-    ctx.num_attrs = l->num_attrs;
-    ctx.attrs = l->attrs;
-    ctx.num_inputs = l->num_inputs;
-    ctx.inputs = in;
-    ctx.num_outputs = l->num_outputs;
-    ctx.outputs = out;
-    ctx.schema = l->schema;
-    ctx.params = l->params;
-    ctx.err = msg;
-    ctx.err_size = sizeof msg;
+    s4d_layer_op_ctx(l, in, out, msg, sizeof msg, &ctx);
     st = s4d_op_infer(&ctx);
     if (st != S4D_OK) {
         s4d_fmt_err(err, errsz, loading ? S4D_ERR_PARSE : st, "layer '%s' (%s) does not infer: %s",
@@ -321,23 +327,10 @@ static s4d_status prepare_layer(s4d_engine *e, int index, int loading, char *err
        sees them where its kernel will read them. */
     s4d_engine_layer_tensors(e, l, 1, in, out);
     s4d_op_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.node_name = l->name;
-    ctx.op_type = l->op_type;
-    ctx.opset = l->opset;
-    ctx.num_attrs = l->num_attrs;
-    ctx.attrs = l->attrs;
-    ctx.num_inputs = l->num_inputs;
-    ctx.inputs = in;
-    ctx.num_outputs = l->num_outputs;
-    ctx.outputs = out;
-    ctx.schema = l->schema;
-    ctx.params = l->params;
+    s4d_layer_op_ctx(l, in, out, msg, sizeof msg, &ctx);
     ctx.backend_ctx = dv->prep;
     ctx.stream = be->context_stream(dv->prep);
     ctx.pool = be->context_pool(dv->prep);
-    ctx.err = msg;
-    ctx.err_size = sizeof msg;
     if (l->kernel->supports && (st = l->kernel->supports(&ctx)) != S4D_OK) {
         s4d_fmt_err(err, errsz, st, "layer '%s': the %s kernel does not take it: %s", l->name,
                     be->name, msg[0] ? msg : s4d_status_string(st));
