@@ -531,7 +531,7 @@ static s4d_status run_layer(s4d_context *c, int i, void *stream, void *workspace
             st = dv->be->synchronize(dv->bctx, stream, msg, sizeof msg);
     } else {
         s4d_op_ctx ctx;
-        s4d_layer_op_ctx(l, in, out, msg, sizeof msg, &ctx);
+        s4d_plan_layer_ctx(l, in, out, msg, sizeof msg, &ctx);
         ctx.pool = dv->be->context_pool(dv->bctx);
         ctx.workspace = workspace ? workspace : dv->workspace;
         ctx.workspace_size = (size_t)l->workspace;

@@ -146,8 +146,8 @@ void s4d_engine_layer_tensors(const s4d_engine *e, const s4d_plan_layer *l, int 
     }
 }
 
-void s4d_layer_op_ctx(const s4d_plan_layer *l, s4d_tensor *in, s4d_tensor *out, char *msg,
-                      size_t msgsz, s4d_op_ctx *ctx)
+void s4d_plan_layer_ctx(const s4d_plan_layer *l, s4d_tensor *in, s4d_tensor *out, char *msg,
+                        size_t msg_size, s4d_op_ctx *ctx)
 {
     memset(ctx, 0, sizeof *ctx);
     ctx->node_name = l->name;
@@ -161,8 +161,9 @@ void s4d_layer_op_ctx(const s4d_plan_layer *l, s4d_tensor *in, s4d_tensor *out, 
     ctx->outputs = out;
     ctx->schema = l->schema;
     ctx->params = l->params;
+    msg[0] = 0;
     ctx->err = msg;
-    ctx->err_size = msgsz;
+    ctx->err_size = msg_size;
 }
 
 /* Whether inference agrees with what the plan stores for each output. */
@@ -224,9 +225,8 @@ static s4d_status infer_op_layer(s4d_engine *e, s4d_plan_layer *l, int loading, 
         goto done;
     }
     char msg[1024];
-    msg[0] = 0;
     s4d_op_ctx ctx;
-    s4d_layer_op_ctx(l, in, out, msg, sizeof msg, &ctx);
+    s4d_plan_layer_ctx(l, in, out, msg, sizeof msg, &ctx);
     st = s4d_op_infer(&ctx);
     if (st != S4D_OK) {
         s4d_fmt_err(err, errsz, loading ? S4D_ERR_PARSE : st, "layer '%s' (%s) does not infer: %s",
@@ -279,7 +279,6 @@ static s4d_status prepare_layer(s4d_engine *e, int index, int loading, char *err
         return s4d_fmt_err(err, errsz, S4D_ERR_NO_MEMORY, "out of memory");
     }
     char msg[1024];
-    msg[0] = 0;
     if (l->kind == S4D_LAYER_PLUGIN) {
         if (!l->plugin) {
             st = s4d_bridge_deserialize(e->registry, l->plugin_namespace, l->plugin_name,
@@ -327,7 +326,7 @@ static s4d_status prepare_layer(s4d_engine *e, int index, int loading, char *err
        sees them where its kernel will read them. */
     s4d_engine_layer_tensors(e, l, 1, in, out);
     s4d_op_ctx ctx;
-    s4d_layer_op_ctx(l, in, out, msg, sizeof msg, &ctx);
+    s4d_plan_layer_ctx(l, in, out, msg, sizeof msg, &ctx);
     ctx.backend_ctx = dv->prep;
     ctx.stream = be->context_stream(dv->prep);
     ctx.pool = be->context_pool(dv->prep);

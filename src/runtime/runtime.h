@@ -41,10 +41,10 @@ struct s4d_engine {
 void s4d_engine_layer_tensors(const s4d_engine *e, const s4d_plan_layer *l, int host,
                               s4d_tensor *in, s4d_tensor *out);
 
-/* Zeroes *ctx and fills what every op context of layer l carries: its name, op, attributes,
-   schema, params, the tensors in and out, and the message buffer msg of msgsz bytes. */
-void s4d_layer_op_ctx(const s4d_plan_layer *l, s4d_tensor *in, s4d_tensor *out, char *msg,
-                      size_t msgsz, s4d_op_ctx *ctx);
+/* s4d_ir_node_ctx for a plan layer: *ctx zeroed, then l's name, op, attributes, schema and
+   params, the tensors in and out, and the message buffer msg (cleared) of msg_size bytes. */
+void s4d_plan_layer_ctx(const s4d_plan_layer *l, s4d_tensor *in, s4d_tensor *out, char *msg,
+                        size_t msg_size, s4d_op_ctx *ctx);
 
 /* Sets the engine's error message (thread-safe) and returns status. */
 s4d_status s4d_engine_set_error(s4d_engine *e, s4d_status status, const char *msg);
