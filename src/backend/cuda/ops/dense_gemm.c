@@ -73,6 +73,8 @@ static const struct {
     {CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, 2},
 };
 #define LT_NCFG ((int)(sizeof lt_cfg_attrs / sizeof lt_cfg_attrs[0]))
+/* Indices into a configuration (lt_cfg_attrs' order) that the code reads by name. */
+enum { LT_CFG_ALGO = 0, LT_CFG_TILE = 1, LT_CFG_SPLITK = 2, LT_CFG_STAGES = 6 };
 
 /* A product as the ops describe it (row major, element strides). */
 typedef struct lt_problem {
@@ -677,7 +679,7 @@ static void small_choice(const lt_problem *p, int nc, uint32_t (*cfg)[LT_NCFG], 
         return;
     }
     for (int i = 0; i < nc; i++)
-        if (!raw[i] && cfg[i][2] <= 1) { /* CUBLASLT_ALGO_CONFIG_SPLITK_NUM */
+        if (!raw[i] && cfg[i][LT_CFG_SPLITK] <= 1) {
             *best = i;
             return;
         }
@@ -983,9 +985,9 @@ static int lt_describe(const void *state, char *buf, size_t size)
         return n + snprintf(buf + n, size - (size_t)n, "cuBLASLt, %s, workspace %zu KiB%s", compute, st->ws >> 10,
                             norm);
     return n + snprintf(buf + n, size - (size_t)n,
-                        "cuBLASLt algo %u tile %u stages %u split-k %u, %s%s%s, workspace %zu KiB%s", cfg[0], cfg[1],
-                        cfg[6], cfg[2], compute, p->relu ? ", ReLU epilogue" : "",
-                        p->bias_epi ? ", bias epilogue" : "", st->ws >> 10, norm);
+                        "cuBLASLt algo %u tile %u stages %u split-k %u, %s%s%s, workspace %zu KiB%s",
+                        cfg[LT_CFG_ALGO], cfg[LT_CFG_TILE], cfg[LT_CFG_STAGES], cfg[LT_CFG_SPLITK], compute,
+                        p->relu ? ", ReLU epilogue" : "", p->bias_epi ? ", bias epilogue" : "", st->ws >> 10, norm);
 }
 
 /* Descriptors, then the algorithm: from the payload, the cache, or timing. */
