@@ -25,7 +25,7 @@
 #include "passes/fuse_passes.h"
 #include "util/util.h"
 
-/* Rows of value v's tensor over its last axis (its elements / the last dim); -1 when empty. */
+/* Rows of tensor t over its last axis (its elements / the last dim); -1 when empty. */
 static int64_t rows_of(const s4d_tensor *t)
 {
     if (t->rank < 1 || t->dims[t->rank - 1] <= 0)
@@ -114,20 +114,11 @@ static s4d_status oom(dist *d)
 /* Appends Add(p, q) -> out named "<name>/distributed" on node at's device, placed after node after. */
 static int append_add(dist *d, int at, int after, const char *name, int p, int q, int out)
 {
-    if (d->num_anchors == d->cap_anchors) {
-        const int cap = d->cap_anchors ? 2 * d->cap_anchors : 8;
-        s4d_fuse_anchor *na = realloc(d->anchors, (size_t)cap * sizeof *na);
-        if (!na)
-            return -1;
-        d->anchors = na;
-        d->cap_anchors = cap;
-    }
     char nm[700];
     snprintf(nm, sizeof nm, "%s/distributed", name);
     const int c = s4d_ir_add_node(d->g);
-    if (c < 0)
+    if (c < 0 || s4d_fuse_push_anchor(&d->anchors, &d->num_anchors, &d->cap_anchors, after, 1) != 0)
         return -1;
-    d->anchors[d->num_anchors++] = (s4d_fuse_anchor){after, 1};
     s4d_ir_graph *g = d->g;
     const s4d_ir_node *src = &g->nodes[at];
     s4d_ir_node *n = &g->nodes[c];
@@ -209,8 +200,7 @@ static s4d_status rewrite(dist *d, int m, int a, int xv, int yv, const int *uses
 
 s4d_status s4d_pass_distribute_matmul(s4d_ir_graph *g, char *err, size_t errsz)
 {
-    const char *env = getenv("S4D_DISTRIBUTE_MATMUL");
-    if (env && strcmp(env, "0") == 0)
+    if (s4d_fuse_switched_off("S4D_DISTRIBUTE_MATMUL"))
         return S4D_OK;
     int *uses = s4d_fuse_use_counts(g);
     if (!uses)

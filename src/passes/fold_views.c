@@ -355,8 +355,7 @@ static int after_chain(const s4d_ir_graph *g, const int *uses, int v, s4d_device
 /* Whether S4D_FOLD_VIEWS=0 turns the pass off. */
 static int fold_off(void)
 {
-    const char *env = getenv("S4D_FOLD_VIEWS");
-    return env && strcmp(env, "0") == 0;
+    return s4d_fuse_switched_off("S4D_FOLD_VIEWS");
 }
 
 /* Whether a view reads scattered elements (its innermost non-unit dim is not contiguous). */

@@ -188,8 +188,7 @@ static int match(const s4d_ir_graph *g, const int *uses, int i, chain *c)
         return 0;
     c->mm2 = j;
     c->v = m2->inputs[1];
-    const char *env = getenv("S4D_FUSE_ATTENTION_NEIGHBOURS");
-    if (!env || strcmp(env, "0") != 0) {
+    if (!s4d_fuse_switched_off("S4D_FUSE_ATTENTION_NEIGHBOURS")) {
         match_scale(g, uses, c);
         match_transpose_out(g, uses, c);
     }

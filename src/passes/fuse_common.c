@@ -25,6 +25,12 @@ int *s4d_fuse_use_counts(const s4d_ir_graph *g)
     return c;
 }
 
+int s4d_fuse_switched_off(const char *var)
+{
+    const char *env = getenv(var);
+    return env && strcmp(env, "0") == 0;
+}
+
 int s4d_fuse_consumer(const s4d_ir_graph *g, int v)
 {
     int producer = g->values[v].producer;
@@ -337,6 +343,20 @@ s4d_status s4d_fuse_supported_as(const s4d_ir_graph *g, int at, const char *op_t
     }
     free(n.params);
     return S4D_OK;
+}
+
+int s4d_fuse_push_anchor(s4d_fuse_anchor **anchors, int *num, int *cap, int node, int after)
+{
+    if (*num == *cap) {
+        const int grown = *cap ? 2 * *cap : 32;
+        s4d_fuse_anchor *a = realloc(*anchors, (size_t)grown * sizeof *a);
+        if (!a)
+            return -1;
+        *anchors = a;
+        *cap = grown;
+    }
+    (*anchors)[(*num)++] = (s4d_fuse_anchor){node, after};
+    return 0;
 }
 
 s4d_status s4d_fuse_place_appended(s4d_ir_graph *g, int first, const s4d_fuse_anchor *anchors, char *err,

@@ -29,8 +29,7 @@ static int is_bias(const s4d_tensor *c, int64_t n, int r, s4d_dtype dt)
  */
 static int norm_of(const s4d_ir_graph *g, int j, int y, const int *uses, int64_t n, int r, s4d_dtype dt, float *eps)
 {
-    const char *env = getenv("S4D_FUSE_MATMUL_NORM");
-    if (!s4d_fuse_is_op(g, j, "LayerNormalization") || (env && strcmp(env, "0") == 0))
+    if (!s4d_fuse_is_op(g, j, "LayerNormalization") || s4d_fuse_switched_off("S4D_FUSE_MATMUL_NORM"))
         return -1;
     const s4d_ir_node *ln = &g->nodes[j];
     if (ln->num_inputs < 2 || ln->inputs[0] != y || !is_bias(s4d_fuse_const(g, ln->inputs[1]), n, r, dt) ||
@@ -252,8 +251,7 @@ static s4d_status fuse_residual_at(s4d_ir_graph *g, int a, const int *uses, char
 
 s4d_status s4d_pass_fuse_matmul_residual(s4d_ir_graph *g, char *err, size_t errsz)
 {
-    const char *env = getenv("S4D_FUSE_RESIDUAL");
-    if (env && strcmp(env, "0") == 0)
+    if (s4d_fuse_switched_off("S4D_FUSE_RESIDUAL"))
         return S4D_OK;
     int *uses = s4d_fuse_use_counts(g);
     if (!uses)

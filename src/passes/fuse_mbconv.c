@@ -195,8 +195,7 @@ static s4d_status rewrite(s4d_ir_graph *g, int ei, int di, int pi, const mb_conv
 
 s4d_status s4d_pass_fuse_mbconv(s4d_ir_graph *g, char *err, size_t errsz)
 {
-    const char *env = getenv("S4D_FUSE_MBCONV");
-    if ((env && strcmp(env, "0") == 0) || g->num_nodes == 0)
+    if (s4d_fuse_switched_off("S4D_FUSE_MBCONV") || g->num_nodes == 0)
         return S4D_OK;
     int *uses = s4d_fuse_use_counts(g);
     if (!uses)

@@ -195,8 +195,7 @@ static s4d_status grow(const s4d_ir_graph *g, const int *uses, chain *c)
 
 s4d_status s4d_pass_fuse_mlp(s4d_ir_graph *g, char *err, size_t errsz)
 {
-    const char *env = getenv("S4D_FUSE_MLP");
-    if (env && strcmp(env, "0") == 0)
+    if (s4d_fuse_switched_off("S4D_FUSE_MLP"))
         return S4D_OK;
     int *uses = s4d_fuse_use_counts(g);
     if (!uses)

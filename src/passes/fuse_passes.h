@@ -126,6 +126,8 @@ int s4d_fold_views_feeds_movement(const s4d_ir_graph *g, const int *uses, int v,
 
 /* Per value: live consumer count, +1 when a graph output. Caller frees. */
 int *s4d_fuse_use_counts(const s4d_ir_graph *g);
+/* Whether environment variable var is "0": a pass's (or a fusion's) off switch. */
+int s4d_fuse_switched_off(const char *var);
 /* The one live node that consumes value v, or -1 (also when it sits on another device). */
 int s4d_fuse_consumer(const s4d_ir_graph *g, int v);
 /* Whether node ni is a live op node of (ONNX domain) op_type. */
@@ -176,5 +178,7 @@ typedef struct s4d_fuse_anchor {
    keeping the order topological; producers follow their nodes. */
 s4d_status s4d_fuse_place_appended(s4d_ir_graph *g, int first, const s4d_fuse_anchor *anchors, char *err,
                                    size_t errsz);
+/* Appends {node, after} to the growing array *anchors (*num used of *cap); -1 when out of memory. */
+int s4d_fuse_push_anchor(s4d_fuse_anchor **anchors, int *num, int *cap, int node, int after);
 
 #endif

@@ -328,8 +328,7 @@ static s4d_status rewrite(s4d_ir_graph *g, const tree *t, s4d_attr *attrs, int n
 
 s4d_status s4d_pass_fuse_pointwise(s4d_ir_graph *g, char *err, size_t errsz)
 {
-    const char *env = getenv("S4D_FUSE_POINTWISE");
-    if (env && strcmp(env, "0") == 0)
+    if (s4d_fuse_switched_off("S4D_FUSE_POINTWISE"))
         return S4D_OK;
     if (g->num_nodes == 0)
         return S4D_OK;

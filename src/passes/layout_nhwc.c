@@ -135,20 +135,6 @@ static void *permute4(const s4d_tensor *t, const int64_t *perm, int64_t *out_dim
     return dst;
 }
 
-static int push_anchor(lay *l, int node, int after)
-{
-    if (l->num_anchors == l->cap_anchors) {
-        int cap = l->cap_anchors ? l->cap_anchors * 2 : 32;
-        s4d_fuse_anchor *a = realloc(l->anchors, (size_t)cap * sizeof *a);
-        if (!a)
-            return -1;
-        l->anchors = a;
-        l->cap_anchors = cap;
-    }
-    l->anchors[l->num_anchors++] = (s4d_fuse_anchor){node, after};
-    return 0;
-}
-
 /*
  * Appends a Transpose src -> dst (perm of rank 4) on the device of node `at`, placed before
  * (after = 0) or after it; dst gets its shape from inference. Returns the node or -1.
@@ -161,7 +147,7 @@ static int add_transpose(lay *l, int at, int after, const char *suffix, int src,
     const s4d_device dev = g->nodes[at].device;
     int opset = s4d_ir_opset_version(g, "");
     int idx = s4d_ir_add_node(g);
-    if (idx < 0 || push_anchor(l, at, after) != 0)
+    if (idx < 0 || s4d_fuse_push_anchor(&l->anchors, &l->num_anchors, &l->cap_anchors, at, after) != 0)
         return -1;
     s4d_ir_node *n = &g->nodes[idx];
     n->name = s4d_strdup(name);
