@@ -137,16 +137,16 @@ def run_dump(args, d, path, inputs, outd, device=None, env=None, flags=()):
     return layer_types(run_dump_text(args, d, path, inputs, outd, device, env, flags))
 
 
-def pass_run(args, d, tag, path, case, off_var, on, extra=()):
+def pass_run(args, d, tag, path, case, off_var, on, extra=(), save=True):
     """One build and run of case (inputs, outputs) from the model at path, with the pass on, or
-    off (off_var=0 in the environment); the engine saved as d/<tag>.s4d and the outputs exported
-    to d/out_<tag>: (s4dexec's output, {output name: array})."""
+    off (off_var=0 in the environment); the engine saved as d/<tag>.s4d (unless save is false)
+    and the outputs exported to d/out_<tag>: (s4dexec's output, {output name: array})."""
     outd = os.path.join(d, f"out_{tag}")
     env = dict(os.environ)
     if not on:
         env[off_var] = "0"
     text = run_dump_text(args, d, path, case.inputs, outd, env=env,
-                         flags=[f"--saveEngine={d}/{tag}.s4d"] + list(extra))
+                         flags=([f"--saveEngine={d}/{tag}.s4d"] if save else []) + list(extra))
     return text, {k: np.load(os.path.join(outd, f"{k}.npy")) for k in case.outputs}
 
 

@@ -34,7 +34,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from exec_util import close, fusion_arg_parser, report_case, run_dump, summary  # noqa: E402
+from exec_util import close, fusion_arg_parser, layer_types, pass_run, report_case, summary  # noqa: E402
 
 F32 = TensorProto.FLOAT
 NO_GPU = 77
@@ -296,13 +296,9 @@ def make_cases(rng):
 
 
 def engine_run(args, d, tag, path, case, fuse, threads=None):
-    outd = os.path.join(d, f"out_{tag}")
-    env = dict(os.environ)
-    if not fuse:
-        env["S4D_FUSE_MBCONV"] = "0"
-    types = run_dump(args, d, path, case.gr.inputs, outd, env=env,
-                     flags=[f"--threads={threads}"] if threads else [])
-    return types, {k: np.load(os.path.join(outd, f"{k}.npy")) for k in case.gr.outputs}
+    text, outs = pass_run(args, d, tag, path, case.gr, "S4D_FUSE_MBCONV", fuse,
+                          [f"--threads={threads}"] if threads else [], save=False)
+    return layer_types(text), outs
 
 
 def main():

@@ -29,7 +29,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from exec_util import (case_pairs, compare_pair, eltwise_tolerance, fusion_arg_parser,  # noqa: E402
-                       report_case, run_dump, summary)
+                       layer_types, pass_run, report_case, summary)
 
 F32, BOOL, I64 = TensorProto.FLOAT, TensorProto.BOOL, TensorProto.INT64
 NP_TO_ONNX = {np.dtype(np.float32): F32, np.dtype(np.bool_): BOOL, np.dtype(np.int64): I64}
@@ -92,12 +92,8 @@ def reference(case):
 
 
 def engine_run(args, d, tag, path, case, fuse):
-    outd = os.path.join(d, f"out_{tag}")
-    env = dict(os.environ)
-    if not fuse:
-        env["S4D_FUSE_POINTWISE"] = "0"
-    types = run_dump(args, d, path, case.inputs, outd, env=env)
-    return types, {k: np.load(os.path.join(outd, f"{k}.npy")) for k in case.outputs}
+    text, outs = pass_run(args, d, tag, path, case, "S4D_FUSE_POINTWISE", fuse, save=False)
+    return layer_types(text), outs
 
 
 def make_cases(rng):
