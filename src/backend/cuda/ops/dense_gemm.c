@@ -1327,34 +1327,33 @@ struct s4d_conv_gemm {
     lt_state *st;
 };
 
-s4d_status s4d_conv_gemm_prepare(s4d_op_ctx *ctx, int64_t n, int64_t c, int64_t m, int64_t plane, int addend,
-                                 int relu, const void *w_const, const void *payload, size_t size,
-                                 s4d_conv_gemm **out)
+s4d_status s4d_conv_gemm_prepare_batch(s4d_op_ctx *ctx, int64_t batch, int64_t m, int64_t n, int64_t k, int64_t sa,
+                                       int64_t sb, int addend, int relu, const void *a_const, const void *payload,
+                                       size_t size, s4d_conv_gemm **out)
 {
     *out = NULL;
-    s4d_status s = lt_check_sizes(ctx, S4D_DTYPE_FLOAT32, m, plane, c, n);
+    s4d_status s = lt_check_sizes(ctx, S4D_DTYPE_FLOAT32, m, n, k, batch);
     if (s != S4D_OK)
         return s;
     lt_problem p;
     memset(&p, 0, sizeof p);
     p.dtype = S4D_DTYPE_FLOAT32;
     p.m = m;
-    p.n = plane;
-    p.k = c;
+    p.n = n;
+    p.k = k;
     p.alpha = 1.0;
     p.relu = relu;
     p.c_kind = addend ? LT_C_PRE : LT_C_NONE;
-    /* W [m, c] shared by the images (stride 0), X[i] [c, plane] one after another. */
-    const int64_t dims[1] = {n}, sa[1] = {0}, sb[1] = {c * plane};
-    lt_shape_batches(&p, 1, dims, sa, sb);
-    p.a_const = w_const;
-    p.a_bytes = sizeof(float) * (size_t)(m * c);
-    p.b_bytes = sizeof(float) * (size_t)(n * c * plane);
+    const int64_t dims[1] = {batch}, sav[1] = {sa}, sbv[1] = {sb};
+    lt_shape_batches(&p, 1, dims, sav, sbv);
+    p.a_const = a_const;
+    p.a_bytes = sizeof(float) * (size_t)((sa ? batch : 1) * m * k);
+    p.b_bytes = sizeof(float) * (size_t)(batch * k * n);
     s4d_conv_gemm *g = calloc(1, sizeof *g);
     if (!g)
         return s4d_op_error(ctx, S4D_ERR_NO_MEMORY, "out of memory");
     void *state = NULL;
-    s = lt_prepare(ctx, &p, n == 0 || m == 0 || plane == 0, payload, size, &state);
+    s = lt_prepare(ctx, &p, batch == 0 || m == 0 || n == 0, payload, size, &state);
     if (s != S4D_OK) {
         free(g);
         return s;
@@ -1362,6 +1361,15 @@ s4d_status s4d_conv_gemm_prepare(s4d_op_ctx *ctx, int64_t n, int64_t c, int64_t 
     g->st = state;
     *out = g;
     return S4D_OK;
+}
+
+s4d_status s4d_conv_gemm_prepare(s4d_op_ctx *ctx, int64_t n, int64_t c, int64_t m, int64_t plane, int addend,
+                                 int relu, const void *w_const, const void *payload, size_t size,
+                                 s4d_conv_gemm **out)
+{
+    /* W [m, c] shared by the images (stride 0), X[i] [c, plane] one after another. */
+    return s4d_conv_gemm_prepare_batch(ctx, n, m, plane, c, 0, c * plane, addend, relu, w_const, payload, size,
+                                       out);
 }
 
 s4d_status s4d_conv_gemm_run(s4d_op_ctx *ctx, const s4d_conv_gemm *g, const void *x, const void *w, void *y,

@@ -94,6 +94,14 @@ typedef struct s4d_conv_gemm s4d_conv_gemm;
 s4d_status s4d_conv_gemm_prepare(s4d_op_ctx *ctx, int64_t n, int64_t c, int64_t m, int64_t plane, int addend,
                                  int relu, const void *w_const, const void *payload, size_t size,
                                  s4d_conv_gemm **out);
+/*
+ * The same for any strided batch of row-major float32 products D[i] [m, n] =
+ * A[i] [m, k] B[i] [k, n]: A[i] at i * sa (0: shared), B[i] at i * sb, D[i] at
+ * i * m * n (the Winograd convolution's 36 products: A its transformed filter).
+ */
+s4d_status s4d_conv_gemm_prepare_batch(s4d_op_ctx *ctx, int64_t batch, int64_t m, int64_t n, int64_t k, int64_t sa,
+                                       int64_t sb, int addend, int relu, const void *a_const, const void *payload,
+                                       size_t size, s4d_conv_gemm **out);
 s4d_status s4d_conv_gemm_run(s4d_op_ctx *ctx, const s4d_conv_gemm *g, const void *x, const void *w, void *y,
                              void *ws, size_t ws_size, cudaStream_t s);
 size_t s4d_conv_gemm_workspace(const s4d_conv_gemm *g);
