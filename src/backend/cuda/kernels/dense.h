@@ -2,7 +2,8 @@
  * src/backend/cuda/kernels/dense.h - the small CUDA kernels of the dense op
  * family (the convolutions and products themselves are cuDNN's and
  * cuBLASLt's): the convolution epilogue, asymmetric pre-padding, broadcast
- * fills for GEMM addends, and the pools. Plain pointers, explicit 64-bit
+ * fills for GEMM addends, the pools, and the transforms of the Winograd
+ * convolution. Plain pointers, explicit 64-bit
  * sizes, the caller's stream; each launcher returns cudaGetLastError() after
  * its launch (cudaSuccess without a launch when there is nothing to do).
  * Every kernel is deterministic (no atomics) and keeps NaN where the host
@@ -100,6 +101,24 @@ cudaError_t s4d_cuda_pool_f16(const void *x, void *y, int64_t *idx, const s4d_cu
  */
 cudaError_t s4d_cuda_maxpool_nhwc(const void *x, void *y, int half, int64_t n, int64_t c,
                                   const s4d_cuda_pool_geom *g, cudaStream_t stream);
+
+/*
+ * Winograd F(4x4, 3x3) for a float32 NCHW convolution with stride 1 and
+ * dilation 1 (kernels/winograd.cu; dense_conv.c runs it as CONV_WINO): X [n,
+ * c, h, w] padded by pad_t / pad_l (zeros) into Y [n, m, ho, wo], cut into th
+ * x tw tiles of 4 x 4 outputs per image, tiles = n * th * tw.
+ *   filter: U [36][m][c] from W [m][c][3][3] (computed in double, rounded);
+ *   input:  V [36][c][tiles] from X;
+ *   output: Y = A^T M A per tile from M [36][m][tiles] = U V (36 products),
+ *           plus bias[m] and z (Y's shape) when given, then ReLU when relu.
+ */
+typedef struct s4d_cuda_wino_geom {
+    int64_t n, c, m, h, w, ho, wo, th, tw, pad_t, pad_l;
+} s4d_cuda_wino_geom;
+cudaError_t s4d_cuda_wino_filter_f32(const float *w, float *u, int64_t m, int64_t c, cudaStream_t stream);
+cudaError_t s4d_cuda_wino_input_f32(const float *x, float *v, const s4d_cuda_wino_geom *g, cudaStream_t stream);
+cudaError_t s4d_cuda_wino_output_f32(const float *mm, float *y, const float *bias, const float *z, int relu,
+                                     const s4d_cuda_wino_geom *g, cudaStream_t stream);
 
 /* y[p] = max or mean of x[p, 0 .. plane) for p < planes (an empty plane: -inf / 0). */
 cudaError_t s4d_cuda_global_pool_f32(const float *x, float *y, int64_t planes, int64_t plane, int is_max,
