@@ -75,14 +75,16 @@ def conv_plans(dump):
     return out
 
 
-def build(args, d, model, flags_in, env_choice, tag, engine=None):
-    """Builds and runs the model on CUDA with S4D_CONV_CHOICE=env_choice (None: unset); the
-    completed process, its outputs in d/<tag>."""
+def build(args, d, model, flags_in, env_choice, tag, engine=None, env_extra=None, extra_flags=()):
+    """Builds and runs the model on CUDA with S4D_CONV_CHOICE=env_choice (None: unset), the
+    variables of env_extra and s4dexec's extra_flags; the completed process, its outputs in d/<tag>."""
     env = dict(os.environ)
     env.pop("S4D_CONV_CHOICE", None)
+    env.pop("S4D_CONV_WINOGRAD", None)
     if env_choice:
         env["S4D_CONV_CHOICE"] = env_choice
-    extra = [f"--saveEngine={engine}"] if engine else []
+    env.update(env_extra or {})
+    extra = ([f"--saveEngine={engine}"] if engine else []) + list(extra_flags)
     return run(args[0], [f"--onnx={model}", f"--plugins={args[1]}", "--device=cuda", "--iterations=1",
                          "--warmUp=0", "--dumpLayerInfo", flags_in, f"--exportOutput={d}/{tag}"] + extra,
                env=env, check=False)

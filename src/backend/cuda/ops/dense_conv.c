@@ -34,6 +34,15 @@
  * math type) is the layer's payload in the engine file; loading validates it
  * (the bytes are untrusted) and re-uses it without timing.
  *
+ * Two more candidates are timed against cuDNN's best where they fit: a 1x1
+ * float32 convolution as one strided batch of cuBLASLt products (CONV_GEMM),
+ * and a 3x3 stride-1 one in strict float32 as Winograd F(4x4, 3x3)
+ * (CONV_WINO): the filter transformed once at prepare (U, in double, kept on
+ * the device with the layer's state), then per run the input transform,
+ * 36 cuBLASLt products M = U V and the output transform with the epilogue
+ * (kernels/winograd.cu). V and M live in the layer's workspace. Their payload
+ * is the convolution's fields followed by the products' cuBLASLt choice.
+ *
  * Asymmetric padding: cuDNN pads both sides alike, so the input is first
  * copied into a workspace buffer with the extra padding on the larger side,
  * and cuDNN adds the common part.
@@ -71,9 +80,10 @@
 #define CONV_MAGIC 0x56434453u /* "SDCV" */
 
 /* CONV_GEMM: a 1x1 convolution as cuBLASLt products (conv_gemm_fits), the bias and residual
-   written into Y first; the choice keeps cuDNN's best algorithm beside it (validated, unused). */
-enum { CONV_PLAIN = 1, CONV_FUSED = 2, CONV_BWD_DATA = 3, CONV_GEMM = 4 };
-/* Bytes of the payload before a CONV_GEMM choice's product (magic .. reserved). */
+   written into Y first; CONV_WINO: a 3x3 one as Winograd F(4x4, 3x3) (wino_fits), its 36
+   products on cuBLASLt. Both keep cuDNN's best algorithm beside them (validated, unused). */
+enum { CONV_PLAIN = 1, CONV_FUSED = 2, CONV_BWD_DATA = 3, CONV_GEMM = 4, CONV_WINO = 5 };
+/* Bytes of the payload before a CONV_GEMM or CONV_WINO choice's product (magic .. reserved). */
 #define CONV_PAYLOAD_HEAD 24
 /* How a layer's choice was made, for --dumpLayerInfo. */
 enum { CONV_HOW_PAYLOAD = 0, CONV_HOW_TIMED = 1, CONV_HOW_HEURISTIC = 2 };
@@ -112,6 +122,10 @@ typedef struct conv_state {
     void *zero_bias; /* device zeros [m]: the fused call needs a bias */
     int gemm_fits;   /* conv_gemm_fits: CONV_GEMM may run it */
     s4d_conv_gemm *gemm; /* CONV_GEMM: the products */
+    int wino_fits;       /* wino_fits: CONV_WINO may run it */
+    s4d_cuda_wino_geom wg;
+    float *wino_u;         /* CONV_WINO: the transformed filter U [36][m][c], made at prepare */
+    s4d_conv_gemm *wgemm; /* CONV_WINO: M = U V, 36 products */
 } conv_state;
 
 /* ---- descriptors ---- */
@@ -170,6 +184,9 @@ static void conv_state_free(conv_state *st)
     if (st->zero_bias)
         cudaFree(st->zero_bias);
     s4d_conv_gemm_free(st->gemm);
+    s4d_conv_gemm_free(st->wgemm);
+    if (st->wino_u)
+        cudaFree(st->wino_u);
     free(st);
 }
 
@@ -270,6 +287,38 @@ static cudaError_t conv_epilogue(const conv_state *st, void *y, const void *b, c
     return s4d_cuda_conv_epilogue_f32(y, b, z, relu, st->n * st->m, st->out_plane, st->m, s);
 }
 
+/* Bytes of V [36][c][tiles] and of M [36][m][tiles] at the workspace's start, each 256-aligned. */
+static size_t wino_v_bytes(const conv_state *st)
+{
+    return s4d_dense_align256(sizeof(float) * 36u * (size_t)(st->c * st->wg.n * st->wg.th * st->wg.tw));
+}
+
+static size_t wino_m_bytes(const conv_state *st)
+{
+    return s4d_dense_align256(sizeof(float) * 36u * (size_t)(st->m * st->wg.n * st->wg.th * st->wg.tw));
+}
+
+/* CONV_WINO: V from X, M = U V (the products, their workspace after V and M), Y from M with the epilogue. */
+static s4d_status wino_launch(const conv_args *a)
+{
+    const conv_state *st = a->st;
+    const size_t vb = wino_v_bytes(st), mb = wino_m_bytes(st);
+    if (!st->wgemm || !st->wino_u || a->ws_size < vb + mb)
+        return s4d_op_error(a->ctx, S4D_ERR_INTERNAL, "the Winograd convolution was not prepared");
+    float *v = a->ws, *m = (float *)((char *)a->ws + vb);
+    s4d_status s = s4d_cuda_check(a->ctx, s4d_cuda_wino_input_f32(a->x, v, &st->wg, a->s),
+                                  "the Winograd input transform");
+    if (s == S4D_OK)
+        s = s4d_conv_gemm_run(a->ctx, st->wgemm, st->wino_u, v, m, (char *)a->ws + vb + mb, a->ws_size - vb - mb,
+                              a->s);
+    if (s == S4D_OK)
+        s = s4d_cuda_check(a->ctx,
+                           s4d_cuda_wino_output_f32(m, a->y, st->has_bias ? a->b : NULL, st->has_z ? a->z : NULL,
+                                                    st->relu, &st->wg, a->s),
+                           "the Winograd output transform");
+    return s;
+}
+
 static s4d_status conv_launch(void *arg)
 {
     const conv_args *a = arg;
@@ -296,6 +345,8 @@ static s4d_status conv_launch(void *arg)
         }
         return s4d_conv_gemm_run(a->ctx, st->gemm, a->x, a->w, a->y, a->ws, a->ws_size, a->s);
     }
+    if (a->ch.mode == CONV_WINO)
+        return wino_launch(a);
     if (a->ch.mode == CONV_FUSED) {
         const float alpha2 = st->has_z ? 1.0f : 0.0f;
         cs = cudnnConvolutionBiasActivationForward(
@@ -370,6 +421,8 @@ static size_t conv_ws(const s4d_op_ctx *ctx)
 
 typedef struct conv_key {
     int32_t tag, device, tf32, transpose, has_bias, has_z, relu, nsp, dtype, nhwc;
+    int32_t wino; /* CONV_WINO may run it (it needs constant weights, which the shapes do not say) */
+    int32_t reserved;
     int64_t n, c, m, group, k[3], stride[3], dil[3], pad[3], in_sp[3], out_sp[3];
 } conv_key;
 
@@ -520,6 +573,107 @@ static s4d_status conv_gemm_choose(s4d_op_ctx *ctx, conv_state *st, conv_args *t
     return S4D_OK;
 }
 
+/* Makes the transformed filter U from the constant W and the products (their stored choice, or chosen). */
+static s4d_status wino_prepare(s4d_op_ctx *ctx, conv_state *st, const void *w_const, const void *payload,
+                               size_t size)
+{
+    if (!w_const)
+        return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "the Winograd convolution needs constant weights");
+    cudaStream_t stream = s4d_cuda_ctx(ctx)->stream;
+    const int64_t tiles = st->wg.n * st->wg.th * st->wg.tw;
+    if (!st->wino_u) {
+        cudaError_t e = cudaMalloc((void **)&st->wino_u, sizeof(float) * 36u * (size_t)(st->m * st->c));
+        if (e == cudaSuccess)
+            e = s4d_cuda_wino_filter_f32(w_const, st->wino_u, st->m, st->c, stream);
+        if (e == cudaSuccess)
+            e = cudaStreamSynchronize(stream);
+        if (e != cudaSuccess) {
+            if (st->wino_u)
+                cudaFree(st->wino_u);
+            st->wino_u = NULL;
+            return s4d_cuda_check(ctx, e, "transforming the Winograd convolution's filter");
+        }
+    }
+    if (st->wgemm)
+        return S4D_OK;
+    return s4d_conv_gemm_prepare_batch(ctx, 36, st->m, tiles, st->c, st->m * st->c, st->c * tiles, 0, 0,
+                                       st->wino_u, payload, size, &st->wgemm);
+}
+
+static void wino_release(conv_state *st)
+{
+    s4d_conv_gemm_free(st->wgemm);
+    st->wgemm = NULL;
+    if (st->wino_u)
+        cudaFree(st->wino_u);
+    st->wino_u = NULL;
+}
+
+static size_t wino_workspace(const conv_state *st)
+{
+    return wino_v_bytes(st) + wino_m_bytes(st) + s4d_conv_gemm_workspace(st->wgemm);
+}
+
+/*
+ * Whether the build times the Winograd candidate: S4D_CONV_WINOGRAD=1 or =0,
+ * else CONV_WINO_DEFAULT (off until its speed and the GPU checks are measured
+ * on a GPU).
+ */
+#define CONV_WINO_DEFAULT 0
+static int wino_timed(void)
+{
+    const char *v = getenv("S4D_CONV_WINOGRAD");
+    if (v && (strcmp(v, "0") == 0 || strcmp(v, "1") == 0))
+        return v[0] == '1';
+    return CONV_WINO_DEFAULT;
+}
+
+/*
+ * A 3x3 convolution that CONV_WINO can run, timed against cuDNN's best
+ * (cudnn_ms, -1: none ran) as conv_gemm_choose does, when wino_timed().
+ * S4D_CONV_CHOICE=winograd takes it wherever it fits, =cudnn and =gemm never.
+ */
+static s4d_status conv_wino_choose(s4d_op_ctx *ctx, conv_state *st, conv_args *t, const void *w_const,
+                                   double cudnn_ms)
+{
+    const char *force = getenv("S4D_CONV_CHOICE");
+    const int force_wino = force && strcmp(force, "winograd") == 0;
+    if ((force && !force_wino) || (!force_wino && !wino_timed()))
+        return S4D_OK;
+    if (!t && !force_wino)
+        return S4D_OK; /* untimed: cuDNN's heuristic choice stands */
+    s4d_status s = wino_prepare(ctx, st, w_const, NULL, 0);
+    if (s != S4D_OK) {
+        wino_release(st);
+        if (force_wino)
+            return s;
+        if (ctx->err_size)
+            ctx->err[0] = 0; /* no Winograd for it: cuDNN's choice stands */
+        return S4D_OK;
+    }
+    double ms = -1.0;
+    if (t) {
+        cudaStream_t stream = t->s;
+        t->ch = st->pick.ch;
+        t->ch.mode = CONV_WINO;
+        if (wino_workspace(st) > t->ws_size || s4d_dense_time(stream, conv_launch, t, CONV_TIME_REPS, &ms) != S4D_OK)
+            ms = -1.0;
+        cudaError_t se = s4d_dense_sticky_error(stream);
+        if (se != cudaSuccess)
+            return s4d_cuda_check(ctx, se, "timing the Winograd convolution");
+        if (ctx->err_size)
+            ctx->err[0] = 0;
+    }
+    if (force_wino || (ms >= 0.0 && (cudnn_ms < 0.0 || ms < cudnn_ms))) {
+        st->pick.ch.mode = CONV_WINO;
+        st->pick.how = ms >= 0.0 ? CONV_HOW_TIMED : st->pick.how;
+        st->pick.ms = ms >= 0.0 ? (float)ms : st->pick.ms;
+    } else {
+        wino_release(st);
+    }
+    return S4D_OK;
+}
+
 /*
  * Chooses st->pick.ch: on scratch buffers when they fit (timed), else by cuDNN's
  * heuristics. x/w/b: the layer's constant inputs on the device, or NULL.
@@ -589,7 +743,7 @@ static s4d_status conv_choose(s4d_op_ctx *ctx, conv_state *st, const int64_t *in
     a.b = bias;
     a.z = st->has_z ? a.y : NULL; /* cuDNN allows z to alias y; the timing is the same */
     double best = -1.0;
-    if (timed && (nc > 1 || epilogue || st->gemm_fits)) {
+    if (timed && (nc > 1 || epilogue || st->gemm_fits || st->wino_fits)) {
         for (int i = 0; i < nc && i < CONV_TIME_TOP; i++) {
             const int first = st->transpose ? CONV_BWD_DATA : CONV_PLAIN;
             const int last = st->transpose ? CONV_BWD_DATA : epilogue ? CONV_FUSED : CONV_PLAIN;
@@ -625,8 +779,11 @@ static s4d_status conv_choose(s4d_op_ctx *ctx, conv_state *st, const int64_t *in
             ctx->err[0] = 0; /* a skipped candidate is no error of the layer */
     }
     s4d_status s = S4D_OK;
+    /* A layer fits one of the two at most (1x1 or 3x3), so cuDNN's best is what each is timed against. */
     if (st->gemm_fits)
         s = conv_gemm_choose(ctx, st, timed && (!st->has_bias || bias) ? &a : NULL, w_const, best);
+    if (s == S4D_OK && st->wino_fits)
+        s = conv_wino_choose(ctx, st, timed && (!st->has_bias || bias) ? &a : NULL, w_const, best);
     s4d_dense_scratch_free(&sc, stream);
     return s;
 }
@@ -645,16 +802,20 @@ static s4d_status conv_apply_payload(s4d_op_ctx *ctx, conv_state *st, const void
     const int half = st->dtype == S4D_DTYPE_FLOAT16;
     const int tf32 = s4d_cuda_ctx(ctx)->allow_tf32 || half; /* tensor cores allowed */
     const char *why = NULL;
-    /* CONV_GEMM: the product's choice follows (parsed and validated by s4d_conv_gemm_prepare). */
-    const int gemm = !r.failed && mode == CONV_GEMM;
+    /* CONV_GEMM, CONV_WINO: the product's choice follows (parsed and validated by lt_prepare). */
+    const int gemm = !r.failed && (mode == CONV_GEMM || mode == CONV_WINO);
     if (r.failed || (gemm ? r.pos >= size : r.pos != size))
         why = "it is not the size of a convolution choice";
     else if (magic != CONV_MAGIC || version != S4D_DENSE_PAYLOAD_VERSION)
         why = "it is not a convolution choice of this version";
-    else if (st->transpose ? mode != CONV_BWD_DATA : (mode != CONV_PLAIN && mode != CONV_FUSED && mode != CONV_GEMM))
+    else if (st->transpose ? mode != CONV_BWD_DATA
+                           : (mode != CONV_PLAIN && mode != CONV_FUSED && mode != CONV_GEMM && mode != CONV_WINO))
         why = "its mode is unknown";
-    else if (gemm && !st->gemm_fits)
+    else if (mode == CONV_GEMM && !st->gemm_fits)
         why = "it runs a 1x1 convolution as products, which this layer is not";
+    else if (mode == CONV_WINO && !st->wino_fits)
+        why = "it runs Winograd F(4x4, 3x3), which takes a 3x3 float32 NCHW convolution with stride 1, one "
+              "group, constant weights and strict float32 (no --tf32)";
     else if (algo >= (uint32_t)(st->transpose ? CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT : CUDNN_CONVOLUTION_FWD_ALGO_COUNT))
         why = "its algorithm is out of range";
     else if (st->transpose && algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0)
@@ -682,7 +843,9 @@ static s4d_status conv_save(const void *state, s4d_wbuf *w)
     s4d_wbuf_u32(w, (uint32_t)st->pick.ch.algo);
     s4d_wbuf_u32(w, (uint32_t)st->pick.ch.math);
     s4d_wbuf_u32(w, 0);
-    return st->pick.ch.mode == CONV_GEMM ? s4d_conv_gemm_save(st->gemm, w) : S4D_OK;
+    if (st->pick.ch.mode == CONV_GEMM)
+        return s4d_conv_gemm_save(st->gemm, w);
+    return st->pick.ch.mode == CONV_WINO ? s4d_conv_gemm_save(st->wgemm, w) : S4D_OK;
 }
 
 /* Cache key of a layer's choice. */
@@ -698,6 +861,7 @@ static void conv_key_make(conv_key *k, const conv_state *st, const s4d_conv_geom
     k->has_z = st->has_z;
     k->relu = st->relu;
     k->nhwc = st->nhwc;
+    k->wino = st->wino_fits;
     k->nsp = g->nsp;
     k->dtype = (int32_t)st->dtype;
     k->n = st->n;
@@ -770,6 +934,17 @@ static s4d_status conv_finish(s4d_op_ctx *ctx, conv_state *st, const s4d_conv_ge
         }
         st->algo_ws = s4d_conv_gemm_workspace(st->gemm);
     }
+    if (st->pick.ch.mode == CONV_WINO) {
+        /* From the engine file or the process cache: U from this layer's weights, the products' choice. */
+        if (!st->wgemm) {
+            const int stored = payload && size;
+            s = wino_prepare(ctx, st, ctx->inputs[1].data, stored ? (const char *)payload + CONV_PAYLOAD_HEAD : NULL,
+                             stored ? size - CONV_PAYLOAD_HEAD : 0);
+            if (s != S4D_OK)
+                return s;
+        }
+        st->algo_ws = wino_workspace(st);
+    }
     if (st->pick.ch.mode != CONV_FUSED && st->zero_bias) {
         cudaFree(st->zero_bias);
         st->zero_bias = NULL;
@@ -791,6 +966,27 @@ static int conv_gemm_fits(const s4d_conv_params *p, const conv_state *st)
     for (int j = 0; j < 3; j++)
         if (p->g.k[j] != 1 || p->g.stride[j] != 1 || p->g.dil[j] != 1 || p->g.pad_b[j] != 0 ||
             p->g.pad_e[j] != 0 || p->g.grid[j] != p->g.img[j])
+            return 0;
+    return 1;
+}
+
+/*
+ * Whether CONV_WINO may run the layer: a 2-D float32 NCHW convolution, one
+ * group, a 3x3 kernel with stride 1 and dilation 1, symmetric padding (no
+ * padded copy), constant weights (U is made from them at prepare), and a
+ * strict float32 engine (with --tf32 cuDNN's tensor cores are the faster
+ * way, and the transforms' larger values would lose more to TF32).
+ */
+static int wino_fits(s4d_op_ctx *ctx, const s4d_conv_params *p, const conv_state *st)
+{
+    const s4d_conv_geom *g = &p->g;
+    if (p->dtype != S4D_DTYPE_FLOAT32 || p->nhwc || p->group != 1 || st->prepad || st->transpose ||
+        s4d_cuda_ctx(ctx)->allow_tf32 || !ctx->inputs[1].data)
+        return 0;
+    if (g->k[0] != 1 || g->img[0] != 1 || g->grid[0] != 1)
+        return 0;
+    for (int j = 1; j < 3; j++)
+        if (g->k[j] != 3 || g->stride[j] != 1 || g->dil[j] != 1 || g->pad_b[j] > 2)
             return 0;
     return 1;
 }
@@ -864,6 +1060,21 @@ static s4d_status conv_prepare(s4d_op_ctx *ctx, const void *payload, size_t size
     if (st->prepad)
         st->prepad_bytes = tensor_bytes(p->dtype, p->n, p->c, st->padded);
     st->gemm_fits = conv_gemm_fits(p, st);
+    st->wino_fits = wino_fits(ctx, p, st);
+    if (st->wino_fits) {
+        s4d_cuda_wino_geom *w = &st->wg;
+        w->n = p->n;
+        w->c = p->c;
+        w->m = p->m;
+        w->h = p->g.img[1];
+        w->w = p->g.img[2];
+        w->ho = p->g.grid[1];
+        w->wo = p->g.grid[2];
+        w->th = (w->ho + 3) / 4;
+        w->tw = (w->wo + 3) / 4;
+        w->pad_t = p->g.pad_b[1];
+        w->pad_l = p->g.pad_b[2];
+    }
     s = make_descs(ctx, st, &p->g, p->group, p->c, st->padded, p->m, p->g.grid, p->m, p->cg, pad);
     if (s == S4D_OK)
         s = conv_finish(ctx, st, &p->g, p->group, pad, st->padded, p->g.grid, payload, size,
@@ -983,12 +1194,14 @@ static int conv_describe(const void *state, char *buf, size_t size)
     else
         snprintf(how, sizeof how, "%s",
                  st->pick.how == CONV_HOW_HEURISTIC ? "cuDNN heuristics" : "from the engine file");
-    if (ch->mode == CONV_GEMM) {
-        int n = snprintf(buf, size, "1x1 as products per image%s, ",
-                         st->has_bias || st->has_z ? " onto the addend kernel's bias/residual" : "");
+    if (ch->mode == CONV_GEMM || ch->mode == CONV_WINO) {
+        int n = ch->mode == CONV_GEMM
+                    ? snprintf(buf, size, "1x1 as products per image%s, ",
+                               st->has_bias || st->has_z ? " onto the addend kernel's bias/residual" : "")
+                    : snprintf(buf, size, "Winograd F(4x4,3x3): transforms and 36 products, ");
         if (n < 0 || (size_t)n >= size)
             return n;
-        int d = s4d_conv_gemm_describe(st->gemm, buf + n, size - (size_t)n);
+        int d = s4d_conv_gemm_describe(ch->mode == CONV_GEMM ? st->gemm : st->wgemm, buf + n, size - (size_t)n);
         if (d < 0 || (size_t)(n + d) >= size)
             return n + d;
         return n + d + snprintf(buf + n + d, size - (size_t)(n + d), ", %s", how);

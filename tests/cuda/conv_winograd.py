@@ -1,0 +1,173 @@
+"""3x3 convolutions as Winograd F(4x4, 3x3) on CUDA (src/backend/cuda/ops/dense_conv.c, CONV_WINO).
+
+usage: conv_winograd.py S4DEXEC PLUGINS SCRATCH
+
+Each case is a small graph of 3x3 convolutions as ResNet blocks and FPN outputs have them (bias
+or none, ReLU, a residual Add; planes whose sides are no multiple of 4, so the last tiles are
+cut; rows of whole tiles, stored 16 bytes at a time, and rows that are not; padding 0, 1 and 2;
+one image or several), next to convolutions Winograd cannot run (1x1,
+stride 2, dilation 2). Per case:
+  - built with S4D_CONV_CHOICE=winograd, --dumpLayerInfo shows every 3x3 stride-1 layer as
+    Winograd and no other; the outputs agree with a float64 NumPy evaluation, and their
+    relative L2 error is printed beside cuDNN's;
+  - the saved engine loads and gives the outputs it gave when built, bit for bit;
+  - built with S4D_CONV_WINOGRAD=0 and with S4D_CONV_CHOICE=cudnn, no layer runs Winograd, and
+    the outputs agree with float64; built as the engine chooses with the candidate timed
+    (S4D_CONV_WINOGRAD=1), they agree too;
+  - built with --tf32, no layer runs Winograd (it is a strict float32 path).
+Hostile: a stride-2 layer's payload turned into a Winograd choice, a Winograd choice cut short
+after the convolution's fields, and one whose cuBLASLt part is damaged, are each refused at load
+with exit status 1 and a message naming the layer.
+Exit 77 when there is no GPU.
+"""
+import os
+import struct
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "engine"))
+sys.path.insert(0, os.path.join(HERE, "..", "fuzz"))
+from conv_gemm import agree, build, conv_plans, u32s  # noqa: E402
+from exec_util import check_reload, load_inputs_flag, run  # noqa: E402
+from engine_file import EngineFile  # noqa: E402
+from mbconv_fusion import Graph, reference  # noqa: E402
+import onnx  # noqa: E402
+
+NO_GPU = 77
+CONV_WINO = 5
+WINO = "Winograd F(4x4,3x3)"
+
+
+def blocks(rng):
+    """A ResNet basic block over two images of 9 x 12 (rows of whole tiles: 16-byte stores): 3x3
+    with bias and ReLU, 3x3 with bias, the residual and ReLU, then a 1x1 (not Winograd's)."""
+    g = Graph(rng, "blocks")
+    x = g.input("x", (2, 16, 9, 12))
+    a = g.node("Relu", [g.conv(x, 16, 16, 3)])
+    r = g.node("Relu", [g.node("Add", [g.conv(a, 16, 16, 3), x])])
+    return g, [g.conv(r, 16, 8, 1), r], 2
+
+
+def pads(rng):
+    """Padding 0 (no bias) and 2 over a 7 x 13 plane, beside a stride-2 and a dilation-2 3x3."""
+    g = Graph(rng, "pads")
+    x = g.input("x", (1, 8, 7, 13))
+    v = g.conv(x, 8, 8, 3, pad=0, bias=False)
+    w = g.conv(x, 8, 4, 3, pad=2)
+    s = g.conv(x, 8, 4, 3, stride=2)
+    d = g.conv(x, 8, 4, 3, dil=2)
+    return g, [v, w, s, d], 2
+
+
+def neck(rng):
+    """An FPN output: a 1x1 lateral, then a 3x3 with bias and no activation over three images of
+    5 x 6 (one tile and a half per side, element by element stores)."""
+    g = Graph(rng, "neck")
+    x = g.input("x", (3, 24, 5, 6))
+    return g, [g.conv(g.conv(x, 24, 16, 1), 16, 8, 3)], 1
+
+
+def rel_l2(d, tag, want):
+    """The worst relative L2 error over the outputs of d/<tag> against float64."""
+    worst = 0.0
+    for k, w in want.items():
+        got = np.load(f"{d}/{tag}/{k}.npy").astype(np.float64)
+        worst = max(worst, float(np.linalg.norm(got - w) / max(np.linalg.norm(w), 1e-300)))
+    return worst
+
+
+def hostile(args, d, engine, flags_in, msgs):
+    """Edits of the engine's convolution payloads, each refused at load naming the layer."""
+    good = EngineFile.load(engine)
+    convs = [l for l in good.layers if l["op_type"] in ("Conv", "FusedConv")]
+    wino = [l for l in convs if len(l["backend_payload"]) > 24 and u32s(l["backend_payload"][:24])[2] == CONV_WINO]
+    other = [l for l in convs if l not in wino]
+    if not wino or not other:
+        msgs.append(f"hostile: expected layers with and without Winograd, found {len(wino)} and {len(other)}")
+        return
+    g, o = wino[0], other[0]
+    head = bytearray(o["backend_payload"][:24])
+    struct.pack_into("<I", head, 8, CONV_WINO)
+    bad_lt = bytearray(g["backend_payload"])
+    struct.pack_into("<I", bad_lt, 24, 0x12345678)  # the cuBLASLt choice's magic
+    edits = [("a stride-2 layer stored as Winograd", o, bytes(head) + g["backend_payload"][24:], "Winograd"),
+             ("a Winograd choice cut short", g, g["backend_payload"][:24], "not the size"),
+             ("a damaged cuBLASLt choice", g, bytes(bad_lt), "cuBLASLt")]
+    for what, layer, payload, want in edits:
+        e = EngineFile.load(engine)
+        [l for l in e.layers if l["name"] == layer["name"]][0]["backend_payload"] = payload
+        path = os.path.join(d, "hostile.s4de")
+        e.save(path)
+        p = run(args[0], [f"--loadEngine={path}", f"--plugins={args[1]}", "--iterations=1", "--warmUp=0",
+                          flags_in], check=False)
+        said = p.stderr + p.stdout
+        if p.returncode != 1 or want not in said or layer["name"] not in said:
+            msgs.append(f"hostile ({what}): exit {p.returncode}, want 1 and '{want}' naming "
+                        f"{layer['name']}: {said.strip().splitlines()[-1:]}")
+
+
+def main():
+    if len(sys.argv) != 4:
+        print(__doc__)
+        return 2
+    args = sys.argv[1:]
+    scratch = args[2]
+    rng = np.random.default_rng(4321)
+    failures = 0
+    for make in (blocks, pads, neck):
+        gr, outs, n_wino = make(rng)
+        d = os.path.join(scratch, gr.name)
+        os.makedirs(d, exist_ok=True)
+        model = os.path.join(d, "model.onnx")
+        onnx.save(gr.model(outs), model)
+        flags_in = load_inputs_flag(d, gr.inputs)
+        want = reference(gr)
+        msgs = []
+        engine = os.path.join(d, "wino.s4de")
+        p = build(args, d, model, flags_in, "winograd", "wino", engine)
+        said = p.stderr + p.stdout
+        if p.returncode != 0:
+            if "no usable CUDA device" in said or "no CUDA device" in said or "has no backend for it" in said:
+                print(f"skip: no GPU here: {said.strip().splitlines()[-1:]}")
+                return NO_GPU
+            print(f"FAIL {gr.name}: the build with S4D_CONV_CHOICE=winograd failed: {said.strip()}")
+            failures += 1
+            continue
+        plans = conv_plans(p.stdout)
+        as_wino = [n for n, pl in plans if WINO in pl]
+        if len(as_wino) != n_wino:
+            msgs.append(f"winograd: {len(as_wino)} of {len(plans)} convolution layers as Winograd, want "
+                        f"{n_wino}: {plans}")
+        agree(d, "wino", want, msgs)
+        built = {k: np.load(f"{d}/wino/{k}.npy") for k in want}
+        check_reload(SimpleNamespace(s4dexec=args[0], plugins=args[1]), engine, flags_in, d, built, "engine",
+                     msgs)
+        for tag, choice, extra, flags in (("cudnn", "cudnn", None, ()),
+                                          ("off", None, {"S4D_CONV_WINOGRAD": "0"}, ()),
+                                          ("tf32", "winograd", None, ("--tf32",)),
+                                          ("timed", None, {"S4D_CONV_WINOGRAD": "1"}, ())):
+            p = build(args, d, model, flags_in, choice, tag, env_extra=extra, extra_flags=flags)
+            if p.returncode != 0:
+                msgs.append(f"{tag}: the build failed: {(p.stderr + p.stdout).strip()}")
+                continue
+            if tag != "timed" and any(WINO in pl for _, pl in conv_plans(p.stdout)):
+                msgs.append(f"{tag}: a layer runs Winograd: {conv_plans(p.stdout)}")
+            if tag != "tf32":
+                agree(d, tag, want, msgs)
+        if gr.name == "pads":
+            hostile(args, d, engine, flags_in, msgs)
+        errs = f"relative L2 against float64: Winograd {rel_l2(d, 'wino', want):.2e}, " \
+               f"cuDNN {rel_l2(d, 'cudnn', want):.2e}" if os.path.isdir(f"{d}/cudnn") else ""
+        print(f"{'ok' if not msgs else 'FAIL'} {gr.name}: {n_wino} Winograd layers; {errs}")
+        for m in msgs:
+            print("   ", m)
+        failures += bool(msgs)
+    print(f"{3 - failures} of 3 cases pass")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
