@@ -28,7 +28,8 @@
 #      engines, the op through PyTorch) and "passes" (or "fold": each head's
 #      CUDA graph with every pass, without the residual fusion and without the
 #      view folding, FOLD_PRESETS; PASS_VARIANTS="name:VAR=value ..." replaces
-#      those three builds, the variable set for the build and the replays), "dasan"
+#      those three builds, the variable set for the build and the replays;
+#      FOLD_PART=backbone times the backbones instead), "dasan"
 #      (compute-sanitizer memcheck of the aggregation op's small and float16 GPU tests and
 #      racecheck of the small one, every kernel variant).
 #
@@ -326,8 +327,9 @@ if { want fold || want passes; } && [ "$HAVE_ENGINE" = 1 ] && [ "$PYOK" -eq 0 ];
     variants=${PASS_VARIANTS:-"on: residual0:S4D_FUSE_RESIDUAL=0 fold0:S4D_FOLD_VIEWS=0"}
     for v in $variants; do
       STEP_LOG=$OUT/fold_${preset}_${v%%:*}_build.log step "engine-$preset-${v%%:*}" 120 env ${v#*:} \
-        "$BUILD/bin/s4dexec" --onnx="$d/sparse4d_${preset}_head.onnx" --plugins="$BUILD/lib/libs4d_plugins.so" \
-        --device=cuda --saveEngine="$d/head_${v%%:*}.s4d" --iterations=1 --warmUp=0 --dumpLayerInfo
+        "$BUILD/bin/s4dexec" --onnx="$d/sparse4d_${preset}_${FOLD_PART:-head}.onnx" \
+        --plugins="$BUILD/lib/libs4d_plugins.so" --device=cuda --saveEngine="$d/head_${v%%:*}.s4d" --iterations=1 \
+        --warmUp=0 --dumpLayerInfo
     done
     r=""
     for round in 1 2 3; do
@@ -342,7 +344,7 @@ if { want fold || want passes; } && [ "$HAVE_ENGINE" = 1 ] && [ "$PYOK" -eq 0 ];
     for v in $variants; do
       r="$r; ${v%%:*} layers: $(grep -Eo '^\[layers\] [0-9]+ layers, [0-9]+ views( \(no kernel\), [0-9]+ Concats in place)?' "$OUT/fold_${preset}_${v%%:*}_build.log" | head -1)"
     done
-    row "late passes $preset head" "$r"
+    row "late passes $preset ${FOLD_PART:-head}" "$r"
   done
 fi
 if want prof; then
