@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "backend/cpu/conv/cpuconv_impl.h"
+#include "backend/winograd4.h"
 
 #define PACK_MAGIC 0x57433453u /* "S4CW" */
 #define PACK_VERSION 1u
@@ -696,12 +697,7 @@ int s4d_cpuconv_plan_describe(const s4d_cpuconv_plan *plan, char *buf, size_t si
 /* ---- weight packing ---- */
 
 /* G of F(m x m, 3x3): the kernel's values at the interpolation points. */
-static const double G4[6][3] = {{1.0 / 4, 0, 0},
-                                {-1.0 / 6, -1.0 / 6, -1.0 / 6},
-                                {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-                                {1.0 / 24, 1.0 / 12, 1.0 / 6},
-                                {1.0 / 24, -1.0 / 12, 1.0 / 6},
-                                {0, 0, 1}};
+static const double G4[6][3] = S4D_WINO4_G;
 static const double G2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
 
 s4d_status s4d_cpuconv_pack_weights(const s4d_cpuconv_plan *plan, const float *w, void *packed, size_t packed_bytes,

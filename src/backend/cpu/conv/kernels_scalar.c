@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend/cpu/conv/cpuconv_impl.h"
+#include "backend/winograd4.h"
 
 #define NR 8
 #define VL 8
@@ -85,14 +86,7 @@ static void pack_b(const cc_pack *pk)
 /* B^T d for F(4x4,3x3) (interpolation points 0, +-1, +-2, infinity). */
 static void bt4(const float *d, int ds, float *r, int rs)
 {
-    float t0 = d[4 * ds] - 4.0f * d[2 * ds], t1 = d[3 * ds] - 4.0f * d[1 * ds];
-    float t2 = d[4 * ds] - d[2 * ds], t3 = 2.0f * (d[3 * ds] - d[1 * ds]);
-    r[0] = 4.0f * d[0] - 5.0f * d[2 * ds] + d[4 * ds];
-    r[1 * rs] = t0 + t1;
-    r[2 * rs] = t0 - t1;
-    r[3 * rs] = t2 + t3;
-    r[4 * rs] = t2 - t3;
-    r[5 * rs] = 4.0f * d[1 * ds] - 5.0f * d[3 * ds] + d[5 * ds];
+    s4d_wino4_bt(d, ds, r, rs);
 }
 
 /* B^T d for F(2x2,3x3) (points 0, +-1, infinity). */
@@ -106,12 +100,7 @@ static void bt2(const float *d, int ds, float *r, int rs)
 
 static void at4(const float *s, int ss, float *o, int os)
 {
-    float s12 = s[1 * ss] + s[2 * ss], d12 = s[1 * ss] - s[2 * ss];
-    float s34 = s[3 * ss] + s[4 * ss], d34 = s[3 * ss] - s[4 * ss];
-    o[0] = s[0] + s12 + s34;
-    o[1 * os] = d12 + 2.0f * d34;
-    o[2 * os] = s12 + 4.0f * s34;
-    o[3 * os] = d12 + 8.0f * d34 + s[5 * ss];
+    s4d_wino4_at(s, ss, o, os);
 }
 
 static void at2(const float *s, int ss, float *o, int os)

@@ -1,7 +1,6 @@
 // The transforms of the Winograd convolution F(4x4, 3x3) (see dense.h): the
 // filter's once at prepare, the input's and the output's around the 36
-// products on every run. Interpolation points 0, +-1, +-2 and infinity, as
-// the CPU backend's WINOGRAD4 (src/backend/cpu/conv/kernels_scalar.c) has them.
+// products on every run, with the CPU backend's transforms (backend/winograd4.h).
 //
 // Layouts. A tile is a 4 x 4 block of the output; tile p = (n * th + ty) * tw + tx
 // of `tiles` in all. V [36][c][tiles], U [36][m][c] and M [36][m][tiles], so
@@ -18,6 +17,7 @@
 
 #include "backend/cuda/kernels/dense.h"
 #include "backend/cuda/kernels/launch.cuh"
+#include "backend/winograd4.h"
 
 #if defined(S4D_EW_HOST_BUILD)
 #if defined(__CUDACC__)
@@ -71,28 +71,21 @@ inline int64_t blocks_for(int64_t n)
     return b < kMaxBlocks ? b : kMaxBlocks;
 }
 
-// r = B^T d over six values (d and r with strides ds and rs).
-__device__ __forceinline__ void bt6(const float *d, int ds, float *r, int rs)
-{
-    const float t0 = d[4 * ds] - 4.0f * d[2 * ds], t1 = d[3 * ds] - 4.0f * d[1 * ds];
-    const float t2 = d[4 * ds] - d[2 * ds], t3 = 2.0f * (d[3 * ds] - d[1 * ds]);
-    r[0] = 4.0f * d[0] - 5.0f * d[2 * ds] + d[4 * ds];
-    r[1 * rs] = t0 + t1;
-    r[2 * rs] = t0 - t1;
-    r[3 * rs] = t2 + t3;
-    r[4 * rs] = t2 - t3;
-    r[5 * rs] = 4.0f * d[1 * ds] - 5.0f * d[3 * ds] + d[5 * ds];
-}
+// Thread item i of a [rows][tiles] layout: its row (channel) and its tile's image and position.
+struct Item {
+    int64_t row, n, ty, tx;
+};
 
-// o = A^T s: six values to four.
-__device__ __forceinline__ void at6(const float *s, int ss, float *o, int os)
+__device__ __forceinline__ Item item_of(int64_t i, int64_t tiles, int64_t th, int64_t tw)
 {
-    const float s12 = s[1 * ss] + s[2 * ss], d12 = s[1 * ss] - s[2 * ss];
-    const float s34 = s[3 * ss] + s[4 * ss], d34 = s[3 * ss] - s[4 * ss];
-    o[0] = s[0] + s12 + s34;
-    o[1 * os] = d12 + 2.0f * d34;
-    o[2 * os] = s12 + 4.0f * s34;
-    o[3 * os] = d12 + 8.0f * d34 + s[5 * ss];
+    Item it;
+    it.row = i / tiles;
+    const int64_t p = i - it.row * tiles;
+    it.n = p / (th * tw);
+    const int64_t r = p - it.n * (th * tw);
+    it.ty = r / tw;
+    it.tx = r - it.ty * tw;
+    return it;
 }
 
 // U[xi][k][c] = (G g G^T)[xi] for g = w[k][c] (3 x 3), in double, rounded once.
@@ -100,12 +93,7 @@ __global__ void WINO_BOUNDS wino_filter_kernel(const float *__restrict__ w, floa
                                                                int64_t mc)
 {
     S4D_KERNEL_BEGIN();
-    const double G[6][3] = {{1.0 / 4, 0, 0},
-                            {-1.0 / 6, -1.0 / 6, -1.0 / 6},
-                            {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-                            {1.0 / 24, 1.0 / 12, 1.0 / 6},
-                            {1.0 / 24, -1.0 / 12, 1.0 / 6},
-                            {0, 0, 1}};
+    const double G[6][3] = S4D_WINO4_G;
     const int64_t step = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < mc; i += step) {
         double g[9];
@@ -130,9 +118,8 @@ __global__ void WINO_BOUNDS wino_input_kernel(const float *__restrict__ x, float
     S4D_KERNEL_BEGIN();
     const int64_t total = channels * tiles, step = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += step) {
-        const int64_t c = i / tiles, p = i - c * tiles;
-        const int64_t n = p / (th * tw), r = p - n * (th * tw);
-        const int64_t ty = r / tw, tx = r - ty * tw;
+        const Item it = item_of(i, tiles, th, tw);
+        const int64_t c = it.row, n = it.n, ty = it.ty, tx = it.tx;
         const float *xp = x + (n * channels + c) * h * w;
         const int64_t y0 = ty * 4 - pad_t, x0 = tx * 4 - pad_l;
         float d[36], e[36];
@@ -148,10 +135,10 @@ WINO_UNROLL
         }
 WINO_UNROLL
         for (int b = 0; b < 6; b++) // down each column, then along each row
-            bt6(d + b, 6, e + b, 6);
+            s4d_wino4_bt(d + b, 6, e + b, 6);
 WINO_UNROLL
         for (int a = 0; a < 6; a++)
-            bt6(e + a * 6, 1, d + a * 6, 1);
+            s4d_wino4_bt(e + a * 6, 1, d + a * 6, 1);
 WINO_UNROLL
         for (int j = 0; j < 36; j++)
             v[(int64_t)j * total + i] = d[j];
@@ -170,19 +157,18 @@ __global__ void WINO_BOUNDS wino_output_kernel(const float *__restrict__ mm, flo
     S4D_KERNEL_BEGIN();
     const int64_t total = channels * tiles, step = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += step) {
-        const int64_t k = i / tiles, p = i - k * tiles;
-        const int64_t n = p / (th * tw), r = p - n * (th * tw);
-        const int64_t ty = r / tw, tx = r - ty * tw;
+        const Item it = item_of(i, tiles, th, tw);
+        const int64_t k = it.row, n = it.n, ty = it.ty, tx = it.tx;
         float s[36], t[24], o[16];
 WINO_UNROLL
         for (int j = 0; j < 36; j++)
             s[j] = mm[(int64_t)j * total + i];
 WINO_UNROLL
         for (int b = 0; b < 6; b++) // t [4][6] = A^T s, then o [4][4] = t A
-            at6(s + b, 6, t + b, 6);
+            s4d_wino4_at(s + b, 6, t + b, 6);
 WINO_UNROLL
         for (int a = 0; a < 4; a++)
-            at6(t + a * 6, 1, o + a * 4, 1);
+            s4d_wino4_at(t + a * 6, 1, o + a * 4, 1);
         const float bk = HasBias ? WINO_LDG(bias + k) : 0.0f;
         const int64_t plane = (n * channels + k) * ho * wo;
 WINO_UNROLL
