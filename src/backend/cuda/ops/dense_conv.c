@@ -521,6 +521,38 @@ static size_t tensor_bytes(s4d_dtype dt, int64_t a, int64_t b, const int64_t *sp
 }
 
 /*
+ * Times the layer run as `mode` (CONV_GEMM, CONV_WINO) on t's scratch
+ * buffers into *ms (-1: it could not run there, e.g. its workspace of ws_need
+ * bytes is more than t has), then takes it when forced or faster than cuDNN's
+ * cudnn_ms (-1: none of cuDNN's ran); *taken says which. what: the step, for a
+ * sticky CUDA error.
+ */
+static s4d_status time_and_pick(s4d_op_ctx *ctx, conv_state *st, conv_args *t, int32_t mode, size_t ws_need,
+                                int forced, double cudnn_ms, const char *what, int *taken)
+{
+    double ms = -1.0;
+    if (t) {
+        cudaStream_t stream = t->s;
+        t->ch = st->pick.ch;
+        t->ch.mode = mode;
+        if (ws_need > t->ws_size || s4d_dense_time(stream, conv_launch, t, CONV_TIME_REPS, &ms) != S4D_OK)
+            ms = -1.0;
+        cudaError_t se = s4d_dense_sticky_error(stream);
+        if (se != cudaSuccess)
+            return s4d_cuda_check(ctx, se, what);
+        if (ctx->err_size)
+            ctx->err[0] = 0;
+    }
+    *taken = forced || (ms >= 0.0 && (cudnn_ms < 0.0 || ms < cudnn_ms));
+    if (*taken) {
+        st->pick.ch.mode = mode;
+        st->pick.how = ms >= 0.0 ? CONV_HOW_TIMED : st->pick.how;
+        st->pick.ms = ms >= 0.0 ? (float)ms : st->pick.ms;
+    }
+    return S4D_OK;
+}
+
+/*
  * A 1x1 convolution that CONV_GEMM can run: cuBLASLt's products against cuDNN.
  * t: the scratch buffers cuDNN was timed on (NULL: nothing could be timed);
  * cudnn_ms: cuDNN's best time there (conv_choose times cuDNN's candidates for
@@ -548,29 +580,14 @@ static s4d_status conv_gemm_choose(s4d_op_ctx *ctx, conv_state *st, conv_args *t
         return S4D_OK;
     }
     st->gemm = g;
-    double gemm_ms = -1.0;
-    if (t) {
-        cudaStream_t stream = t->s;
-        t->ch = st->pick.ch;
-        t->ch.mode = CONV_GEMM;
-        if (s4d_conv_gemm_workspace(g) > t->ws_size ||
-            s4d_dense_time(stream, conv_launch, t, CONV_TIME_REPS, &gemm_ms) != S4D_OK)
-            gemm_ms = -1.0;
-        cudaError_t se = s4d_dense_sticky_error(stream);
-        if (se != cudaSuccess)
-            return s4d_cuda_check(ctx, se, "timing the convolution's cuBLASLt products");
-        if (ctx->err_size)
-            ctx->err[0] = 0;
-    }
-    if (force_gemm || (gemm_ms >= 0.0 && (cudnn_ms < 0.0 || gemm_ms < cudnn_ms))) {
-        st->pick.ch.mode = CONV_GEMM;
-        st->pick.how = gemm_ms >= 0.0 ? CONV_HOW_TIMED : st->pick.how;
-        st->pick.ms = gemm_ms >= 0.0 ? (float)gemm_ms : st->pick.ms;
-    } else {
+    int taken = 0;
+    s = time_and_pick(ctx, st, t, CONV_GEMM, s4d_conv_gemm_workspace(g), force_gemm, cudnn_ms,
+                      "timing the convolution's cuBLASLt products", &taken);
+    if (s == S4D_OK && !taken) {
         s4d_conv_gemm_free(g);
         st->gemm = NULL;
     }
-    return S4D_OK;
+    return s;
 }
 
 /* Makes the transformed filter U from the constant W and the products (their stored choice, or chosen). */
@@ -651,27 +668,12 @@ static s4d_status conv_wino_choose(s4d_op_ctx *ctx, conv_state *st, conv_args *t
             ctx->err[0] = 0; /* no Winograd for it: cuDNN's choice stands */
         return S4D_OK;
     }
-    double ms = -1.0;
-    if (t) {
-        cudaStream_t stream = t->s;
-        t->ch = st->pick.ch;
-        t->ch.mode = CONV_WINO;
-        if (wino_workspace(st) > t->ws_size || s4d_dense_time(stream, conv_launch, t, CONV_TIME_REPS, &ms) != S4D_OK)
-            ms = -1.0;
-        cudaError_t se = s4d_dense_sticky_error(stream);
-        if (se != cudaSuccess)
-            return s4d_cuda_check(ctx, se, "timing the Winograd convolution");
-        if (ctx->err_size)
-            ctx->err[0] = 0;
-    }
-    if (force_wino || (ms >= 0.0 && (cudnn_ms < 0.0 || ms < cudnn_ms))) {
-        st->pick.ch.mode = CONV_WINO;
-        st->pick.how = ms >= 0.0 ? CONV_HOW_TIMED : st->pick.how;
-        st->pick.ms = ms >= 0.0 ? (float)ms : st->pick.ms;
-    } else {
+    int taken = 0;
+    s = time_and_pick(ctx, st, t, CONV_WINO, wino_workspace(st), force_wino, cudnn_ms,
+                      "timing the Winograd convolution", &taken);
+    if (s == S4D_OK && !taken)
         wino_release(st);
-    }
-    return S4D_OK;
+    return s;
 }
 
 /*
