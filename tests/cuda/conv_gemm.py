@@ -101,22 +101,49 @@ def u32s(b):
     return list(struct.unpack(f"<{len(b) // 4}I", b))
 
 
+def mode_layers(engine, mode):
+    """The engine's convolution layers whose payload has `mode`, and the others."""
+    convs = [l for l in EngineFile.load(engine).layers if l["op_type"] in ("Conv", "FusedConv")]
+    hit = [l for l in convs if len(l["backend_payload"]) > 24 and u32s(l["backend_payload"][:24])[2] == mode]
+    return hit, [l for l in convs if l not in hit]
+
+
+def first_build(args, d, gr, outs, choice, tag):
+    """Saves the case's model, builds it with S4D_CONV_CHOICE=choice into d/<tag>.s4de:
+    (process, model, inputs flag, float64 outputs, engine path), or NO_GPU when there is none."""
+    model = os.path.join(d, "model.onnx")
+    onnx.save(gr.model(outs), model)
+    flags_in = load_inputs_flag(d, gr.inputs)
+    engine = os.path.join(d, f"{tag}.s4de")
+    p = build(args, d, model, flags_in, choice, tag, engine)
+    said = p.stderr + p.stdout
+    if p.returncode != 0 and ("no usable CUDA device" in said or "no CUDA device" in said
+                              or "has no backend for it" in said):
+        print(f"skip: no GPU here: {said.strip().splitlines()[-1:]}")
+        return NO_GPU
+    return p, model, flags_in, reference(gr), engine
+
+
 def hostile(args, d, engine, flags_in, msgs):
     """Edits of the engine's convolution payloads, each refused at load naming the layer."""
-    good = EngineFile.load(engine)
-    convs = [l for l in good.layers if l["op_type"] in ("Conv", "FusedConv")]
-    gemm = [l for l in convs if len(l["backend_payload"]) > 24 and u32s(l["backend_payload"][:24])[2] == CONV_GEMM]
-    other = [l for l in convs if l not in gemm]
+    gemm, other = mode_layers(engine, CONV_GEMM)
     if not gemm or not other:
         msgs.append(f"hostile: expected layers with and without products, found {len(gemm)} and {len(other)}")
         return
-    g, o = gemm[0], other[0]
+    refused_edits(args, d, engine, flags_in, gemm[0], other[0], CONV_GEMM,
+                  ("a 3x3 layer stored as products", "1x1 convolution"), "a product's choice", msgs)
+
+
+def refused_edits(args, d, engine, flags_in, g, o, mode, wrong, choice, msgs):
+    """Three edits of the engine, each refused at load naming the layer: layer o's payload stored
+    as g's (mode `mode`; wrong: what that is and a word of its refusal), g's choice cut short after
+    the convolution's fields, and g's with its cuBLASLt part damaged."""
     head = bytearray(o["backend_payload"][:24])
-    struct.pack_into("<I", head, 8, CONV_GEMM)
+    struct.pack_into("<I", head, 8, mode)
     bad_lt = bytearray(g["backend_payload"])
     struct.pack_into("<I", bad_lt, 24, 0x12345678)  # the cuBLASLt choice's magic
-    edits = [("a 3x3 layer stored as products", o, bytes(head) + g["backend_payload"][24:], "1x1 convolution"),
-             ("a product's choice cut short", g, g["backend_payload"][:24], "not the size"),
+    edits = [(wrong[0], o, bytes(head) + g["backend_payload"][24:], wrong[1]),
+             (f"{choice} cut short", g, g["backend_payload"][:24], "not the size"),
              ("a damaged cuBLASLt choice", g, bytes(bad_lt), "cuBLASLt")]
     for what, layer, payload, want in edits:
         e = EngineFile.load(engine)
@@ -143,19 +170,13 @@ def main():
         gr, outs, n_gemm = make(rng)
         d = os.path.join(scratch, gr.name)
         os.makedirs(d, exist_ok=True)
-        model = os.path.join(d, "model.onnx")
-        onnx.save(gr.model(outs), model)
-        flags_in = load_inputs_flag(d, gr.inputs)
-        want = reference(gr)
+        got = first_build(args, d, gr, outs, "gemm", "gemm")
+        if got == NO_GPU:
+            return NO_GPU
+        p, model, flags_in, want, engine = got
         msgs = []
-        engine = os.path.join(d, "gemm.s4de")
-        p = build(args, d, model, flags_in, "gemm", "gemm", engine)
-        said = p.stderr + p.stdout
         if p.returncode != 0:
-            if "no usable CUDA device" in said or "no CUDA device" in said or "has no backend for it" in said:
-                print(f"skip: no GPU here: {said.strip().splitlines()[-1:]}")
-                return NO_GPU
-            print(f"FAIL {gr.name}: the build with S4D_CONV_CHOICE=gemm failed: {said.strip()}")
+            print(f"FAIL {gr.name}: the build with S4D_CONV_CHOICE=gemm failed: {(p.stderr + p.stdout).strip()}")
             failures += 1
             continue
         plans = conv_plans(p.stdout)

@@ -21,7 +21,6 @@ with exit status 1 and a message naming the layer.
 Exit 77 when there is no GPU.
 """
 import os
-import struct
 import sys
 from types import SimpleNamespace
 
@@ -30,13 +29,10 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "engine"))
 sys.path.insert(0, os.path.join(HERE, "..", "fuzz"))
-from conv_gemm import agree, build, conv_plans, u32s  # noqa: E402
-from exec_util import check_reload, load_inputs_flag, run  # noqa: E402
-from engine_file import EngineFile  # noqa: E402
-from mbconv_fusion import Graph, reference  # noqa: E402
-import onnx  # noqa: E402
+from conv_gemm import NO_GPU, agree, build, conv_plans, first_build, mode_layers, refused_edits  # noqa: E402
+from exec_util import check_reload  # noqa: E402
+from mbconv_fusion import Graph  # noqa: E402
 
-NO_GPU = 77
 CONV_WINO = 5
 WINO = "Winograd F(4x4,3x3)"
 
@@ -81,32 +77,12 @@ def rel_l2(d, tag, want):
 
 def hostile(args, d, engine, flags_in, msgs):
     """Edits of the engine's convolution payloads, each refused at load naming the layer."""
-    good = EngineFile.load(engine)
-    convs = [l for l in good.layers if l["op_type"] in ("Conv", "FusedConv")]
-    wino = [l for l in convs if len(l["backend_payload"]) > 24 and u32s(l["backend_payload"][:24])[2] == CONV_WINO]
-    other = [l for l in convs if l not in wino]
+    wino, other = mode_layers(engine, CONV_WINO)
     if not wino or not other:
         msgs.append(f"hostile: expected layers with and without Winograd, found {len(wino)} and {len(other)}")
         return
-    g, o = wino[0], other[0]
-    head = bytearray(o["backend_payload"][:24])
-    struct.pack_into("<I", head, 8, CONV_WINO)
-    bad_lt = bytearray(g["backend_payload"])
-    struct.pack_into("<I", bad_lt, 24, 0x12345678)  # the cuBLASLt choice's magic
-    edits = [("a stride-2 layer stored as Winograd", o, bytes(head) + g["backend_payload"][24:], "Winograd"),
-             ("a Winograd choice cut short", g, g["backend_payload"][:24], "not the size"),
-             ("a damaged cuBLASLt choice", g, bytes(bad_lt), "cuBLASLt")]
-    for what, layer, payload, want in edits:
-        e = EngineFile.load(engine)
-        [l for l in e.layers if l["name"] == layer["name"]][0]["backend_payload"] = payload
-        path = os.path.join(d, "hostile.s4de")
-        e.save(path)
-        p = run(args[0], [f"--loadEngine={path}", f"--plugins={args[1]}", "--iterations=1", "--warmUp=0",
-                          flags_in], check=False)
-        said = p.stderr + p.stdout
-        if p.returncode != 1 or want not in said or layer["name"] not in said:
-            msgs.append(f"hostile ({what}): exit {p.returncode}, want 1 and '{want}' naming "
-                        f"{layer['name']}: {said.strip().splitlines()[-1:]}")
+    refused_edits(args, d, engine, flags_in, wino[0], other[0], CONV_WINO,
+                  ("a stride-2 layer stored as Winograd", "Winograd"), "a Winograd choice", msgs)
 
 
 def main():
@@ -121,19 +97,13 @@ def main():
         gr, outs, n_wino = make(rng)
         d = os.path.join(scratch, gr.name)
         os.makedirs(d, exist_ok=True)
-        model = os.path.join(d, "model.onnx")
-        onnx.save(gr.model(outs), model)
-        flags_in = load_inputs_flag(d, gr.inputs)
-        want = reference(gr)
+        got = first_build(args, d, gr, outs, "winograd", "wino")
+        if got == NO_GPU:
+            return NO_GPU
+        p, model, flags_in, want, engine = got
         msgs = []
-        engine = os.path.join(d, "wino.s4de")
-        p = build(args, d, model, flags_in, "winograd", "wino", engine)
-        said = p.stderr + p.stdout
         if p.returncode != 0:
-            if "no usable CUDA device" in said or "no CUDA device" in said or "has no backend for it" in said:
-                print(f"skip: no GPU here: {said.strip().splitlines()[-1:]}")
-                return NO_GPU
-            print(f"FAIL {gr.name}: the build with S4D_CONV_CHOICE=winograd failed: {said.strip()}")
+            print(f"FAIL {gr.name}: the build with S4D_CONV_CHOICE=winograd failed: {(p.stderr + p.stdout).strip()}")
             failures += 1
             continue
         plans = conv_plans(p.stdout)
