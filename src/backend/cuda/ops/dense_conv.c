@@ -309,8 +309,8 @@ static s4d_status wino_launch(const conv_args *a)
     s4d_status s = s4d_cuda_check(a->ctx, s4d_cuda_wino_input_f32(a->x, v, &st->wg, a->s),
                                   "the Winograd input transform");
     if (s == S4D_OK)
-        s = s4d_conv_gemm_run(a->ctx, st->wgemm, st->wino_u, v, m, (char *)a->ws + vb + mb, a->ws_size - vb - mb,
-                              a->s);
+        s = s4d_conv_gemm_run(a->ctx, st->wgemm, v, st->wino_u, m, (char *)a->ws + vb + mb, a->ws_size - vb - mb,
+                              a->s); /* (B, A): M[xi] = U[xi] V[xi] */
     if (s == S4D_OK)
         s = s4d_cuda_check(a->ctx,
                            s4d_cuda_wino_output_f32(m, a->y, st->has_bias ? a->b : NULL, st->has_z ? a->z : NULL,
