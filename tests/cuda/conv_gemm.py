@@ -108,20 +108,32 @@ def mode_layers(engine, mode):
     return hit, [l for l in convs if l not in hit]
 
 
-def first_build(args, d, gr, outs, choice, tag):
-    """Saves the case's model, builds it with S4D_CONV_CHOICE=choice into d/<tag>.s4de:
-    (process, model, inputs flag, float64 outputs, engine path), or NO_GPU when there is none."""
+def forced_build(args, scratch, gr, outs, choice, tag):
+    """Saves the case's model in scratch/<name> and builds it with S4D_CONV_CHOICE=choice into
+    <tag>.s4de there: NO_GPU when there is no GPU, None when the build failed (printed), else
+    (directory, the build's stdout, model, inputs flag, float64 outputs, engine path)."""
+    d = os.path.join(scratch, gr.name)
+    os.makedirs(d, exist_ok=True)
     model = os.path.join(d, "model.onnx")
     onnx.save(gr.model(outs), model)
     flags_in = load_inputs_flag(d, gr.inputs)
     engine = os.path.join(d, f"{tag}.s4de")
     p = build(args, d, model, flags_in, choice, tag, engine)
     said = p.stderr + p.stdout
-    if p.returncode != 0 and ("no usable CUDA device" in said or "no CUDA device" in said
-                              or "has no backend for it" in said):
-        print(f"skip: no GPU here: {said.strip().splitlines()[-1:]}")
-        return NO_GPU
-    return p, model, flags_in, reference(gr), engine
+    if p.returncode != 0:
+        if "no usable CUDA device" in said or "no CUDA device" in said or "has no backend for it" in said:
+            print(f"skip: no GPU here: {said.strip().splitlines()[-1:]}")
+            return NO_GPU
+        print(f"FAIL {gr.name}: the build with S4D_CONV_CHOICE={choice} failed: {said.strip()}")
+        return None
+    return d, p.stdout, model, flags_in, reference(gr), engine
+
+
+def agree_and_reload(args, d, tag, want, engine, flags_in, msgs):
+    """d/<tag>'s outputs against float64, and the saved engine reloaded gives them bit for bit."""
+    agree(d, tag, want, msgs)
+    built = {k: np.load(f"{d}/{tag}/{k}.npy") for k in want}
+    check_reload(SimpleNamespace(s4dexec=args[0], plugins=args[1]), engine, flags_in, d, built, "engine", msgs)
 
 
 def hostile(args, d, engine, flags_in, msgs):
@@ -168,26 +180,20 @@ def main():
     failures = 0
     for make in (bottleneck, laterals, plain):
         gr, outs, n_gemm = make(rng)
-        d = os.path.join(scratch, gr.name)
-        os.makedirs(d, exist_ok=True)
-        got = first_build(args, d, gr, outs, "gemm", "gemm")
-        if got == NO_GPU:
-            return NO_GPU
-        p, model, flags_in, want, engine = got
-        msgs = []
-        if p.returncode != 0:
-            print(f"FAIL {gr.name}: the build with S4D_CONV_CHOICE=gemm failed: {(p.stderr + p.stdout).strip()}")
+        got = forced_build(args, scratch, gr, outs, "gemm", "gemm")
+        if got in (NO_GPU, None):
+            if got == NO_GPU:
+                return NO_GPU
             failures += 1
             continue
-        plans = conv_plans(p.stdout)
+        d, stdout, model, flags_in, want, engine = got
+        msgs = []
+        plans = conv_plans(stdout)
         as_gemm = [n for n, pl in plans if "1x1 as products" in pl]
         if len(as_gemm) != n_gemm or len(plans) != n_gemm + 1:
             msgs.append(f"gemm: {len(as_gemm)} of {len(plans)} convolution layers as products, want {n_gemm} "
                         f"of {n_gemm + 1}: {plans}")
-        agree(d, "gemm", want, msgs)
-        built = {k: np.load(f"{d}/gemm/{k}.npy") for k in want}
-        check_reload(SimpleNamespace(s4dexec=args[0], plugins=args[1]), engine, flags_in, d, built, "engine",
-                     msgs)
+        agree_and_reload(args, d, "gemm", want, engine, flags_in, msgs)
         for choice in ("cudnn", None):
             tag = choice or "timed"
             p = build(args, d, model, flags_in, choice, tag)

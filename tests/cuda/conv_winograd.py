@@ -22,15 +22,14 @@ Exit 77 when there is no GPU.
 """
 import os
 import sys
-from types import SimpleNamespace
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "engine"))
 sys.path.insert(0, os.path.join(HERE, "..", "fuzz"))
-from conv_gemm import NO_GPU, agree, build, conv_plans, first_build, mode_layers, refused_edits  # noqa: E402
-from exec_util import check_reload  # noqa: E402
+from conv_gemm import (NO_GPU, agree, agree_and_reload, build, conv_plans, forced_build, mode_layers,  # noqa: E402
+                       refused_edits)
 from mbconv_fusion import Graph  # noqa: E402
 
 CONV_WINO = 5
@@ -95,26 +94,20 @@ def main():
     failures = 0
     for make in (blocks, pads, neck):
         gr, outs, n_wino = make(rng)
-        d = os.path.join(scratch, gr.name)
-        os.makedirs(d, exist_ok=True)
-        got = first_build(args, d, gr, outs, "winograd", "wino")
-        if got == NO_GPU:
-            return NO_GPU
-        p, model, flags_in, want, engine = got
-        msgs = []
-        if p.returncode != 0:
-            print(f"FAIL {gr.name}: the build with S4D_CONV_CHOICE=winograd failed: {(p.stderr + p.stdout).strip()}")
+        got = forced_build(args, scratch, gr, outs, "winograd", "wino")
+        if got in (NO_GPU, None):
+            if got == NO_GPU:
+                return NO_GPU
             failures += 1
             continue
-        plans = conv_plans(p.stdout)
+        d, stdout, model, flags_in, want, engine = got
+        msgs = []
+        plans = conv_plans(stdout)
         as_wino = [n for n, pl in plans if WINO in pl]
         if len(as_wino) != n_wino:
             msgs.append(f"winograd: {len(as_wino)} of {len(plans)} convolution layers as Winograd, want "
                         f"{n_wino}: {plans}")
-        agree(d, "wino", want, msgs)
-        built = {k: np.load(f"{d}/wino/{k}.npy") for k in want}
-        check_reload(SimpleNamespace(s4dexec=args[0], plugins=args[1]), engine, flags_in, d, built, "engine",
-                     msgs)
+        agree_and_reload(args, d, "wino", want, engine, flags_in, msgs)
         for tag, choice, extra, flags in (("cudnn", "cudnn", None, ()),
                                           ("off", None, {"S4D_CONV_WINOGRAD": "0"}, ()),
                                           ("tf32", "winograd", None, ("--tf32",)),
