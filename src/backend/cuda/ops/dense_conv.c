@@ -165,6 +165,16 @@ static int numel_fits(int64_t a, int64_t b, const int64_t *sp3)
     return fits_int(v);
 }
 
+/* Frees the Winograd products and transformed filter (none: nothing). */
+static void wino_release(conv_state *st)
+{
+    s4d_conv_gemm_free(st->wgemm);
+    st->wgemm = NULL;
+    if (st->wino_u)
+        cudaFree(st->wino_u);
+    st->wino_u = NULL;
+}
+
 static void conv_state_free(conv_state *st)
 {
     if (!st)
@@ -184,9 +194,7 @@ static void conv_state_free(conv_state *st)
     if (st->zero_bias)
         cudaFree(st->zero_bias);
     s4d_conv_gemm_free(st->gemm);
-    s4d_conv_gemm_free(st->wgemm);
-    if (st->wino_u)
-        cudaFree(st->wino_u);
+    wino_release(st);
     free(st);
 }
 
@@ -287,22 +295,23 @@ static cudaError_t conv_epilogue(const conv_state *st, void *y, const void *b, c
     return s4d_cuda_conv_epilogue_f32(y, b, z, relu, st->n * st->m, st->out_plane, st->m, s);
 }
 
-/* Bytes of V [36][c][tiles] and of M [36][m][tiles] at the workspace's start, each 256-aligned. */
-static size_t wino_v_bytes(const conv_state *st)
+/* Winograd tiles of the layer: 4 x 4 outputs each, over every image. */
+static int64_t wino_tiles(const conv_state *st)
 {
-    return s4d_dense_align256(sizeof(float) * 36u * (size_t)(st->c * st->wg.n * st->wg.th * st->wg.tw));
+    return st->wg.n * st->wg.th * st->wg.tw;
 }
 
-static size_t wino_m_bytes(const conv_state *st)
+/* Bytes of V [36][c][tiles] (rows = c) or M [36][m][tiles] (rows = m), 256-aligned; V then M open the workspace. */
+static size_t wino_bytes(const conv_state *st, int64_t rows)
 {
-    return s4d_dense_align256(sizeof(float) * 36u * (size_t)(st->m * st->wg.n * st->wg.th * st->wg.tw));
+    return s4d_dense_align256(sizeof(float) * 36u * (size_t)(rows * wino_tiles(st)));
 }
 
 /* CONV_WINO: V from X, M = U V (the products, their workspace after V and M), Y from M with the epilogue. */
 static s4d_status wino_launch(const conv_args *a)
 {
     const conv_state *st = a->st;
-    const size_t vb = wino_v_bytes(st), mb = wino_m_bytes(st);
+    const size_t vb = wino_bytes(st, st->c), mb = wino_bytes(st, st->m);
     if (!st->wgemm || !st->wino_u || a->ws_size < vb + mb)
         return s4d_op_error(a->ctx, S4D_ERR_INTERNAL, "the Winograd convolution was not prepared");
     float *v = a->ws, *m = (float *)((char *)a->ws + vb);
@@ -597,7 +606,7 @@ static s4d_status wino_prepare(s4d_op_ctx *ctx, conv_state *st, const void *w_co
     if (!w_const)
         return s4d_op_error(ctx, S4D_ERR_UNSUPPORTED, "the Winograd convolution needs constant weights");
     cudaStream_t stream = s4d_cuda_ctx(ctx)->stream;
-    const int64_t tiles = st->wg.n * st->wg.th * st->wg.tw;
+    const int64_t tiles = wino_tiles(st);
     if (!st->wino_u) {
         cudaError_t e = cudaMalloc((void **)&st->wino_u, sizeof(float) * 36u * (size_t)(st->m * st->c));
         if (e == cudaSuccess)
@@ -617,18 +626,9 @@ static s4d_status wino_prepare(s4d_op_ctx *ctx, conv_state *st, const void *w_co
                                        st->wino_u, payload, size, &st->wgemm);
 }
 
-static void wino_release(conv_state *st)
-{
-    s4d_conv_gemm_free(st->wgemm);
-    st->wgemm = NULL;
-    if (st->wino_u)
-        cudaFree(st->wino_u);
-    st->wino_u = NULL;
-}
-
 static size_t wino_workspace(const conv_state *st)
 {
-    return wino_v_bytes(st) + wino_m_bytes(st) + s4d_conv_gemm_workspace(st->wgemm);
+    return wino_bytes(st, st->c) + wino_bytes(st, st->m) + s4d_conv_gemm_workspace(st->wgemm);
 }
 
 /*
