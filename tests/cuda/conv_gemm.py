@@ -170,47 +170,58 @@ def refused_edits(args, d, engine, flags_in, g, o, mode, wrong, choice, msgs):
                         f"{layer['name']}: {said.strip().splitlines()[-1:]}")
 
 
-def main():
+def run_cases(doc, makers, seed, choice, tag, check):
+    """The scripts' main: each case made with one generator of `seed`, built with
+    S4D_CONV_CHOICE=choice (forced_build), then check(args, case name, expected layer count, the
+    build, msgs) appends its problems to msgs and returns the rest of the case's line."""
     if len(sys.argv) != 4:
-        print(__doc__)
+        print(doc)
         return 2
     args = sys.argv[1:]
-    scratch = args[2]
-    rng = np.random.default_rng(1234)
+    rng = np.random.default_rng(seed)
     failures = 0
-    for make in (bottleneck, laterals, plain):
-        gr, outs, n_gemm = make(rng)
-        got = forced_build(args, scratch, gr, outs, "gemm", "gemm")
-        if got in (NO_GPU, None):
-            if got == NO_GPU:
-                return NO_GPU
+    for make in makers:
+        gr, outs, n = make(rng)
+        got = forced_build(args, args[2], gr, outs, choice, tag)
+        if got == NO_GPU:
+            return NO_GPU
+        if got is None:
             failures += 1
             continue
-        d, stdout, model, flags_in, want, engine = got
         msgs = []
-        plans = conv_plans(stdout)
-        as_gemm = [n for n, pl in plans if "1x1 as products" in pl]
-        if len(as_gemm) != n_gemm or len(plans) != n_gemm + 1:
-            msgs.append(f"gemm: {len(as_gemm)} of {len(plans)} convolution layers as products, want {n_gemm} "
-                        f"of {n_gemm + 1}: {plans}")
-        agree_and_reload(args, d, "gemm", want, engine, flags_in, msgs)
-        for choice in ("cudnn", None):
-            tag = choice or "timed"
-            p = build(args, d, model, flags_in, choice, tag)
-            if p.returncode != 0:
-                msgs.append(f"{tag}: the build failed: {(p.stderr + p.stdout).strip()}")
-                continue
-            if choice == "cudnn" and any("1x1 as products" in pl for _, pl in conv_plans(p.stdout)):
-                msgs.append("cudnn: a layer runs as products under S4D_CONV_CHOICE=cudnn")
-            agree(d, tag, want, msgs)
-        if gr.name == "laterals":
-            hostile(args, d, engine, flags_in, msgs)
-        print(f"{'ok' if not msgs else 'FAIL'} {gr.name}: {n_gemm} 1x1 layers")
+        line = check(args, gr.name, n, got, msgs)
+        print(f"{'ok' if not msgs else 'FAIL'} {gr.name}: {line}")
         for m in msgs:
             print("   ", m)
         failures += bool(msgs)
-    print(f"{3 - failures} of 3 cases pass")
+    print(f"{len(makers) - failures} of {len(makers)} cases pass")
     return 1 if failures else 0
+
+
+def check_case(args, name, n_gemm, got, msgs):
+    d, stdout, model, flags_in, want, engine = got
+    plans = conv_plans(stdout)
+    as_gemm = [n for n, pl in plans if "1x1 as products" in pl]
+    if len(as_gemm) != n_gemm or len(plans) != n_gemm + 1:
+        msgs.append(f"gemm: {len(as_gemm)} of {len(plans)} convolution layers as products, want {n_gemm} "
+                    f"of {n_gemm + 1}: {plans}")
+    agree_and_reload(args, d, "gemm", want, engine, flags_in, msgs)
+    for choice in ("cudnn", None):
+        tag = choice or "timed"
+        p = build(args, d, model, flags_in, choice, tag)
+        if p.returncode != 0:
+            msgs.append(f"{tag}: the build failed: {(p.stderr + p.stdout).strip()}")
+            continue
+        if choice == "cudnn" and any("1x1 as products" in pl for _, pl in conv_plans(p.stdout)):
+            msgs.append("cudnn: a layer runs as products under S4D_CONV_CHOICE=cudnn")
+        agree(d, tag, want, msgs)
+    if name == "laterals":
+        hostile(args, d, engine, flags_in, msgs)
+    return f"{n_gemm} 1x1 layers"
+
+
+def main():
+    return run_cases(__doc__, (bottleneck, laterals, plain), 1234, "gemm", "gemm", check_case)
 
 
 if __name__ == "__main__":

@@ -28,8 +28,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "engine"))
 sys.path.insert(0, os.path.join(HERE, "..", "fuzz"))
-from conv_gemm import (NO_GPU, agree, agree_and_reload, build, conv_plans, forced_build, mode_layers,  # noqa: E402
-                       refused_edits)
+from conv_gemm import (agree, agree_and_reload, build, conv_plans, mode_layers, refused_edits,  # noqa: E402
+                       run_cases)
 from mbconv_fusion import Graph  # noqa: E402
 
 CONV_WINO = 5
@@ -84,52 +84,35 @@ def hostile(args, d, engine, flags_in, msgs):
                   ("a stride-2 layer stored as Winograd", "Winograd"), "a Winograd choice", msgs)
 
 
-def main():
-    if len(sys.argv) != 4:
-        print(__doc__)
-        return 2
-    args = sys.argv[1:]
-    scratch = args[2]
-    rng = np.random.default_rng(4321)
-    failures = 0
-    for make in (blocks, pads, neck):
-        gr, outs, n_wino = make(rng)
-        got = forced_build(args, scratch, gr, outs, "winograd", "wino")
-        if got in (NO_GPU, None):
-            if got == NO_GPU:
-                return NO_GPU
-            failures += 1
+def check_case(args, name, n_wino, got, msgs):
+    d, stdout, model, flags_in, want, engine = got
+    plans = conv_plans(stdout)
+    as_wino = [n for n, pl in plans if WINO in pl]
+    if len(as_wino) != n_wino:
+        msgs.append(f"winograd: {len(as_wino)} of {len(plans)} convolution layers as Winograd, want "
+                    f"{n_wino}: {plans}")
+    agree_and_reload(args, d, "wino", want, engine, flags_in, msgs)
+    for tag, choice, extra, flags in (("cudnn", "cudnn", None, ()),
+                                      ("off", None, {"S4D_CONV_WINOGRAD": "0"}, ()),
+                                      ("tf32", "winograd", None, ("--tf32",)),
+                                      ("timed", None, {"S4D_CONV_WINOGRAD": "1"}, ())):
+        p = build(args, d, model, flags_in, choice, tag, env_extra=extra, extra_flags=flags)
+        if p.returncode != 0:
+            msgs.append(f"{tag}: the build failed: {(p.stderr + p.stdout).strip()}")
             continue
-        d, stdout, model, flags_in, want, engine = got
-        msgs = []
-        plans = conv_plans(stdout)
-        as_wino = [n for n, pl in plans if WINO in pl]
-        if len(as_wino) != n_wino:
-            msgs.append(f"winograd: {len(as_wino)} of {len(plans)} convolution layers as Winograd, want "
-                        f"{n_wino}: {plans}")
-        agree_and_reload(args, d, "wino", want, engine, flags_in, msgs)
-        for tag, choice, extra, flags in (("cudnn", "cudnn", None, ()),
-                                          ("off", None, {"S4D_CONV_WINOGRAD": "0"}, ()),
-                                          ("tf32", "winograd", None, ("--tf32",)),
-                                          ("timed", None, {"S4D_CONV_WINOGRAD": "1"}, ())):
-            p = build(args, d, model, flags_in, choice, tag, env_extra=extra, extra_flags=flags)
-            if p.returncode != 0:
-                msgs.append(f"{tag}: the build failed: {(p.stderr + p.stdout).strip()}")
-                continue
-            if tag != "timed" and any(WINO in pl for _, pl in conv_plans(p.stdout)):
-                msgs.append(f"{tag}: a layer runs Winograd: {conv_plans(p.stdout)}")
-            if tag != "tf32":
-                agree(d, tag, want, msgs)
-        if gr.name == "pads":
-            hostile(args, d, engine, flags_in, msgs)
-        errs = f"relative L2 against float64: Winograd {rel_l2(d, 'wino', want):.2e}, " \
-               f"cuDNN {rel_l2(d, 'cudnn', want):.2e}" if os.path.isdir(f"{d}/cudnn") else ""
-        print(f"{'ok' if not msgs else 'FAIL'} {gr.name}: {n_wino} Winograd layers; {errs}")
-        for m in msgs:
-            print("   ", m)
-        failures += bool(msgs)
-    print(f"{3 - failures} of 3 cases pass")
-    return 1 if failures else 0
+        if tag != "timed" and any(WINO in pl for _, pl in conv_plans(p.stdout)):
+            msgs.append(f"{tag}: a layer runs Winograd: {conv_plans(p.stdout)}")
+        if tag != "tf32":
+            agree(d, tag, want, msgs)
+    if name == "pads":
+        hostile(args, d, engine, flags_in, msgs)
+    errs = f"relative L2 against float64: Winograd {rel_l2(d, 'wino', want):.2e}, " \
+           f"cuDNN {rel_l2(d, 'cudnn', want):.2e}" if os.path.isdir(f"{d}/cudnn") else ""
+    return f"{n_wino} Winograd layers; {errs}"
+
+
+def main():
+    return run_cases(__doc__, (blocks, pads, neck), 4321, "winograd", "wino", check_case)
 
 
 if __name__ == "__main__":
