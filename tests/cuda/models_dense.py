@@ -222,6 +222,24 @@ def linear_case(rng, name, a_shape, n, relu=True, bias_rank=1):
                 **GEMM_TOL)
 
 
+def linear_residual_case(rng, name, a_shape, n, relu=False):
+    """(A W + b) [Relu] + R with R an input of the output's shape. Without the ReLU the residual
+    fusion makes one FusedMatMul whose epilogue adds R (the attention blocks' out_proj + query);
+    with it the Add stays a layer of its own (cuBLASLt's epilogue adds R before an activation)."""
+    k = a_shape[-1]
+    a = rand(rng, a_shape)
+    y = list(a_shape[:-1]) + [n]
+    r = rand(rng, y)
+    consts = {"W": weights(rng, (k, n), k), "b": rand(rng, (n,), lo=-0.5, hi=0.5)}
+    nodes = [helper.make_node("MatMul", ["A", "W"], ["m"], name="mm"),
+             helper.make_node("Add", ["m", "b"], ["s"], name="add")]
+    if relu:
+        nodes.append(helper.make_node("Relu", ["s"], ["t"], name="relu"))
+    nodes.append(helper.make_node("Add", ["t" if relu else "s", "R"], ["Y"], name="residual"))
+    return Case(name, graph(nodes, {"A": a, "R": r}, {"Y": (y, TensorProto.FLOAT)}, consts), {"A": a, "R": r},
+                **GEMM_TOL)
+
+
 def linear_ln_case(rng, name, a_shape, n, relu=True, shift=True, tol=GEMM_TOL):
     """MatMul + Add(bias) [+ Relu] + LayerNormalization(last axis): the anchor encoder's and the
     refinement branches' unit, fused into one FusedMatMul that normalises (on CUDA in the own
@@ -287,6 +305,14 @@ def product_cases(rng):
         linear_ln_case(rng, "linear_ln_odd_48_noshift_norelu", (2, 301, 40), 48, relu=False, shift=False),
         linear_ln_case(rng, "linear_relu_ln_128x128", (1, 900, 128), 128),
         linear_ln_case(rng, "linear_relu_ln_refine_256x256", (1, 900, 256), 256),
+        # K and N not multiples of any tile, rows neither, a batch of separate operands; the
+        # residual epilogue (out_proj + query), with and without a ReLU before it; 1500 rows
+        # (the temporal attention's keys).
+        matmul_case(rng, "mm_edges_3x45x36x20", (3, 45, 36), (3, 36, 20), (3, 45, 20), b_const=False),
+        linear_case(rng, "linear_edges_77x100x52", (1, 77, 100), 52),
+        linear_residual_case(rng, "linear_residual_300x256", (1, 300, 256), 256),
+        linear_residual_case(rng, "linear_relu_residual_129x68x132", (1, 129, 68), 132, relu=True),
+        matmul_case(rng, "mm_head_1500x512x512", (1, 1500, 512), (512, 512), (1, 1500, 512)),
         # Broadcasting and 1-D operands.
         matmul_case(rng, "mm_bcast_batch", (2, 1, 5, 7), (3, 7, 4), (2, 3, 5, 4), b_const=False),
         matmul_case(rng, "mm_bcast_a_shared", (5, 7), (2, 3, 7, 4), (2, 3, 5, 4), b_const=False),
