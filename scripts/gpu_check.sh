@@ -328,7 +328,7 @@ if { want fold || want passes; } && [ "$HAVE_ENGINE" = 1 ] && [ "$PYOK" -eq 0 ];
     for v in $variants; do
       STEP_LOG=$OUT/fold_${preset}_${v%%:*}_build.log step "engine-$preset-${v%%:*}" 120 env ${v#*:} \
         "$BUILD/bin/s4dexec" --onnx="$d/sparse4d_${preset}_${FOLD_PART:-head}.onnx" \
-        --plugins="$BUILD/lib/libs4d_plugins.so" --device=cuda --saveEngine="$d/head_${v%%:*}.s4d" --iterations=1 \
+        --plugins="$BUILD/lib/libs4d_plugins.so" --device=cuda --saveEngine="$d/${FOLD_PART:-head}_${v%%:*}.s4d" --iterations=1 \
         --warmUp=0 --dumpLayerInfo
     done
     r=""
@@ -336,7 +336,7 @@ if { want fold || want passes; } && [ "$HAVE_ENGINE" = 1 ] && [ "$PYOK" -eq 0 ];
       for v in $variants; do
         log=$OUT/fold_${preset}_${v%%:*}_$round.log
         STEP_LOG=$log step "graph-$preset-${v%%:*}-$round" 60 env ${v#*:} "$BUILD/bin/s4dexec" \
-          --loadEngine="$d/head_${v%%:*}.s4d" --plugins="$BUILD/lib/libs4d_plugins.so" --useCudaGraph \
+          --loadEngine="$d/${FOLD_PART:-head}_${v%%:*}.s4d" --plugins="$BUILD/lib/libs4d_plugins.so" --useCudaGraph \
           --noDataTransfers --iterations=300 --warmUp=30
         r="$r ${v%%:*}: $(grep -Eo 'median [0-9.]+ ms' "$log" | head -1 | cut -d' ' -f2)"
       done
