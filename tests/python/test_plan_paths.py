@@ -1,0 +1,59 @@
+"""bench/plan_paths.py: the longest chain of dependent kernels, counted and by measured times,
+on hand-made layer lists, and its reading of an s4dexec --dumpProfile listing."""
+import importlib.util
+import os
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("plan_paths", os.path.join(REPO, "bench", "plan_paths.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _layer(name, ins, outs, view=False):
+    return {"name": name, "op": name.upper(), "is_view": view, "inputs": ins, "outputs": outs}
+
+
+# x -> a -> b -> c -> y (three short kernels) and x -> v (a view) -> d -> y (one long kernel);
+# e joins both branches.
+LAYERS = [
+    _layer("a", ["x"], ["ta"]),
+    _layer("b", ["ta"], ["tb"]),
+    _layer("c", ["tb"], ["tc"]),
+    _layer("v", ["x"], ["tv"], view=True),
+    _layer("d", ["tv"], ["td"]),
+    _layer("e", ["tc", "td"], ["y"]),
+]
+TIMES = {"a": 0.010, "b": 0.010, "c": 0.010, "d": 0.050, "e": 0.010}
+
+
+def test_counted_and_timed_chains_differ():
+    mod = _script()
+    kernels, path = mod.chain(LAYERS)
+    assert kernels == 5
+    assert [l["name"] for l in path] == ["a", "b", "c", "e"]
+    total, tpath = mod.timed_chain(LAYERS, lambda l: TIMES.get(l["name"], 0.0))
+    assert abs(total - 0.060) < 1e-12
+    assert [l["name"] for l in tpath] == ["d", "e"]
+    # 8 us off each kernel: a, b, c and e now weigh 2 us each, d 42.
+    net, npath = mod.timed_chain(LAYERS, lambda l: max(0.0, TIMES.get(l["name"], 0.0) - 0.008))
+    assert abs(net - 0.044) < 1e-12
+    assert [l["name"] for l in npath] == ["d", "e"]
+
+
+def test_profile_listing(tmp_path):
+    mod = _script()
+    f = tmp_path / "profile.txt"
+    f.write_text("[load] head.s4d: 3 layers\n"
+                 "[latency] 30 iterations (after 5 warm-up): min 1.0 ms, median 1.1 ms\n"
+                 "[profile] mean time per layer over 30 iterations\n"
+                 "    0 /head/Sub                    Sub                                 0.0077 ms   0.1%\n"
+                 "    1 /head/anchor_encoder/pos_fc/pos_fc.9_1/MatMul FusedMLP                0.0400 ms   0.6%\n"
+                 "    2 /head/Unsqueeze              Unsqueeze                           0.0000 ms   0.0%\n"
+                 "  total 0.0477 ms\n")
+    times = mod.parse_profile(str(f))
+    assert times == {"/head/Sub": 0.0077, "/head/anchor_encoder/pos_fc/pos_fc.9_1/MatMul": 0.04,
+                     "/head/Unsqueeze": 0.0}
