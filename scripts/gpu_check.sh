@@ -25,7 +25,8 @@
 #      "attention" and "fp16bench" (the fused attention and dense layers in
 #      float32, TF32 and float16), "dabench" (every variant of the aggregation
 #      kernels), "prof" (s4dexec eager and graph latency of the demo's
-#      engines, the op through PyTorch) and "passes" (or "fold": each head's
+#      engines, the longest chain of their kernels by the eager profile, the op
+#      through PyTorch) and "passes" (or "fold": each head's
 #      CUDA graph with every pass, without the residual fusion and without the
 #      view folding, FOLD_PRESETS; PASS_VARIANTS="name:VAR=value ..." replaces
 #      those three builds, the variable set for the build and the replays;
@@ -360,6 +361,13 @@ if want prof; then
           $([ $mode = graph ] && echo --useCudaGraph || echo --dumpProfile)
         row "engine $preset $g $mode" "$(grep -Eo 'median [0-9.]+ ms' "$OUT/engine_${preset}_${g}_$mode.log" | head -1)"
       done
+      # The longest chain of dependent kernels by the eager profile's times (bench/plan_paths.py).
+      if [ -s "$OUT/engine_${preset}_${g}_eager.log" ]; then
+        STEP_LOG=$OUT/chain_${preset}_$g.log step "chain-$preset-$g" 60 env PYTHONPATH=python S4D_BUILD="$BUILD" \
+          "$PY" bench/plan_paths.py "$eng" --plugins="$BUILD/lib/libs4d_plugins.so" \
+          --profile="$OUT/engine_${preset}_${g}_eager.log" --json="$OUT/chain_${preset}_$g.json"
+        row "chain $preset $g" "$(grep -Eo 'the longest chain takes [0-9.]+ ms \([0-9]+ kernels\)' "$OUT/chain_${preset}_$g.log" | head -1)"
+      fi
     done
   done
   # The op through PyTorch: kernel, binding and autograd layers (issue of the L2-limit kernels).
