@@ -28,30 +28,40 @@ import sys
 from s4d import engine as s4d_engine
 
 
-def chain(layers):
-    """(kernels, the longest chain of dependent kernels as a list of layers) of a layer list in
-    execution order: each layer's depth is its deepest producer's plus one (views add none)."""
-    made_by, depth, back = {}, [], []
+def longest(layers, weight):
+    """(its length, the chain of kernels that is longest by weight(layer)) of a layer list in
+    execution order: a layer ends its deepest producer's length plus its weight; views weigh
+    nothing and are left out of the chain."""
+    made_by, finish, back = {}, [], []
     for i, layer in enumerate(layers):
-        d, arg = 0, None
-        for t in layer["inputs"]:
-            j = made_by.get(t)
-            if j is not None and depth[j] > d:
-                d, arg = depth[j], j
-        depth.append(d + (0 if layer["is_view"] else 1))
+        t, arg = 0, None
+        for v in layer["inputs"]:
+            j = made_by.get(v)
+            if j is not None and finish[j] > t:
+                t, arg = finish[j], j
+        finish.append(t + (0 if layer["is_view"] else weight(layer)))
         back.append(arg)
-        for t in layer["outputs"]:
-            made_by[t] = i
-    kernels = sum(not layer["is_view"] for layer in layers)
+        for v in layer["outputs"]:
+            made_by[v] = i
     if not layers:
-        return kernels, []
-    i = max(range(len(layers)), key=lambda k: depth[k])
-    path = []
+        return 0, []
+    i = max(range(len(layers)), key=lambda k: finish[k])
+    total, path = finish[i], []
     while i is not None:
         if not layers[i]["is_view"]:
             path.append(layers[i])
         i = back[i]
-    return kernels, path[::-1]
+    return total, path[::-1]
+
+
+def chain(layers):
+    """(kernels, the longest chain of dependent kernels, each counting 1)."""
+    return sum(not layer["is_view"] for layer in layers), longest(layers, lambda layer: 1)[1]
+
+
+def timed_chain(layers, ms):
+    """(ms, the chain of kernels that takes the longest by ms(layer))."""
+    return longest(layers, ms)
 
 
 def parse_profile(path):
@@ -60,39 +70,13 @@ def parse_profile(path):
     with open(path) as f:
         for line in f:
             parts = line.split()
-            if len(parts) >= 5 and parts[0].isdigit() and parts[-2] == "ms" or \
-                    (len(parts) >= 6 and parts[0].isdigit() and parts[-3] == "ms"):
-                i = parts.index("ms")
+            if len(parts) >= 5 and parts[0].isdigit() and "ms" in parts[3:]:
+                i = parts.index("ms", 3)
                 try:
                     times[parts[1]] = float(parts[i - 1])
                 except ValueError:
                     pass
     return times
-
-
-def timed_chain(layers, ms):
-    """(ms, the chain of kernels that takes the longest by ms, layer name -> time) in execution
-    order; views take no time."""
-    made_by, finish, back = {}, [], []
-    for i, layer in enumerate(layers):
-        t, arg = 0.0, None
-        for v in layer["inputs"]:
-            j = made_by.get(v)
-            if j is not None and finish[j] > t:
-                t, arg = finish[j], j
-        finish.append(t + (0.0 if layer["is_view"] else ms(layer)))
-        back.append(arg)
-        for v in layer["outputs"]:
-            made_by[v] = i
-    if not layers:
-        return 0.0, []
-    i = max(range(len(layers)), key=lambda k: finish[k])
-    total, path = finish[i], []
-    while i is not None:
-        if not layers[i]["is_view"]:
-            path.append(layers[i])
-        i = back[i]
-    return total, path[::-1]
 
 
 def main():

@@ -24,12 +24,17 @@ def require_build():
         assert os.path.isfile(path), f"{path} is missing: build the project first (make)"
 
 
-def _make_models_module():
-    path = os.path.join(REPO, "tests", "engine", "make_models.py")
-    spec = importlib.util.spec_from_file_location("s4d_engine_make_models", path)
+def repo_module(relpath, name=None):
+    """The script at REPO/relpath (e.g. "bench/plan_paths.py") imported as a module."""
+    name = name or os.path.splitext(os.path.basename(relpath))[0]
+    spec = importlib.util.spec_from_file_location(name, os.path.join(REPO, relpath))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def _make_models_module():
+    return repo_module("tests/engine/make_models.py", "s4d_engine_make_models")
 
 
 def dtypes_model(out):

@@ -1,24 +1,17 @@
 """bench/feature_sensitivity.py on the CPU: the float32 head on its own
 golden features matches every box with relative L2 0, the perturbations
 have the sizes they claim, and bad arguments are refused."""
-import importlib.util
 import json
-import os
 
 import numpy as np
 import pytest
 
+from engine_util import repo_module
 from s4d.sparse4d.golden import generate
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location(
-        "feature_sensitivity", os.path.join(REPO, "bench", "feature_sensitivity.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return repo_module("bench/feature_sensitivity.py")
 
 
 @pytest.fixture(scope="module")

@@ -1,18 +1,13 @@
 """bench/plan_flops.py: the FLOPs it counts per op against the formulas worked by hand, on
 layer lines in the format s4dexec --dumpLayerInfo prints, and its refusal of a file without
 layer lines."""
-import importlib.util
 import json
-import os
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from engine_util import repo_module
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("plan_flops", os.path.join(REPO, "bench", "plan_flops.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return repo_module("bench/plan_flops.py")
 
 
 LINES = [

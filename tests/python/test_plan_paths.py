@@ -1,16 +1,11 @@
 """bench/plan_paths.py: the longest chain of dependent kernels, counted and by measured times,
 on hand-made layer lists, and its reading of an s4dexec --dumpProfile listing."""
-import importlib.util
-import os
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from engine_util import repo_module
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("plan_paths", os.path.join(REPO, "bench", "plan_paths.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return repo_module("bench/plan_paths.py")
 
 
 def _layer(name, ins, outs, view=False):

@@ -2,17 +2,16 @@
 benchmark's PyTorch accuracy run (bench/frame_bench.py), on the CPU: a
 float32 run agrees with its own golden sequence, perturbed runs are caught
 by exactly the boxes perturbed."""
-import importlib.util
 import os
 
 import numpy as np
 import pytest
 
+from engine_util import REPO, repo_module
 from s4d.sparse4d import agreement
 from s4d.sparse4d.golden import generate
 from s4d.sparse4d.model import build_model
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 rng = np.random.default_rng(7)
 
 
@@ -119,11 +118,7 @@ def golden(tmp_path_factory):
 
 
 def _frame_bench():
-    spec = importlib.util.spec_from_file_location("frame_bench",
-                                                  os.path.join(REPO, "bench", "frame_bench.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return repo_module("bench/frame_bench.py")
 
 
 def test_float32_run_agrees_with_its_golden(golden):
