@@ -79,7 +79,7 @@ def parse_profile(path):
     return times
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
     ap.add_argument("--device", default="cpu")
@@ -90,7 +90,17 @@ def main():
     ap.add_argument("--profile", help="s4dexec --dumpProfile listing of the same model's engine")
     ap.add_argument("--floor-us", type=float, default=None,
                     help="launch cost to take off each kernel's time (default: the smallest kernel's)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    times = None
+    if args.profile:
+        try:
+            times = parse_profile(args.profile)
+        except OSError as e:
+            print(f"plan_paths: cannot read the profile: {e}", file=sys.stderr)
+            return 1
+        if not times:
+            print(f"plan_paths: {args.profile} has no layer lines of s4dexec --dumpProfile", file=sys.stderr)
+            return 1
     if args.model.endswith((".s4d", ".s4de")):
         eng = s4d_engine.load(args.model, plugins=[args.plugins])
         args.device = eng.device
@@ -111,8 +121,7 @@ def main():
         for layer in path:
             print(f"    {layer['op']:32s} {layer['name']}")
     timed = None
-    if args.profile:
-        times = parse_profile(args.profile)
+    if times is not None:
         kern = [layer for layer in layers if not layer["is_view"]]
         missing = [layer["name"] for layer in kern if layer["name"] not in times]
         present = [times[layer["name"]] for layer in kern if layer["name"] in times and times[layer["name"]] > 0]

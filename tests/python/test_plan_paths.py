@@ -52,3 +52,13 @@ def test_profile_listing(tmp_path):
     times = mod.parse_profile(str(f))
     assert times == {"/head/Sub": 0.0077, "/head/anchor_encoder/pos_fc/pos_fc.9_1/MatMul": 0.04,
                      "/head/Unsqueeze": 0.0}
+
+
+def test_refuses_a_profile_it_cannot_use(tmp_path, capsys):
+    mod = _script()
+    empty = tmp_path / "empty.txt"
+    empty.write_text("[latency] 30 iterations: median 1.0 ms\n")
+    assert mod.main(["model.onnx", "--profile", str(empty)]) == 1
+    assert "has no layer lines" in capsys.readouterr().err
+    assert mod.main(["model.onnx", "--profile", str(tmp_path / "missing.txt")]) == 1
+    assert "cannot read the profile" in capsys.readouterr().err
