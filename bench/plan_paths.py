@@ -5,16 +5,16 @@ each small kernel costs a few microseconds whatever it computes, this chain boun
 usage: PYTHONPATH=python python3 bench/plan_paths.py MODEL.onnx|ENGINE.s4d [--device cpu|cuda]
            [--plugins LIB] [--path] [--json OUT] [--profile PROFILE.txt [--floor-us US]]
 
-Builds the engine from an ONNX model, or loads an engine file as it was built (its plan, on the
-machine it was built for), (S4D_TEST_BACKEND=guarded with --device cuda builds the CUDA plan on a machine
-without a GPU: the same passes and fusions, the guarded device's kernels), then counts the layers
+Builds the engine from an ONNX model (S4D_TEST_BACKEND=guarded with --device cuda builds the CUDA
+plan on a machine without a GPU: the same passes and fusions, the guarded device's kernels), or
+loads an engine file with the plan it was built with, then counts the layers
 that run a kernel (views and Concats in place run none), the longest chain of them (each kernel counts 1), and the op
 types along it. --path prints the chain itself. Environment switches of the passes
 (S4D_FOLD_VIEWS=0, S4D_FUSE_POINTWISE=0, S4D_CONCAT_IN_PLACE=0, ...) apply as in any build.
 
 --profile takes the per-layer times of the same engine (s4dexec --loadEngine=ENGINE.s4d
---dumpProfile's listing; a plan built again may choose other fusions, e.g. on the GPU by timing) and also finds the chain that takes the longest by
-those times: with as many streams as the graph wants and nothing else in the way, the time the
+--dumpProfile's listing; a plan built again may choose other fusions, e.g. on the GPU by timing)
+and also finds the chain that takes the longest by those times: with as many streams as the graph wants and nothing else in the way, the time the
 engine cannot go under. A layer's eager time includes its launch and the profile's events;
 --floor-us subtracts that much from every kernel (default: the listing's smallest kernel time),
 so that the chain is given with and without it. Layers the listing lacks count 0 and are named.
@@ -57,11 +57,6 @@ def longest(layers, weight):
 def chain(layers):
     """(kernels, the longest chain of dependent kernels, each counting 1)."""
     return sum(not layer["is_view"] for layer in layers), longest(layers, lambda layer: 1)[1]
-
-
-def timed_chain(layers, ms):
-    """(ms, the chain of kernels that takes the longest by ms(layer))."""
-    return longest(layers, ms)
 
 
 def parse_profile(path):
@@ -122,16 +117,23 @@ def main(argv=None):
             print(f"    {layer['op']:32s} {layer['name']}")
     timed = None
     if times is not None:
+        def ms(layer):
+            return times.get(layer["name"], 0.0)
+
         kern = [layer for layer in layers if not layer["is_view"]]
         missing = [layer["name"] for layer in kern if layer["name"] not in times]
-        present = [times[layer["name"]] for layer in kern if layer["name"] in times and times[layer["name"]] > 0]
+        present = [ms(layer) for layer in kern if ms(layer) > 0]
         floor = (args.floor_us / 1000.0) if args.floor_us is not None else (min(present) if present else 0.0)
-        summed = sum(times.get(layer["name"], 0.0) for layer in kern)
-        full, fpath = timed_chain(layers, lambda layer: times.get(layer["name"], 0.0))
-        net, npath = timed_chain(layers, lambda layer: max(0.0, times.get(layer["name"], 0.0) - floor))
+
+        def net_ms(layer):
+            return max(0.0, ms(layer) - floor)
+
+        summed = sum(ms(layer) for layer in kern)
+        full, fpath = longest(layers, ms)
+        net, npath = longest(layers, net_ms)
         by_op = collections.Counter()
         for layer in npath:
-            by_op[layer["op"]] += max(0.0, times.get(layer["name"], 0.0) - floor)
+            by_op[layer["op"]] += net_ms(layer)
         print(f"  by the profile ({os.path.basename(args.profile)}): kernels sum to {summed:.3f} ms; the longest "
               f"chain takes {full:.3f} ms ({len(fpath)} kernels); with {1000 * floor:.1f} us off each kernel "
               f"{net:.3f} ms ({len(npath)} kernels)")
@@ -146,7 +148,7 @@ def main(argv=None):
                   "profile is of another plan (" + ", ".join(extra[:4]) + (" ..." if len(extra) > 4 else "") + ")")
         if args.path:
             for layer in npath:
-                print(f"    {times.get(layer['name'], 0.0):8.4f} ms  {layer['op']:24s} {layer['name']}")
+                print(f"    {ms(layer):8.4f} ms  {layer['op']:24s} {layer['name']}")
         timed = {"summed_ms": summed, "chain_ms": full, "chain_kernels": len(fpath), "floor_ms": floor,
                  "chain_ms_less_floor": net, "chain_less_floor_kernels": len(npath),
                  "chain_less_floor_by_op": dict(by_op), "missing": missing,

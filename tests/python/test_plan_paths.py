@@ -30,11 +30,11 @@ def test_counted_and_timed_chains_differ():
     kernels, path = mod.chain(LAYERS)
     assert kernels == 5
     assert [l["name"] for l in path] == ["a", "b", "c", "e"]
-    total, tpath = mod.timed_chain(LAYERS, lambda l: TIMES.get(l["name"], 0.0))
+    total, tpath = mod.longest(LAYERS, lambda l: TIMES.get(l["name"], 0.0))
     assert abs(total - 0.060) < 1e-12
     assert [l["name"] for l in tpath] == ["d", "e"]
     # 8 us off each kernel: a, b, c and e now weigh 2 us each, d 42.
-    net, npath = mod.timed_chain(LAYERS, lambda l: max(0.0, TIMES.get(l["name"], 0.0) - 0.008))
+    net, npath = mod.longest(LAYERS, lambda l: max(0.0, TIMES.get(l["name"], 0.0) - 0.008))
     assert abs(net - 0.044) < 1e-12
     assert [l["name"] for l in npath] == ["d", "e"]
 
