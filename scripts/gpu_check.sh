@@ -322,14 +322,15 @@ if { want fold || want passes; } && [ "$HAVE_ENGINE" = 1 ] && [ "$PYOK" -eq 0 ];
   # residual fusion (S4D_FUSE_RESIDUAL=0, src/passes/fuse_matmul.c) and without the view
   # folding (S4D_FOLD_VIEWS=0, src/passes/fold_views.c), float32, each replayed as a CUDA graph
   # in turn, three rounds. "fold" is the older name of this step.
+  part=${FOLD_PART:-head}
   for preset in ${FOLD_PRESETS:-tiny v3}; do
     d=$ROOT/out/fold_$preset
     PYTHONPATH=python step "export-$preset-fold" 120 "$PY" -m s4d.sparse4d.export --preset "$preset" --out "$d"
     variants=${PASS_VARIANTS:-"on: residual0:S4D_FUSE_RESIDUAL=0 fold0:S4D_FOLD_VIEWS=0"}
     for v in $variants; do
       STEP_LOG=$OUT/fold_${preset}_${v%%:*}_build.log step "engine-$preset-${v%%:*}" 120 env ${v#*:} \
-        "$BUILD/bin/s4dexec" --onnx="$d/sparse4d_${preset}_${FOLD_PART:-head}.onnx" \
-        --plugins="$BUILD/lib/libs4d_plugins.so" --device=cuda --saveEngine="$d/${FOLD_PART:-head}_${v%%:*}.s4d" --iterations=1 \
+        "$BUILD/bin/s4dexec" --onnx="$d/sparse4d_${preset}_$part.onnx" \
+        --plugins="$BUILD/lib/libs4d_plugins.so" --device=cuda --saveEngine="$d/${part}_${v%%:*}.s4d" --iterations=1 \
         --warmUp=0 --dumpLayerInfo
     done
     r=""
@@ -337,7 +338,7 @@ if { want fold || want passes; } && [ "$HAVE_ENGINE" = 1 ] && [ "$PYOK" -eq 0 ];
       for v in $variants; do
         log=$OUT/fold_${preset}_${v%%:*}_$round.log
         STEP_LOG=$log step "graph-$preset-${v%%:*}-$round" 60 env ${v#*:} "$BUILD/bin/s4dexec" \
-          --loadEngine="$d/${FOLD_PART:-head}_${v%%:*}.s4d" --plugins="$BUILD/lib/libs4d_plugins.so" --useCudaGraph \
+          --loadEngine="$d/${part}_${v%%:*}.s4d" --plugins="$BUILD/lib/libs4d_plugins.so" --useCudaGraph \
           --noDataTransfers --iterations=300 --warmUp=30
         r="$r ${v%%:*}: $(grep -Eo 'median [0-9.]+ ms' "$log" | head -1 | cut -d' ' -f2)"
       done
@@ -345,7 +346,7 @@ if { want fold || want passes; } && [ "$HAVE_ENGINE" = 1 ] && [ "$PYOK" -eq 0 ];
     for v in $variants; do
       r="$r; ${v%%:*} layers: $(grep -Eo '^\[layers\] [0-9]+ layers, [0-9]+ views( \(no kernel\), [0-9]+ Concats in place)?' "$OUT/fold_${preset}_${v%%:*}_build.log" | head -1)"
     done
-    row "late passes $preset ${FOLD_PART:-head}" "$r"
+    row "late passes $preset $part" "$r"
   done
 fi
 if want prof; then
