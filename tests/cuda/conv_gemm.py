@@ -25,7 +25,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "engine"))
 sys.path.insert(0, os.path.join(HERE, "..", "fuzz"))
-from exec_util import check_reload, close, load_inputs_flag, run  # noqa: E402
+from exec_util import check_reload, close, load_inputs_flag, run, says_no_gpu  # noqa: E402
 from engine_file import EngineFile  # noqa: E402
 from mbconv_fusion import Graph, reference  # noqa: E402
 import onnx  # noqa: E402
@@ -121,7 +121,7 @@ def forced_build(args, scratch, gr, outs, choice, tag):
     p = build(args, d, model, flags_in, choice, tag, engine)
     said = p.stderr + p.stdout
     if p.returncode != 0:
-        if "no usable CUDA device" in said or "no CUDA device" in said or "has no backend for it" in said:
+        if says_no_gpu(said):
             print(f"skip: no GPU here: {said.strip().splitlines()[-1:]}")
             return NO_GPU
         print(f"FAIL {gr.name}: the build with S4D_CONV_CHOICE={choice} failed: {said.strip()}")

@@ -173,6 +173,11 @@ def eltwise_tolerance(args):
     return (1e-6, 1e-6) if args.device == "cpu" or os.environ.get("S4D_TEST_BACKEND") else (4e-6, 2e-6)
 
 
+def says_no_gpu(text):
+    """Whether s4dexec's message says there is no CUDA device, or no CUDA backend in this build."""
+    return "no usable CUDA device" in text or "no CUDA device" in text or "has no backend for it" in text
+
+
 def pair_runs(args, name, first, second, failures):
     """first() and second() (each a run: (layer types, outputs)) of one case: both results, or
     None with the failure recorded; raises SystemExit(NO_GPU) when --device cuda finds no GPU or
@@ -181,8 +186,7 @@ def pair_runs(args, name, first, second, failures):
         return first(), second()
     except RuntimeError as e:
         said = str(e)
-        if args.device == "cuda" and ("no usable CUDA device" in said or "no CUDA device" in said
-                                      or "has no backend for it" in said):
+        if args.device == "cuda" and says_no_gpu(said):
             print(f"{name}: no CUDA device or backend here; skipping")
             raise SystemExit(NO_GPU)
         failures.append(f"{name}: {e}")

@@ -34,7 +34,8 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from exec_util import close, fusion_arg_parser, layer_types, pass_run, report_case, summary  # noqa: E402
+from exec_util import (close, fusion_arg_parser, layer_types, pass_run, report_case, says_no_gpu,  # noqa: E402
+                       summary)
 
 F32 = TensorProto.FLOAT
 NO_GPU = 77
@@ -323,8 +324,7 @@ def main():
             out_1 = None if host_only else engine_run(args, d, "fused_1t", path, case, True, 1)[1]
         except RuntimeError as e:
             said = str(e)
-            if args.device == "cuda" and ("no usable CUDA device" in said or "no CUDA device" in said
-                                          or "has no backend for it" in said):
+            if args.device == "cuda" and says_no_gpu(said):
                 print(f"{case.name}: no CUDA device or backend here; skipping")
                 return NO_GPU
             failures.append(case.name)

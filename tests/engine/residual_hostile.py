@@ -31,7 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "fuzz"))
 from exec_util import (NO_GPU, check_hostile_layers, engine_tensor, fused_layer_of,  # noqa: E402
-                       fusion_arg_parser, layer_attr, load_inputs_flag, s4dexec_plugins)
+                       fusion_arg_parser, layer_attr, load_inputs_flag, s4dexec_plugins, says_no_gpu)
 from engine_file import EngineFile  # noqa: E402
 
 F32 = TensorProto.FLOAT
@@ -89,8 +89,7 @@ def main():
     p = s4dexec_plugins(args.s4dexec, args.plugins, [f"--onnx={onnx_path}", f"--device={args.device}",
                                              f"--saveEngine={engine}", f"--exportOutput={args.scratch}/built"])
     said = p.stderr.strip()
-    if p.returncode != 0 and args.device == "cuda" and ("no usable CUDA device" in said or "no CUDA device" in said
-                                                        or "has no backend for it" in said):
+    if p.returncode != 0 and args.device == "cuda" and says_no_gpu(said):
         print(f"no CUDA device or backend here; skipping ({said.splitlines()[-1]})")
         return NO_GPU
     if p.returncode != 0:
