@@ -31,7 +31,9 @@ import onnx
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "engine"))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
 from attention_fusion import chain_model  # noqa: E402
+from s4d.exec import read_profile  # noqa: E402
 
 BLOCKS = [
     # name, (Q, KT, V shapes), mask shape
@@ -58,12 +60,7 @@ def median_ms(out):
 
 def layers_ms(out):
     """(name, op, ms) of each layer of the [profile] table."""
-    rows = []
-    for line in out.splitlines():
-        m = re.match(r"\s*\d+\s+(\S+)\s+(\S+)\s+([0-9.]+) ms", line)
-        if m:
-            rows.append((m.group(1), m.group(2), float(m.group(3))))
-    return rows
+    return [(name, op, ms) for _, name, op, ms in read_profile(out)]
 
 
 def main():

@@ -15,7 +15,6 @@ import argparse
 import json
 import os
 import platform
-import re
 import subprocess
 import sys
 import time
@@ -25,7 +24,9 @@ import onnx
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "cuda"))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
 import models_movement  # noqa: E402
+from s4d.exec import read_profile  # noqa: E402
 
 # (case name, what PyTorch runs: a function of the input tensors in model order)
 CASES = [
@@ -70,14 +71,10 @@ def s4d_layer_ms(s4dexec, plugins, case, workdir, iterations):
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"{case.name}: s4dexec failed: {r.stderr.strip()}")
-    ms = None
-    for line in r.stdout.splitlines():
-        m = re.match(r"\s*\d+\s+\S+\s+\S+\s+([0-9.]+) ms", line)
-        if m:
-            ms = (ms or 0.0) + float(m.group(1))
-    if ms is None:
+    rows = read_profile(r.stdout)
+    if not rows:
         raise RuntimeError(f"{case.name}: no layer time in the profile:\n{r.stdout}")
-    return ms
+    return sum(ms for _, _, _, ms in rows)
 
 
 def torch_ms(fn, arrays, iterations):

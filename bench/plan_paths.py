@@ -26,6 +26,7 @@ import os
 import sys
 
 from s4d import engine as s4d_engine
+from s4d.exec import read_profile
 
 
 def longest(layers, weight):
@@ -61,17 +62,8 @@ def chain(layers):
 
 def parse_profile(path):
     """Layer name -> mean ms from a --dumpProfile listing ('  12 name  Op  0.0123 ms  0.1%')."""
-    times = {}
     with open(path) as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) >= 5 and parts[0].isdigit() and "ms" in parts[3:]:
-                i = parts.index("ms", 3)
-                try:
-                    times[parts[1]] = float(parts[i - 1])
-                except ValueError:
-                    pass
-    return times
+        return {name: ms for _, name, _, ms in read_profile(f.read())}
 
 
 def main(argv=None):

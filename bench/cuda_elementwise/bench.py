@@ -19,6 +19,9 @@ import time
 import numpy as np
 from onnx import TensorProto, helper
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+from s4d.exec import read_profile  # noqa: E402
+
 F32, F16, B, I64 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BOOL, TensorProto.INT64
 NP = {F32: np.float32, F16: np.float16, B: np.bool_, I64: np.int64}
 
@@ -66,10 +69,9 @@ def s4d_time(args, path, op):
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         return None, (r.stderr.strip() or r.stdout.strip()).splitlines()[-1:]
-    for line in r.stdout.splitlines():
-        m = re.match(r"\s+\d+\s+\S+\s+(\S+)\s+([0-9.]+) ms", line)
-        if m and m.group(1) == op:
-            return float(m.group(2)) * 1e3, None
+    for _, _, layer_op, ms in read_profile(r.stdout):
+        if layer_op == op:
+            return ms * 1e3, None
     return None, ["no profile line for " + op]
 
 

@@ -18,6 +18,8 @@ import subprocess
 import sys
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+from s4d.exec import read_profile  # noqa: E402
 SHAPE = re.compile(r"float32\[([0-9,]*)\]")
 
 
@@ -46,22 +48,12 @@ def profile(model, threads, iterations):
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if p.returncode != 0:
         raise RuntimeError(p.stdout[-500:] + p.stderr[-500:])
-    info, prof, in_prof = {}, {}, False
-    for line in p.stdout.splitlines():
-        if line.startswith("[profile]"):
-            in_prof = True
-            continue
+    info = {}
+    for line in p.stdout.split("[profile]")[0].splitlines():  # --dumpLayerInfo's lines
         mt = re.match(r"\s*(\d+) (\S+)\s+(\S+)\s+(.*)$", line)
-        if not mt:
-            continue
-        idx, name, op, rest = int(mt.group(1)), mt.group(2), mt.group(3), mt.group(4)
-        if in_prof:
-            ms = re.match(r"([0-9.]+) ms", rest.strip())
-            if ms:
-                prof[idx] = (name, op, float(ms.group(1)))
-        elif " in: " in rest:
-            info[idx] = kind(op, rest)
-    return [(name, info.get(i, (op, 0)), ms) for i, (name, op, ms) in sorted(prof.items())]
+        if mt and " in: " in mt.group(4):
+            info[int(mt.group(1))] = kind(mt.group(3), mt.group(4))
+    return [(name, info.get(i, (op, 0)), ms) for i, name, op, ms in sorted(read_profile(p.stdout))]
 
 
 def main():

@@ -269,6 +269,24 @@ def parse_args(argv):
     return o
 
 
+_PROFILE_ROW = re.compile(r"\s*(\d+) (\S+)\s+(\S+)\s+([0-9.]+) ms\s+[0-9.]+%$")
+
+
+def read_profile(text):
+    """The per-layer rows of a --dumpProfile listing (build/bin/s4dexec's or this module's,
+    which print the same lines) in text: (index, layer name, op, mean ms) in the listing's
+    order. Lines before its "[profile]" header, such as --dumpLayerInfo's, are not read."""
+    rows, inside = [], False
+    for line in text.splitlines():
+        if line.startswith("[profile]"):
+            inside = True
+            continue
+        m = _PROFILE_ROW.match(line) if inside else None
+        if m:
+            rows.append((int(m.group(1)), m.group(2), m.group(3), float(m.group(4))))
+    return rows
+
+
 def file_name_of(tensor):
     """s4dexec's file name for a tensor: [A-Za-z0-9._-] kept, the rest '_'."""
     return (re.sub(r"[^A-Za-z0-9._-]", "_", tensor) or "_") + ".npy"

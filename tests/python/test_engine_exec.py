@@ -132,7 +132,7 @@ def test_device_cuda_on_the_guarded_device_agrees(models, tmp_path):
 def test_layer_dump_profile_and_compare_lines(models, tmp_path):
     onnx_path = os.path.join(models, "da.onnx")
     base = [f"--onnx={onnx_path}", f"--plugins={u.PLUGINS}", "--iterations=3", "--warmUp=1"]
-    c = s4dexec(*base, "--dumpLayerInfo", "--verbose", f"--exportOutput={tmp_path}/ref")
+    c = s4dexec(*base, "--dumpLayerInfo", "--verbose", "--dumpProfile", f"--exportOutput={tmp_path}/ref")
     p = pyexec(*base, "--dumpLayerInfo", "--verbose", "--dumpProfile")
     assert c.returncode == 0 and p.returncode == 0, c.stderr + p.stderr
 
@@ -147,6 +147,13 @@ def test_layer_dump_profile_and_compare_lines(models, tmp_path):
     assert "[inputs] feat_in <- random (seed 1)" in p.stdout
     prof = block(p.stdout, "[profile]", "  total")
     assert len(prof) == 2 + 8 and "s4d::DeformableAggregation:1" in prof[-2]
+    # the listing's reader (the bench scripts'), on both tools' listings
+    rows_p, rows_c = s4d_exec.read_profile(p.stdout), s4d_exec.read_profile(c.stdout)
+    assert [r[:3] for r in rows_p] == [r[:3] for r in rows_c]
+    assert [r[0] for r in rows_p] == list(range(8)) and rows_p[-1][2] == "s4d::DeformableAggregation:1"
+    for out, rows in ((p.stdout, rows_p), (c.stdout, rows_c)):
+        total = float(block(out, "[profile]", "  total")[-1].split()[1])
+        assert all(r[3] >= 0 for r in rows) and abs(sum(r[3] for r in rows) - total) < 1e-3
     assert p.stdout.rstrip().endswith("[done] PASSED")
     # --compareOutputs: pass, then fail on a perturbed reference, same lines as s4dexec
     ok = [pyexec(*base, f"--compareOutputs={tmp_path}/ref"),
