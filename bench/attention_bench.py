@@ -6,7 +6,8 @@ the same chain left unfused (cuBLAS products, Where and Softmax kernels).
 Models (tests/engine/attention_fusion.py's chain_model, after the projections):
     Mul(Q, 0.125) -> MatMul(., KT) [-> Where(key mask, S, -inf)] -> Softmax(-1) -> MatMul(., V)
 for the v3 preset's temporal cross-attention (B=1, H=8, Nq=900, Nk=1500, D=64, a [1,1,1,1500]
-key mask) and self-attention (Nk=900, no mask). The unfused twin also returns the
+key mask: random, 60% kept; as the head has it with history, its 600 cached keys attended; and
+without, its 900 current ones) and self-attention (Nk=900, no mask). The unfused twin also returns the
 probabilities P, which keeps the fusion pass off the chain; with --noDataTransfers that output
 stays on the device, so both run the same layers but the fused ones.
 
@@ -35,10 +36,13 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 from attention_fusion import chain_model  # noqa: E402
 from s4d.exec import read_profile  # noqa: E402
 
+TEMPORAL = ([1, 8, 900, 64], [1, 8, 64, 1500], [1, 8, 1500, 64])
 BLOCKS = [
-    # name, (Q, KT, V shapes), mask shape
-    ("v3_temporal_900x1500", ([1, 8, 900, 64], [1, 8, 64, 1500], [1, 8, 1500, 64]), [1, 1, 1, 1500]),
-    ("v3_self_900x900", ([1, 8, 900, 64], [1, 8, 64, 900], [1, 8, 900, 64]), None),
+    # name, (Q, KT, V shapes), mask shape, attended keys (None: 60% at random)
+    ("v3_temporal_900x1500", TEMPORAL, [1, 1, 1, 1500], None),
+    ("v3_temporal_history", TEMPORAL, [1, 1, 1, 1500], (0, 600)),
+    ("v3_temporal_first_frame", TEMPORAL, [1, 1, 1, 1500], (600, 1500)),
+    ("v3_self_900x900", ([1, 8, 900, 64], [1, 8, 64, 900], [1, 8, 900, 64]), None, None),
 ]
 
 PRECISIONS = ("fp32", "tf32", "fp16")
@@ -69,11 +73,16 @@ def main():
     ap.add_argument("plugins")
     ap.add_argument("out")
     ap.add_argument("--iterations", type=int, default=200)
+    ap.add_argument("--precisions", default=",".join(PRECISIONS),
+                    help="comma-separated, of " + ", ".join(PRECISIONS))
     args = ap.parse_args()
+    precisions = [p for p in args.precisions.split(",") if p]
+    if not precisions or any(p not in PRECISIONS for p in precisions):
+        ap.error(f"--precisions: give some of {', '.join(PRECISIONS)}")
     os.makedirs(args.out, exist_ok=True)
     rng = np.random.default_rng(7)
     results = []
-    for name, shapes, mshape in BLOCKS:
+    for name, shapes, mshape, keys in BLOCKS:
         d = os.path.join(args.out, "models", name)
         os.makedirs(d, exist_ok=True)
         specs = []
@@ -84,13 +93,16 @@ def main():
         if mshape:
             mask = rng.uniform(size=mshape) < 0.6
             mask[..., 0] = True
+            if keys:
+                mask[...] = False
+                mask[..., keys[0]:keys[1]] = True
             p = os.path.join(d, "mask.npy")
             np.save(p, mask)
             specs.append(f"mask:{p}")
         for variant in ("fused", "unfused"):
             path = os.path.join(d, f"{variant}.onnx")
             onnx.save(chain_model(shapes, mshape, scale=0.125, p_output=variant == "unfused"), path)
-            for prec in PRECISIONS:
+            for prec in precisions:
                 base = [args.s4dexec, f"--onnx={path}", f"--plugins={args.plugins}", "--device=cuda",
                         "--loadInputs=" + ",".join(specs), "--tf32" if prec == "tf32" else "--noTF32"]
                 if prec == "fp16":
@@ -128,8 +140,8 @@ def main():
                 f"of the chain's per-layer means (CUDA events, --dumpProfile). fp32 is strict "
                 f"float32 (--noTF32), tf32 float32 with --tf32, fp16 --fp16.\n\n| block | precision | unfused graph ms | fused graph ms | unfused "
                 f"layers ms | fused layers ms | speed-up (graph) |\n|---|---|---|---|---|---|---|\n")
-        for name, _, _ in BLOCKS:
-            for prec in PRECISIONS:
+        for name, _, _, _ in BLOCKS:
+            for prec in precisions:
                 u = next(r for r in results if r["block"] == name and r["precision"] == prec
                          and r["variant"] == "unfused")
                 fz = next(r for r in results if r["block"] == name and r["precision"] == prec

@@ -11,7 +11,10 @@ of the 64-key tile or of 4 (scalar loads), a query-dependent mask with a fully m
 on both sides), Where(mask, fill, S) with a finite fill, broadcast batch dims, Dv != D, head
 sizes padded to the kernel's 16/32/64/128, many batch matrices, key ranges split across blocks
 (few queries, many keys), and D = 160, which the CUDA kernel refuses (the chain then stays
-unfused: cuBLAS and the softmax kernel). The scale Mul is taken into the fused node on both
+unfused: cuBLAS and the softmax kernel). Key masks that leave whole 64-key tiles unattended
+(dead_tile_cases: the head's temporal block with and without history, a head with no key
+attended, infinities and NaN under dead tiles, dead tiles over many key splits) exercise the
+float32 kernel's skipping of such tiles. The scale Mul is taken into the fused node on both
 engines (q_scale); the "_swap" cases end with the head's Transpose [..., H, Nq, Dv] ->
 [..., Nq, H, Dv], which the fused node takes in as well (swap_out), on every kernel path
 (float32, float16, TF32, the key split's merge).
@@ -134,6 +137,43 @@ def f32_cases(rng):
     return c
 
 
+def ranges_mask(shape, ranges):
+    """A key mask of `shape` [..., Nk], True on the keys of ranges: [(lo, hi), ...] for all
+    leading positions, or {index of the second dim: [(lo, hi), ...]}."""
+    m = np.zeros(shape, dtype=bool)
+    per = ranges if isinstance(ranges, dict) else {None: ranges}
+    for h, rs in per.items():
+        for lo, hi in rs:
+            if h is None:
+                m[..., lo:hi] = True
+            else:
+                m[:, h, ..., lo:hi] = True
+    return m
+
+
+def dead_tile_cases(rng):
+    """Key masks (fill -inf) that leave whole 64-key tiles unattended, which the float32
+    kernel skips: the v3 head's temporal block with history (its 600 cached keys attended) and
+    without (its 900 current ones), a head with no key attended (NaN rows), infinite and NaN
+    values under dead tiles (0 x inf = NaN, so those tiles must still count), and many key
+    splits whose dead tiles are spread over the blocks."""
+    c = [attention_case(rng, "v3_temporal_history_900x1500", [1, 8], 900, 1500, 64,
+                        mask=ranges_mask((1, 1, 1, 1500), [(0, 600)])),
+         attention_case(rng, "v3_temporal_first_frame_900x1500", [1, 8], 900, 1500, 64,
+                        mask=ranges_mask((1, 1, 1, 1500), [(600, 1500)])),
+         attention_case(rng, "dead_tiles_no_key_attended", [1, 2], 40, 200, 64,
+                        mask=ranges_mask((1, 2, 1, 200), {1: [(64, 128)]})),
+         attention_case(rng, "dead_tiles_split_keys_4000", [1, 2], 50, 4000, 64,
+                        mask=ranges_mask((1, 1, 1, 4000), [(0, 700), (1500, 1600)]))]
+    nonfinite = attention_case(rng, "dead_tiles_nonfinite_v", [1, 2], 70, 300, 32,
+                               mask=ranges_mask((1, 2, 1, 300), {0: [(0, 100)], 1: [(150, 200)]}))
+    v = nonfinite.inputs["v"]
+    v[0, 0, 250, :3] = np.inf   # under head 0's dead tile of keys 192..255
+    v[0, 1, 20, 5] = np.nan     # under head 1's dead tile of keys 0..63
+    c.append(nonfinite)
+    return c
+
+
 def f16_cases(rng):
     """Shapes for the float16 tensor-core kernel's staging and fragment paths (run in float32
     too, where they cost little)."""
@@ -182,4 +222,5 @@ def cases():
     f32 = f32_cases(rng) + f16_cases(rng)
     half = [half_case(c, *F16_TOL, rel_l2=F16_REL_L2) for c in f32 if not c.name.startswith("d160")]
     tf32 = [tf32_case(c) for c in f32 if c.name in TF32_CASES]
-    return f32 + half + tf32
+    # float32 only (the kernel that skips dead tiles), from a generator of their own
+    return f32 + half + tf32 + dead_tile_cases(np.random.default_rng(20261206))

@@ -5,7 +5,9 @@
  * for all three.
  *
  * FFMA work split. A block of 256 threads owns 16 RT query rows of one batch
- * matrix and a range of key tiles; thread (ty, tx), ty, tx in [0, 16), owns
+ * matrix and, when the keys are split over S blocks, every S-th key tile from
+ * its index on (so that a contiguous run of masked keys is shared evenly
+ * among the blocks); thread (ty, tx), ty, tx in [0, 16), owns
  * query rows RT ty .. RT ty + RT - 1 (RT = 8 up to D = 64: 128 rows per block,
  * so that each pair of shared-memory loads feeds 32 multiply-adds; RT = 4 at
  * D = 128, where 8 rows would not fit the registers). Per key tile of 64:
@@ -18,6 +20,16 @@
  *   3. the probabilities go through shared memory (transposed, [key][query])
  *      and each thread accumulates its RT rows x Dv/16 output columns.
  * Scores and the running maximum/sum stay in float.
+ *
+ * Dead tiles. With a key mask (the same for every query row) and a fill of
+ * -inf, a tile none of whose keys is attended changes nothing: its scores are
+ * all -inf, so its probabilities are 0, the running maximum stays, the scale
+ * is exp(0) = 1 (or, before any live key, multiplies zeros), and P V adds
+ * zeros. The block agrees on that with one barrier vote before the tile is
+ * loaded, stages V alone, and skips the tile unless V holds an infinity or a
+ * NaN (0 x inf and 0 x NaN are NaN in the unfused chain, so such a tile is
+ * computed). Exact: the same bits as computing it. Sparse4D's temporal
+ * attention masks either its 600 cached keys or its 900 current ones.
  *
  * Softmax semantics are the unfused chain's: a masked score becomes
  * mask_fill exactly; a row whose scores are all -inf ends with sum 0 and so
@@ -37,6 +49,8 @@
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "backend/cuda/kernels/async_copy.cuh"
 #include "backend/cuda/kernels/attention.h"
@@ -68,6 +82,7 @@ struct Args {
     int64_t qtiles;
     int splits, tiles_per_split;
     int vec_k, vec_v; /* 4-element vector loads of K^T rows / V rows are aligned */
+    int skip_dead;    /* the FFMA kernel may skip tiles a key mask leaves unattended */
     /* Tensor-core paths: elements per access to Q, K^T, V (8, 4 or 1) and the output (2 or 1). */
     int w_q, w_k, w_v, w_o;
 };
@@ -197,13 +212,51 @@ __global__ void __launch_bounds__(NT, 2) attn_kernel(Args a)
             acc[i][c] = 0.0f;
     }
     const int64_t ktiles = (g.nk + BK - 1) / BK;
-    const int64_t kt0 = (int64_t)split * a.tiles_per_split;
-    const int64_t kt1 = kt0 + a.tiles_per_split < ktiles ? kt0 + a.tiles_per_split : ktiles;
     const unsigned char hit = g.fill_where_true ? 1 : 0;
+    /* Tiles whose keys a key mask (the same for every query) gives -inf may be skipped (above). */
+    const bool may_skip = a.skip_dead && M && g.m_qstride == 0 && g.mask_fill == -INFINITY;
 
-    for (int64_t kt = kt0; kt < kt1; kt++) {
+    /* Every splits-th tile from this range's index on: masked tiles, which tend to be contiguous
+       (a padding mask, the head's history mask over [cached, current] keys), are spread evenly. */
+    for (int64_t kt = split; kt < ktiles; kt += a.splits) {
         const int64_t k0 = kt * BK;
-        __syncthreads(); /* the previous tile's readers are done (and Q is staged) */
+        bool dead = false;
+        if (may_skip) {
+            /* Any of the thread's 4 keys attended? The barrier also ends the previous tile's reads. */
+            int live = 0;
+            const int64_t kk = k0 + tx * 4;
+            for (int j = 0; j < 4; j++)
+                if (kk + j < g.nk && (M[(kk + j) * g.m_kstride] != 0) != hit)
+                    live = 1;
+            dead = !__syncthreads_or(live);
+        } else {
+            __syncthreads(); /* the previous tile's readers are done (and Q is staged) */
+        }
+        /* A dead tile adds exactly nothing (probabilities 0, scale 1 or an all-zero row's 0)
+           unless a value is infinite or NaN, where 0 x V is NaN as in the unfused chain: V is
+           staged first, checked on a dead tile, which is computed only then. */
+        int bad = 0;
+        if (a.vec_v) {
+            for (int i = tid; i < BK * (DP / 4); i += NT) {
+                int kk = i / (DP / 4), c = (i % (DP / 4)) * 4;
+                float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                if (k0 + kk < g.nk && c < g.dv)
+                    x = ld4(V + (k0 + kk) * g.dv + c);
+                bad |= !isfinite(x.x + x.y + x.z + x.w);
+                *reinterpret_cast<float4 *>(&Vs[kk * DP + c]) = x;
+            }
+        } else {
+            for (int i = tid; i < BK * DP; i += NT) {
+                int kk = i / DP, c = i % DP;
+                float x = 0.0f;
+                if (k0 + kk < g.nk && c < g.dv)
+                    x = ld1(V + (k0 + kk) * g.dv + c);
+                bad |= !isfinite(x);
+                Vs[kk * DP + c] = x;
+            }
+        }
+        if (dead && !__syncthreads_or(bad))
+            continue;
         if (a.vec_k) {
             for (int i = tid; i < DP * (BK / 4); i += NT) {
                 int d = i / (BK / 4), kk = (i % (BK / 4)) * 4;
@@ -229,23 +282,6 @@ __global__ void __launch_bounds__(NT, 2) attn_kernel(Args a)
                 if (d < g.d && k0 + kk < g.nk)
                     x = ld1(K + (int64_t)d * g.nk + k0 + kk);
                 Ks[d * BK + kk] = x;
-            }
-        }
-        if (a.vec_v) {
-            for (int i = tid; i < BK * (DP / 4); i += NT) {
-                int kk = i / (DP / 4), c = (i % (DP / 4)) * 4;
-                float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-                if (k0 + kk < g.nk && c < g.dv)
-                    x = ld4(V + (k0 + kk) * g.dv + c);
-                *reinterpret_cast<float4 *>(&Vs[kk * DP + c]) = x;
-            }
-        } else {
-            for (int i = tid; i < BK * DP; i += NT) {
-                int kk = i / DP, c = i % DP;
-                float x = 0.0f;
-                if (k0 + kk < g.nk && c < g.dv)
-                    x = ld1(V + (k0 + kk) * g.dv + c);
-                Vs[kk * DP + c] = x;
             }
         }
         if (M && g.m_qstride != 0) {
@@ -1382,6 +1418,12 @@ extern "C" cudaError_t s4d_cuda_attention(s4d_dtype dtype, const s4d_cuda_attn_d
     /* Every matrix of K^T starts a multiple of nk elements in, every row of V a multiple of dv. */
     a.vec_k = g->nk % 4 == 0 && aligned(kt, 4 * es);
     a.vec_v = g->dv % 4 == 0 && aligned(v, 4 * es);
+    /* S4D_ATTN_DEAD_TILES=0 computes dead tiles too (to compare; the same bits either way). */
+    static const int skip_env = [] {
+        const char *e = getenv("S4D_ATTN_DEAD_TILES");
+        return !(e && strcmp(e, "0") == 0);
+    }();
+    a.skip_dead = skip_env;
     a.w_q = access_width(q, g->d, es);
     a.w_k = access_width(kt, g->nk, es);
     a.w_v = access_width(v, g->dv, es);

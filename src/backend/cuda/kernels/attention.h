@@ -10,9 +10,10 @@
  * and softmax, the probabilities rounded to float16 for P V); float32 on
  * TF32 tensor cores (mma m16n8k8) when the descriptor's tf32 is set (the
  * engine allows TF32); else float32 in plain FFMA. When the queries alone
- * give too few blocks for the GPU, the keys are split into ranges whose
- * partial results a second kernel merges in a fixed order: no atomics, the
- * same bits on every run.
+ * give too few blocks for the GPU, the keys are split over blocks (ranges of
+ * tiles; in the FFMA kernel every S-th tile, which also skips tiles a key
+ * mask fills with -inf entirely) whose partial results a second kernel
+ * merges in a fixed order: no atomics, the same bits on every run.
  *
  * Plain pointers to device memory, explicit 64-bit sizes, the caller's
  * stream; launchers return cudaGetLastError() after their launches
