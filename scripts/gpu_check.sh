@@ -288,6 +288,12 @@ if want attention && [ -f bench/attention_bench.py ] && [ "$HAVE_ENGINE" = 1 ]; 
   STEP_LOG=$OUT/attention_bench.log step attention-bench 90 "$PY" bench/attention_bench.py \
     "$BUILD/bin/s4dexec" "$BUILD/lib/libs4d_plugins.so" "$OUT/attention" --iterations 100
   row "attention benchmark" "$([ -f "$OUT/attention/attention_bench.md" ] && echo ok || echo FAILED)"
+  # float32 again with dead key tiles computed (S4D_ATTN_DEAD_TILES=0): what skipping them saves.
+  STEP_LOG=$OUT/attention_bench_noskip.log step attention-bench-noskip 60 env S4D_ATTN_DEAD_TILES=0 "$PY" \
+    bench/attention_bench.py "$BUILD/bin/s4dexec" "$BUILD/lib/libs4d_plugins.so" "$OUT/attention_noskip" \
+    --iterations 100 --precisions fp32
+  row "attention benchmark, dead tiles computed" \
+    "$([ -f "$OUT/attention_noskip/attention_bench.md" ] && echo ok || echo FAILED)"
 fi
 if want fp16bench && [ -f bench/dense/fp16_bench.py ] && [ "$HAVE_ENGINE" = 1 ]; then
   # The v3 dense layers and backbone as float32 strict, TF32 and float16 (bench/dense/README).
