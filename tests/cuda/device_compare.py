@@ -19,7 +19,8 @@ harness and the runtime's device path on a machine without a GPU.
 float16 cases (cases.half_case) carry a float32 twin: device A runs the twin
 on the same values widened to float32, device B the float16 model, and the
 outputs are compared here in NumPy (|b - a| <= atol + rtol |a|, max errors
-printed). On the guarded device a float16 case whose op the host reference
+printed; NaN and infinities must sit at the same places, infinities with the
+same signs). On the guarded device a float16 case whose op the host reference
 does not run in float16 is skipped with the refusal printed.
 """
 import argparse
@@ -72,7 +73,13 @@ def compare_npy(dir_a, dir_b, rtol, atol, rel_l2=None):
             ok = False
             lines.append(f"{f[:-4]}: NaN at different places ({int(nan_b.sum())} vs {int(nan_a.sum())})")
             continue
-        a, b = np.where(nan_a, 0.0, a), np.where(nan_b, 0.0, b)
+        inf_a, inf_b = np.isinf(a), np.isinf(b)
+        if np.any(inf_a != inf_b) or np.any(a[inf_a] != b[inf_a]):
+            ok = False
+            lines.append(f"{f[:-4]}: infinities at different places or of other signs "
+                         f"({int(inf_b.sum())} vs {int(inf_a.sum())})")
+            continue
+        a, b = np.where(nan_a | inf_a, 0.0, a), np.where(nan_b | inf_b, 0.0, b)
         err = np.abs(b - a)
         bad = err > atol + rtol * np.abs(a)
         rel = float(np.max(err / np.maximum(np.abs(a), 1e-30))) if a.size else 0.0
