@@ -79,7 +79,7 @@ def main():
     tot = statistics.median(totals)
     print(f"{os.path.basename(a.model)}: {a.threads} thread(s), {a.repeat} repeats of {a.iterations} iterations; "
           f"total CPU ms per repeat {', '.join(f'{t:.3f}' for t in totals)}")
-    print(f"| kind | layers | median ms | spread | share | GMAC/s |\n| --- | ---: | ---: | ---: | ---: | ---: |")
+    print("| kind | layers | median ms | spread | share | GMAC/s |\n| --- | ---: | ---: | ---: | ---: | ---: |")
     for k, (n, v, macs) in sorted(kinds.items(), key=lambda kv: -statistics.median(kv[1][1])):
         med = statistics.median(v)
         spread = (max(v) - min(v)) / med if med > 0 else 0.0
