@@ -25,11 +25,14 @@
  * -inf, a tile none of whose keys is attended changes nothing: its scores are
  * all -inf, so its probabilities are 0, the running maximum stays, the scale
  * is exp(0) = 1 (or, before any live key, multiplies zeros), and P V adds
- * zeros. The block agrees on that with one barrier vote before the tile is
- * loaded, stages V alone, and skips the tile unless V holds an infinity or a
- * NaN (0 x inf and 0 x NaN are NaN in the unfused chain, so such a tile is
- * computed). Exact: the same bits as computing it. Sparse4D's temporal
- * attention masks either its 600 cached keys or its 900 current ones.
+ * zeros. The FFMA block agrees on that with one barrier vote before the tile
+ * is loaded, stages V alone, and skips the tile unless V holds an infinity or
+ * a NaN (0 x inf and 0 x NaN are NaN in the unfused chain, so such a tile is
+ * computed). Exact: the same bits as computing it. The tensor-core kernels
+ * list their tiles before the first one, live tiles first (tc_order below),
+ * and keep the scaled maximum of the last tile so that a tile that leaves the
+ * maximum scales by exactly 1. Sparse4D's temporal attention masks either its
+ * 600 cached keys or its 900 current ones.
  *
  * Softmax semantics are the unfused chain's: a masked score becomes
  * mask_fill exactly; a row whose scores are all -inf ends with sum 0 and so
@@ -80,9 +83,9 @@ struct Args {
     float *part;   /* splits > 1: partial accumulators [splits][nbatch][nq][dv] */
     float *stats;  /* splits > 1: running max and sum [splits][nbatch][nq][2] */
     int64_t qtiles;
-    int splits, tiles_per_split;
+    int splits;
     int vec_k, vec_v; /* 4-element vector loads of K^T rows / V rows are aligned */
-    int skip_dead;    /* the FFMA kernel may skip tiles a key mask leaves unattended */
+    int skip_dead;    /* tiles a key mask leaves unattended may be skipped (FFMA kernel, tc_order) */
     /* Tensor-core paths: elements per access to Q, K^T, V (8, 4 or 1) and the output (2 or 1). */
     int w_q, w_k, w_v, w_o;
 };
@@ -508,7 +511,8 @@ __global__ void attn_combine(Args a)
 }
 
 /* ---- float16 on tensor cores ----------------------------------------------------------------
- * A block of 4 warps owns 64 query rows (16 per warp) and a range of key tiles. mma.sync
+ * A block of 4 warps owns 64 query rows (16 per warp) and its share of the key tiles (which:
+ * tc_order above). mma.sync
  * m16n8k16 (half inputs, float accumulation) computes each warp's 16 x 64 score tile S = Q K^T
  * with Q's fragments held in registers for the whole block and K^T's read from shared memory
  * by ldmatrix.trans (K^T is staged as it lies in memory, [d][key]). The accumulators of two
@@ -635,6 +639,130 @@ __device__ __forceinline__ P *opaque(P *p)
     return reinterpret_cast<P *>(opaque(reinterpret_cast<int64_t>(p)));
 }
 
+/* ---- Which key tiles a tensor-core block computes --------------------------------------------
+ * The key split's S blocks of a query tile take every S-th position of an order of the key
+ * tiles: ascending, or, with a key mask that may leave tiles dead (the same for every query
+ * row, fill -inf, at most TC_ORDER_MAX tiles), the live tiles ascending and then the dead ones.
+ * So the tiles that count are shared evenly among the blocks wherever the mask's dead run lies.
+ * With dead tiles skipped (S4D_ATTN_DEAD_TILES, the default), a block drops its dead tiles
+ * whose V is finite: each would multiply the running sums by exactly 1 and add exact zeros.
+ * A dead tile with an infinity or NaN in V is computed (0 x inf = NaN, as in the unfused
+ * chain). The order does not depend on skipping, so the output bits do not either. */
+constexpr int TC_ORDER_MAX = 1024; /* key tiles (64 Ki keys) */
+
+struct TcOrder {
+    uint32_t live[TC_ORDER_MAX / 32]; /* bit t: key tile t has a key attended */
+    uint32_t bad[TC_ORDER_MAX / 32];  /* bit i: the block's i-th tile is dead and V is not finite */
+    unsigned short list[TC_ORDER_MAX];
+    int count;
+};
+
+__device__ __forceinline__ float to_float(float x) { return x; }
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+
+/* The word of raw bits holds a value that is not finite (float words, or pairs of halves). */
+template <typename T>
+__device__ __forceinline__ bool word_nonfinite(uint32_t w)
+{
+    if constexpr (sizeof(T) == 2)
+        return (w & 0x7c00u) == 0x7c00u || (w & 0x7c000000u) == 0x7c000000u;
+    else
+        return (w & 0x7f800000u) == 0x7f800000u;
+}
+
+/* Fills o (shared) for a block of the key split: returns whether the tiles are listed (then the
+   block's k-th tile is o.list[k], k < o.count), else the block's k-th tile is split + k S, k
+   below *count. M: the batch matrix's mask (NULL without one); V its [nk][dv] values. */
+template <typename T>
+__device__ bool tc_order(const Args &a, const unsigned char *M, const T *V, int split, int64_t ktiles,
+                         TcOrder &o, int *count)
+{
+    const s4d_cuda_attn_desc &g = a.g;
+    const int S = a.splits, tid = threadIdx.x, lane = tid & 31;
+    const int mine = (int)((ktiles - split + S - 1) / S);
+    *count = mine;
+    if (!(M && g.m_qstride == 0 && g.mask_fill == -INFINITY && ktiles <= TC_ORDER_MAX))
+        return false;
+    const unsigned char hit = g.fill_where_true ? 1 : 0;
+    const int words = (int)((ktiles + 31) / 32);
+    if (tid < TC_ORDER_MAX / 32) {
+        o.live[tid] = 0;
+        o.bad[tid] = 0;
+    }
+    __syncthreads();
+    /* a warp reads 32 consecutive keys (one tile) per round and votes */
+    const int64_t rounds = (g.nk + TC_NT - 1) / TC_NT;
+#pragma unroll 4
+    for (int64_t r = 0; r < rounds; r++) {
+        const int64_t k = r * TC_NT + tid;
+        const bool attended = k < g.nk && (M[k * g.m_kstride] != 0) != hit;
+        const uint32_t v = __ballot_sync(0xffffffffu, attended);
+        if (lane == 0 && v) {
+            const int t = (int)((r * TC_NT + (tid & ~31)) / BK);
+            atomicOr(&o.live[t >> 5], 1u << (t & 31));
+        }
+    }
+    __syncthreads();
+    int nlive = 0;
+    for (int w = 0; w < words; w++)
+        nlive += __popc(o.live[w]);
+    for (int t = tid; t < ktiles; t += TC_NT) {
+        int below = __popc(o.live[t >> 5] & ((1u << (t & 31)) - 1u));
+        for (int w = 0; w < (t >> 5); w++)
+            below += __popc(o.live[w]);
+        const int pos = (o.live[t >> 5] >> (t & 31) & 1u) ? below : nlive + (t - below);
+        if (pos % S == split)
+            o.list[pos / S] = (unsigned short)t;
+    }
+    const int mine_live = nlive > split ? (nlive - split + S - 1) / S : 0;
+    if (!a.skip_dead || mine_live == mine) {
+        __syncthreads();
+        return true;
+    }
+    __syncthreads();
+    /* The dead tiles' values, each a contiguous [64][dv] block, read as 32-bit words (dv even
+       and V 4-byte aligned for halves: a.w_v >= 2), else element by element. */
+    const int64_t tile_elems = (int64_t)BK * g.dv, total = g.nk * g.dv;
+    const bool words32 = sizeof(T) == 4 || a.w_v >= 2;
+    for (int i = mine_live; i < mine; i++) {
+        const int64_t e0 = (int64_t)o.list[i] * tile_elems;
+        const int64_t end = total - e0 < tile_elems ? total - e0 : tile_elems;
+        bool bad = false;
+        if (words32) {
+            const uint32_t *src = reinterpret_cast<const uint32_t *>(V + e0);
+            const int64_t n = end * (int64_t)sizeof(T) / 4;
+            for (int64_t j = tid; j < n; j += TC_NT)
+                bad |= word_nonfinite<T>(__ldg(src + j));
+        } else {
+            for (int64_t j = tid; j < end; j += TC_NT) {
+                bad |= !isfinite(to_float(V[e0 + j]));
+            }
+        }
+        if (bad)
+            atomicOr(&o.bad[i >> 5], 1u << (i & 31));
+    }
+    __syncthreads();
+    /* keep the live tiles and the dead ones that must count, in order */
+    if (tid < 32) {
+        int n = mine_live;
+        for (int base = mine_live; base < mine; base += 32) {
+            const int i = base + lane;
+            const bool keep = i < mine && (o.bad[i >> 5] >> (i & 31) & 1u);
+            const unsigned short t = i < mine ? o.list[i] : 0;
+            const uint32_t v = __ballot_sync(0xffffffffu, keep);
+            __syncwarp();
+            if (keep)
+                o.list[n + __popc(v & ((1u << lane) - 1u))] = t;
+            n += __popc(v);
+        }
+        if (lane == 0)
+            o.count = n;
+    }
+    __syncthreads();
+    *count = o.count;
+    return true;
+}
+
 template <int DP>
 __global__ void __launch_bounds__(TC_NT, DP >= 128 ? 2 : 4) attn_tc16_kernel(Args a)
 {
@@ -682,15 +810,20 @@ __global__ void __launch_bounds__(TC_NT, DP >= 128 ? 2 : 4) attn_tc16_kernel(Arg
     }
 
     const int64_t ktiles = (g.nk + BK - 1) / BK;
-    const int64_t kt0 = (int64_t)split * a.tiles_per_split;
-    const int64_t kt1 = kt0 + a.tiles_per_split < ktiles ? kt0 + a.tiles_per_split : ktiles;
     const unsigned char hit = g.fill_where_true ? 1 : 0;
 
-    /* Two stages: the copies of tile kt + 1 fly while tile kt is computed. */
+    /* Two stages: the copies of the next tile fly while one is computed. */
     tc_stage_any<__half, BQ, DP>(a.w_q, Qs, LD, Q, g.d, q0, g.nq, 0, g.d);
     cp_async_commit();
-    tc_stage_any<__half, DP, BK>(a.w_k, KVs, TC_LDK, K, g.nk, 0, g.d, kt0 * BK, g.nk);
-    tc_stage_any<__half, BK, DP>(a.w_v, KVs + DP * TC_LDK, LD, V, g.dv, kt0 * BK, g.nk, 0, g.dv);
+    __shared__ TcOrder ord;
+    int ntiles;
+    const bool listed = tc_order<__half>(a, g.has_mask ? a.mask + om : nullptr, V, split, ktiles, ord, &ntiles);
+    const auto tile_at = [&](int i) -> int64_t { return listed ? ord.list[i] : split + (int64_t)i * a.splits; };
+    if (ntiles > 0) {
+        const int64_t f0 = tile_at(0) * BK;
+        tc_stage_any<__half, DP, BK>(a.w_k, KVs, TC_LDK, K, g.nk, 0, g.d, f0, g.nk);
+        tc_stage_any<__half, BK, DP>(a.w_v, KVs + DP * TC_LDK, LD, V, g.dv, f0, g.nk, 0, g.dv);
+    }
     cp_async_commit();
     cp_async_wait<1>(); /* Q has landed */
     __syncthreads();
@@ -703,7 +836,8 @@ __global__ void __launch_bounds__(TC_NT, DP >= 128 ? 2 : 4) attn_tc16_kernel(Arg
     for (int ks = 0; ks < KS; ks++)
         ldsm_x4(qf[ks], Qs + (warp * 16 + lrow) * LD + ks * 16 + lcol);
 
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    /* ms: the maximum the accumulators are scaled to, times log2(e) as rounded (-inf before any) */
+    float m[2] = {-INFINITY, -INFINITY}, ms[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     float o[DP / 8][4];
 #pragma unroll
     for (int j = 0; j < DP / 8; j++)
@@ -711,16 +845,16 @@ __global__ void __launch_bounds__(TC_NT, DP >= 128 ? 2 : 4) attn_tc16_kernel(Arg
         for (int e = 0; e < 4; e++)
             o[j][e] = 0.0f;
 
-    for (int64_t kt = kt0; kt < kt1; kt++) {
-        const int64_t k0 = kt * BK;
-        __half *Ks = KVs + ((kt - kt0) & 1) * STAGE; /* [DP][TC_LDK]: K^T */
-        __half *Vs = Ks + DP * TC_LDK;                /* [BK][LD] */
-        if (kt + 1 < kt1) {
+    for (int it = 0; it < ntiles; it++) {
+        const int64_t k0 = tile_at(it) * BK;
+        __half *Ks = KVs + (it & 1) * STAGE; /* [DP][TC_LDK]: K^T */
+        __half *Vs = Ks + DP * TC_LDK;        /* [BK][LD] */
+        if (it + 1 < ntiles) {
             /* into the other stage, whose readers passed the barrier that ended the last round */
-            __half *Kn = KVs + ((kt + 1 - kt0) & 1) * STAGE;
-            const int64_t nk = opaque(g.nk), dv = opaque(g.dv);
-            tc_stage_any<__half, DP, BK>(a.w_k, Kn, TC_LDK, opaque(K), nk, 0, g.d, k0 + BK, nk);
-            tc_stage_any<__half, BK, DP>(a.w_v, Kn + DP * TC_LDK, LD, opaque(V), dv, k0 + BK, nk, 0, dv);
+            __half *Kn = KVs + ((it + 1) & 1) * STAGE;
+            const int64_t nk = opaque(g.nk), dv = opaque(g.dv), n0 = tile_at(it + 1) * BK;
+            tc_stage_any<__half, DP, BK>(a.w_k, Kn, TC_LDK, opaque(K), nk, 0, g.d, n0, nk);
+            tc_stage_any<__half, BK, DP>(a.w_v, Kn + DP * TC_LDK, LD, opaque(V), dv, n0, nk, 0, dv);
         }
         cp_async_commit();
         cp_async_wait<1>(); /* tile kt has landed (this thread's part) */
@@ -785,7 +919,7 @@ __global__ void __launch_bounds__(TC_NT, DP >= 128 ? 2 : 4) attn_tc16_kernel(Arg
             tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
             const float mnew = fmaxf(m[r], tmax);
             const float mscaled = (mnew == -INFINITY ? 0.0f : mnew) * LOG2E;
-            const float scale = exp2f(fmaf(m[r], LOG2E, -mscaled));
+            const float scale = exp2f(ms[r] - mscaled); /* exactly 1 when the maximum stays */
             float rs = 0.0f;
 #pragma unroll
             for (int j = 0; j < BK / 8; j++)
@@ -798,6 +932,7 @@ __global__ void __launch_bounds__(TC_NT, DP >= 128 ? 2 : 4) attn_tc16_kernel(Arg
             rs += __shfl_xor_sync(0xffffffffu, rs, 2);
             l[r] = l[r] * scale + rs;
             m[r] = mnew;
+            ms[r] = mnew == -INFINITY ? -INFINITY : mscaled;
 #pragma unroll
             for (int j = 0; j < DP / 8; j++) {
                 o[j][2 * r] *= scale;
@@ -974,14 +1109,19 @@ __global__ void __launch_bounds__(TC_NT, DP >= 128 ? 1 : 2) attn_tc32_kernel(Arg
     }
 
     const int64_t ktiles = (g.nk + BK - 1) / BK;
-    const int64_t kt0 = (int64_t)split * a.tiles_per_split;
-    const int64_t kt1 = kt0 + a.tiles_per_split < ktiles ? kt0 + a.tiles_per_split : ktiles;
     const unsigned char hit = g.fill_where_true ? 1 : 0;
 
     tc_stage_any<float, BQ, DP>(a.w_q, Qs, LD, Q, g.d, q0, g.nq, 0, g.d);
     cp_async_commit();
-    tc_stage_any<float, DP, BK>(a.w_k, KVs, TC32_LDK, K, g.nk, 0, g.d, kt0 * BK, g.nk);
-    tc_stage_any<float, BK, DP>(a.w_v, KVs + DP * TC32_LDK, LD, V, g.dv, kt0 * BK, g.nk, 0, g.dv);
+    __shared__ TcOrder ord;
+    int ntiles;
+    const bool listed = tc_order<float>(a, g.has_mask ? a.mask + om : nullptr, V, split, ktiles, ord, &ntiles);
+    const auto tile_at = [&](int i) -> int64_t { return listed ? ord.list[i] : split + (int64_t)i * a.splits; };
+    if (ntiles > 0) {
+        const int64_t f0 = tile_at(0) * BK;
+        tc_stage_any<float, DP, BK>(a.w_k, KVs, TC32_LDK, K, g.nk, 0, g.d, f0, g.nk);
+        tc_stage_any<float, BK, DP>(a.w_v, KVs + DP * TC32_LDK, LD, V, g.dv, f0, g.nk, 0, g.dv);
+    }
     cp_async_commit();
     cp_async_wait<1>(); /* Q has landed */
     __syncthreads();
@@ -999,7 +1139,8 @@ __global__ void __launch_bounds__(TC_NT, DP >= 128 ? 1 : 2) attn_tc32_kernel(Arg
         qf[ks][3] = to_tf32(qr[8 * LD + 4]);
     }
 
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    /* ms: the maximum the accumulators are scaled to, times log2(e) as rounded (-inf before any) */
+    float m[2] = {-INFINITY, -INFINITY}, ms[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     float o[KS][4];
 #pragma unroll
     for (int j = 0; j < KS; j++)
@@ -1007,15 +1148,15 @@ __global__ void __launch_bounds__(TC_NT, DP >= 128 ? 1 : 2) attn_tc32_kernel(Arg
         for (int e = 0; e < 4; e++)
             o[j][e] = 0.0f;
 
-    for (int64_t kt = kt0; kt < kt1; kt++) {
-        const int64_t k0 = kt * BK;
-        float *Ks = KVs + ((kt - kt0) & 1) * STAGE; /* [DP][TC32_LDK]: K^T */
-        float *Vs = Ks + DP * TC32_LDK;             /* [BK][LD] */
-        if (kt + 1 < kt1) {
-            float *Kn = KVs + ((kt + 1 - kt0) & 1) * STAGE;
-            const int64_t nk = opaque(g.nk), dv = opaque(g.dv);
-            tc_stage_any<float, DP, BK>(a.w_k, Kn, TC32_LDK, opaque(K), nk, 0, g.d, k0 + BK, nk);
-            tc_stage_any<float, BK, DP>(a.w_v, Kn + DP * TC32_LDK, LD, opaque(V), dv, k0 + BK, nk, 0, dv);
+    for (int it = 0; it < ntiles; it++) {
+        const int64_t k0 = tile_at(it) * BK;
+        float *Ks = KVs + (it & 1) * STAGE; /* [DP][TC32_LDK]: K^T */
+        float *Vs = Ks + DP * TC32_LDK;      /* [BK][LD] */
+        if (it + 1 < ntiles) {
+            float *Kn = KVs + ((it + 1) & 1) * STAGE;
+            const int64_t nk = opaque(g.nk), dv = opaque(g.dv), n0 = tile_at(it + 1) * BK;
+            tc_stage_any<float, DP, BK>(a.w_k, Kn, TC32_LDK, opaque(K), nk, 0, g.d, n0, nk);
+            tc_stage_any<float, BK, DP>(a.w_v, Kn + DP * TC32_LDK, LD, opaque(V), dv, n0, nk, 0, dv);
         }
         cp_async_commit();
         cp_async_wait<1>(); /* tile kt has landed (this thread's part) */
@@ -1078,7 +1219,7 @@ __global__ void __launch_bounds__(TC_NT, DP >= 128 ? 1 : 2) attn_tc32_kernel(Arg
             tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
             const float mnew = fmaxf(m[r], tmax);
             const float mscaled = (mnew == -INFINITY ? 0.0f : mnew) * LOG2E;
-            const float scale = exp2f(fmaf(m[r], LOG2E, -mscaled));
+            const float scale = exp2f(ms[r] - mscaled); /* exactly 1 when the maximum stays */
             float rs = 0.0f;
 #pragma unroll
             for (int j = 0; j < BK / 8; j++)
@@ -1091,6 +1232,7 @@ __global__ void __launch_bounds__(TC_NT, DP >= 128 ? 1 : 2) attn_tc32_kernel(Arg
             rs += __shfl_xor_sync(0xffffffffu, rs, 2);
             l[r] = l[r] * scale + rs;
             m[r] = mnew;
+            ms[r] = mnew == -INFINITY ? -INFINITY : mscaled;
 #pragma unroll
             for (int j = 0; j < KS; j++) {
                 o[j][2 * r] *= scale;
@@ -1405,7 +1547,8 @@ extern "C" cudaError_t s4d_cuda_attention(s4d_dtype dtype, const s4d_cuda_attn_d
     a.v = v;
     a.mask = static_cast<const unsigned char *>(mask);
     a.out = out;
-    plan(path, g, &a.qtiles, &a.splits, &a.tiles_per_split);
+    int tps;
+    plan(path, g, &a.qtiles, &a.splits, &tps);
     a.part = nullptr;
     a.stats = nullptr;
     if (a.splits > 1) {
