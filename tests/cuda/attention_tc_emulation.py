@@ -4,12 +4,14 @@ src/backend/cuda/kernels/attention.cu) emulated lane by lane on the CPU, against
 The kernel cannot run without a GPU, but its index arithmetic can: this file repeats the
 kernel's staging (tc_stage: which thread copies which element at each access width), its
 ldmatrix addresses, the way it pairs score accumulators into P's A fragments, its online
-softmax over the quad's shuffles and the key-split merge, while ldmatrix (plain and .trans)
-and mma.m16n8k16 are implemented from their definitions in the PTX ISA (fragment layouts,
-g = lane / 4, t = lane % 4). A wrong address, fragment or tile shows as errors of order 1;
-the comparison is with attention in float64 on the same float16-rounded inputs (P rounded to
-float16 as the kernel does: errors ~1e-4 on outputs of magnitude ~1, bound 3e-3), and NaN rows
-(a fully masked query) must match. Each case names the access widths of Q, K^T and V
+softmax over the quad's shuffles, the key tiles each block of the key split computes
+(tc_order: live tiles first under a key mask, dead ones with finite values dropped) and the
+key-split merge, while ldmatrix (plain and .trans) and mma.m16n8k16 are implemented from
+their definitions in the PTX ISA (fragment layouts, g = lane / 4, t = lane % 4). A wrong
+address, fragment or tile shows as errors of order 1; the comparison is with attention in
+float64 on the same float16-rounded inputs (P rounded to float16 as the kernel does: errors
+~1e-4 on outputs of magnitude ~1, bound 3e-3), and NaN rows (a fully masked query) must
+match. Each case names the access widths of Q, K^T and V
 (8, 4 or 1 halves) that the launcher would pick for its shapes. Keep in step with the kernel.
 """
 import sys
@@ -71,7 +73,7 @@ def mma(c, a, b0, b1):
 
 def h(x): return np.float64(np.float16(x))
 
-def block(Q, K, V, M, nq, nk, d, dv, q0, kt0, kt1, wq, wk, wv, fill_val, hit):
+def block(Q, K, V, M, nq, nk, d, dv, q0, tiles, wq, wk, wv, fill_val, hit):
     DP = pad(max(d, dv))
     LD, LDK, KS = DP + 8, BK + 8, DP // 16
     Qs = np.full(BQ * LD, np.nan)
@@ -88,7 +90,7 @@ def block(Q, K, V, M, nq, nk, d, dv, q0, kt0, kt1, wq, wk, wv, fill_val, hit):
         m = np.full((32, 2), -np.inf)
         l = np.zeros((32, 2))
         o = np.zeros((DP // 8, 32, 4))
-        for kt in range(kt0, kt1):
+        for kt in tiles:
             k0 = kt * BK
             Ks[:] = np.nan
             Vs[:] = np.nan
@@ -189,7 +191,7 @@ def softmax_step(s, m, l, o):
         o[:, :, 2*r:2*r+2] *= scale[None, :, None]
 
 
-def block32(Q, K, V, M, nq, nk, d, dv, q0, kt0, kt1, wq, wk, wv, fill_val, hit):
+def block32(Q, K, V, M, nq, nk, d, dv, q0, tiles, wq, wk, wv, fill_val, hit):
     """attn_tc32_kernel: float staging rounded to TF32 in place, 32-bit fragment loads."""
     DP = pad(max(d, dv))
     LD, LDK, KS = DP + 4, BK + 8, DP // 8
@@ -208,7 +210,7 @@ def block32(Q, K, V, M, nq, nk, d, dv, q0, kt0, kt1, wq, wk, wv, fill_val, hit):
         m = np.full((32, 2), -np.inf)
         l = np.zeros((32, 2))
         o = np.zeros((KS, 32, 4))
-        for kt in range(kt0, kt1):
+        for kt in tiles:
             k0 = kt * BK
             Ks[:] = np.nan
             Vs[:] = np.nan
@@ -250,25 +252,52 @@ def block32(Q, K, V, M, nq, nk, d, dv, q0, kt0, kt1, wq, wk, wv, fill_val, hit):
     return res
 
 
-def run(nq, nk, d, dv, mask=None, fill=-np.inf, hit=0, splits=1, tps=None, ws=(1, 1, 1), seed=0,
-        tf32=False):
+def block_tiles(ktiles, splits, split, key_live=None, v_finite=None, skip=True):
+    """tc_order: the key tiles block `split` of the key split computes, in order. The order is
+    ascending, or with a key mask and fill -inf (key_live: per tile, some key attended) the live
+    tiles and then the dead ones; the block takes every splits-th position from `split` on and,
+    when skipping, drops its dead tiles whose V is finite (v_finite: per tile)."""
+    order = list(range(ktiles))
+    if key_live is not None:
+        order = [t for t in order if key_live[t]] + [t for t in order if not key_live[t]]
+    mine = order[split::splits]
+    if key_live is None or not skip:
+        return mine
+    return [t for t in mine if key_live[t] or not v_finite[t]]
+
+
+def run(nq, nk, d, dv, mask=None, fill=-np.inf, hit=0, splits=1, ws=(1, 1, 1), seed=0,
+        tf32=False, key_mask=None, v_bad=(), skip=True):
+    """key_mask (nk,): a mask the same for every query row (the kernel orders the tiles by it
+    when fill is -inf); v_bad: keys whose first value is set to inf / NaN."""
     rng = np.random.default_rng(seed)
     rnd = (lambda x: np.float64(np.float32(x))) if tf32 else h
     Qm = rnd(rnd(rng.uniform(-2, 2, (nq, d))) * 0.25)
     Km = rnd(rng.uniform(-2, 2, (d, nk)))
     Vm = rnd(rng.uniform(-2, 2, (nk, dv)))
+    for i, k in enumerate(v_bad):
+        Vm[k, 0] = np.inf if i % 2 == 0 else np.nan
     kernel = block32 if tf32 else block
     ktiles = (nk + BK - 1) // BK
-    tps = tps or ktiles
+    key_live = v_finite = None
+    if key_mask is not None:
+        mask = np.broadcast_to(key_mask, (nq, nk))
+        if fill == -np.inf:
+            att = (key_mask != 0) != hit
+            key_live = [bool(att[t * BK:(t + 1) * BK].any()) for t in range(ktiles)]
+            v_finite = [bool(np.isfinite(Vm[t * BK:(t + 1) * BK]).all()) for t in range(ktiles)]
     out = np.zeros((nq, dv))
     parts = {}
     for qt in range((nq + BQ - 1) // BQ):
         for sp in range(splits):
-            kt0 = sp * tps
-            kt1 = min(kt0 + tps, ktiles)
+            tiles = block_tiles(ktiles, splits, sp, key_live, v_finite, skip)
             for (qg, col, acc, mm, ll) in kernel(Qm.ravel(), Km.ravel(), Vm.ravel(), mask, nq, nk, d, dv,
-                                                 qt * BQ, kt0, kt1, *ws, fill, hit):
+                                                 qt * BQ, tiles, *ws, fill, hit):
                 parts.setdefault((qg, col), []).append((acc, mm, ll))
+    for qg in range(nq):  # a block that computed no tile leaves m = -inf, l = 0, o = 0
+        for col in range(dv):
+            ps = parts.setdefault((qg, col), [])
+            ps += [(0.0, -np.inf, 0.0)] * (splits - len(ps))
     for (qg, col), ps in parts.items():
         mx = max(p[1] for p in ps)
         mu = 0.0 if mx == -np.inf else mx
@@ -286,14 +315,16 @@ def run(nq, nk, d, dv, mask=None, fill=-np.inf, hit=0, splits=1, tps=None, ws=(1
     ref = P @ Vm
     nan_ok = np.array_equal(np.isnan(ref), np.isnan(out))
     err = np.nanmax(np.abs(np.where(np.isnan(ref), 0, ref) - np.where(np.isnan(out), 0, out)))
-    print(f"{'tf32' if tf32 else 'f16 '} nq {nq} nk {nk} d {d} dv {dv} splits {splits} ws {ws}: max err {err:.2e} nan match {nan_ok}")
+    what = f" key mask, skip {skip}" if key_mask is not None else ""
+    print(f"{'tf32' if tf32 else 'f16 '} nq {nq} nk {nk} d {d} dv {dv} splits {splits} ws {ws}{what}: "
+          f"max err {err:.2e} nan match {nan_ok}")
     return err < 3e-3 and nan_ok
 
 def main():
     ok = True
     ok &= run(20, 70, 16, 16, ws=(8, 1, 8))
     ok &= run(70, 130, 13, 7, ws=(1, 1, 1))
-    ok &= run(33, 100, 32, 24, ws=(8, 4, 8), splits=2, tps=1)
+    ok &= run(33, 100, 32, 24, ws=(8, 4, 8), splits=2)
     rng = np.random.default_rng(5)
     mk = rng.uniform(size=(40, 90)) < 0.5
     mk[3] = False
@@ -301,13 +332,25 @@ def main():
     ok &= run(17, 64, 100, 72, ws=(4, 8, 8))
     rng = np.random.default_rng(6)
     mk2 = rng.uniform(size=(30, 200)) < 0.3
-    ok &= run(30, 200, 24, 40, mask=mk2, fill=-3.0, hit=1, ws=(8, 8, 8), splits=2, tps=2)
+    ok &= run(30, 200, 24, 40, mask=mk2, fill=-3.0, hit=1, ws=(8, 8, 8), splits=2)
     ok &= run(20, 70, 16, 16, ws=(4, 1, 4), tf32=True)
     ok &= run(70, 130, 13, 7, ws=(1, 2, 1), tf32=True)
-    ok &= run(33, 100, 32, 24, ws=(4, 4, 2), splits=2, tps=1, tf32=True)
+    ok &= run(33, 100, 32, 24, ws=(4, 4, 2), splits=2, tf32=True)
     ok &= run(40, 90, 64, 64, mask=mk, ws=(4, 1, 4), tf32=True)
     ok &= run(17, 64, 100, 72, ws=(4, 4, 4), tf32=True)
-    ok &= run(30, 200, 24, 40, mask=mk2, fill=-3.0, hit=1, ws=(4, 4, 4), splits=2, tps=2, tf32=True)
+    ok &= run(30, 200, 24, 40, mask=mk2, fill=-3.0, hit=1, ws=(4, 4, 4), splits=2, tf32=True)
+    # key masks with dead tiles (keys 0..99 attended: tiles 0, 1 live, 2 .. 4 dead), split in
+    # two: dead tiles skipped or computed, and a NaN / inf under dead tiles (those count: NaN)
+    km = np.zeros(300, dtype=bool)
+    km[:100] = True
+    for tf in (False, True):
+        w = (4, 4, 4) if tf else (8, 4, 8)
+        for skip in (True, False):
+            ok &= run(20, 300, 32, 32, key_mask=km, ws=w, splits=2, tf32=tf, skip=skip)
+        ok &= run(20, 300, 32, 32, key_mask=km, ws=w, splits=2, tf32=tf, v_bad=(250,))
+        ok &= run(20, 300, 32, 32, key_mask=km, ws=w, splits=3, tf32=tf, v_bad=(130, 131))
+        ok &= run(20, 300, 32, 32, key_mask=~km, ws=w, splits=2, tf32=tf, hit=1)  # fill where True
+        ok &= run(20, 300, 32, 32, key_mask=np.zeros(300, bool), ws=w, splits=2, tf32=tf)  # none attended
     print("all cases agree" if ok else "FAILED")
     return 0 if ok else 1
 

@@ -14,7 +14,8 @@ sizes padded to the kernel's 16/32/64/128, many batch matrices, key ranges split
 unfused: cuBLAS and the softmax kernel). Key masks that leave whole 64-key tiles unattended
 (dead_tile_cases: the head's temporal block with and without history, a head with no key
 attended, infinities and NaN under dead tiles, dead tiles over many key splits) exercise the
-float32 kernel's skipping of such tiles. The scale Mul is taken into the fused node on both
+skipping of such tiles, in float32, float16 and TF32; attention_dead_tiles.py checks that
+skipping gives the same bits as computing them. The scale Mul is taken into the fused node on both
 engines (q_scale); the "_swap" cases end with the head's Transpose [..., H, Nq, Dv] ->
 [..., Nq, H, Dv], which the fused node takes in as well (swap_out), on every kernel path
 (float32, float16, TF32, the key split's merge).
@@ -152,8 +153,8 @@ def ranges_mask(shape, ranges):
 
 
 def dead_tile_cases(rng):
-    """Key masks (fill -inf) that leave whole 64-key tiles unattended, which the float32
-    kernel skips: the v3 head's temporal block with history (its 600 cached keys attended) and
+    """Key masks (fill -inf) that leave whole 64-key tiles unattended, which the kernels
+    skip: the v3 head's temporal block with history (its 600 cached keys attended) and
     without (its 900 current ones), a head with no key attended (NaN rows), infinite and NaN
     values under dead tiles (0 x inf = NaN, so those tiles must still count), and many key
     splits whose dead tiles are spread over the blocks."""
@@ -171,6 +172,12 @@ def dead_tile_cases(rng):
     v[0, 0, 250, :3] = np.inf   # under head 0's dead tile of keys 192..255
     v[0, 1, 20, 5] = np.nan     # under head 1's dead tile of keys 0..63
     c.append(nonfinite)
+    # Dv odd: float16 values checked element by element; a query split over many key ranges
+    odd = attention_case(rng, "dead_tiles_nonfinite_v_dv7", [1, 2], 20, 700, 16, dv=7,
+                         mask=ranges_mask((1, 2, 1, 700), {0: [(300, 400)], 1: [(0, 64), (640, 700)]}))
+    odd.inputs["v"][0, 0, 100, 6] = -np.inf  # head 0: dead tile of keys 64..127
+    odd.inputs["v"][0, 1, 699, 0] = np.inf   # head 1: in a live tile (keys 640..699)
+    c.append(odd)
     return c
 
 
@@ -222,5 +229,7 @@ def cases():
     f32 = f32_cases(rng) + f16_cases(rng)
     half = [half_case(c, *F16_TOL, rel_l2=F16_REL_L2) for c in f32 if not c.name.startswith("d160")]
     tf32 = [tf32_case(c) for c in f32 if c.name in TF32_CASES]
-    # float32 only (the kernel that skips dead tiles), from a generator of their own
-    return f32 + half + tf32 + dead_tile_cases(np.random.default_rng(20261206))
+    # every kernel skips dead tiles; these cases come from a generator of their own
+    dead = dead_tile_cases(np.random.default_rng(20261206))
+    return (f32 + half + tf32 + dead + [half_case(c, *F16_TOL, rel_l2=F16_REL_L2) for c in dead]
+            + [tf32_case(c) for c in dead])
