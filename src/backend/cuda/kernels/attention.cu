@@ -670,19 +670,24 @@ __device__ __forceinline__ bool word_nonfinite(uint32_t w)
         return (w & 0x7f800000u) == 0x7f800000u;
 }
 
-/* Fills o (shared) for a block of the key split: returns whether the tiles are listed (then the
-   block's k-th tile is o.list[k], k < o.count), else the block's k-th tile is split + k S, k
-   below *count. M: the batch matrix's mask (NULL without one); V its [nk][dv] values. */
+/* The key tiles of a block: n of them, the i-th at(i), listed in a TcOrder or every S-th. */
+struct TcTiles {
+    const TcOrder *o;
+    int n, split, S;
+    __device__ __forceinline__ int64_t at(int i) const { return o ? o->list[i] : split + (int64_t)i * S; }
+};
+
+/* The key tiles of a block of the key split, listed in o (shared) where a key mask orders them.
+   M: the batch matrix's mask (NULL without one); V its [nk][dv] values. */
 template <typename T>
-__device__ bool tc_order(const Args &a, const unsigned char *M, const T *V, int split, int64_t ktiles,
-                         TcOrder &o, int *count)
+__device__ TcTiles tc_order(const Args &a, const unsigned char *M, const T *V, int split, int64_t ktiles,
+                            TcOrder &o)
 {
     const s4d_cuda_attn_desc &g = a.g;
     const int S = a.splits, tid = threadIdx.x, lane = tid & 31;
     const int mine = (int)((ktiles - split + S - 1) / S);
-    *count = mine;
     if (!(M && g.m_qstride == 0 && g.mask_fill == -INFINITY && ktiles <= TC_ORDER_MAX))
-        return false;
+        return TcTiles{nullptr, mine, split, S};
     const unsigned char hit = g.fill_where_true ? 1 : 0;
     const int words = (int)((ktiles + 31) / 32);
     if (tid < TC_ORDER_MAX / 32) {
@@ -717,7 +722,7 @@ __device__ bool tc_order(const Args &a, const unsigned char *M, const T *V, int 
     const int mine_live = nlive > split ? (nlive - split + S - 1) / S : 0;
     if (!a.skip_dead || mine_live == mine) {
         __syncthreads();
-        return true;
+        return TcTiles{&o, mine, split, S};
     }
     __syncthreads();
     /* The dead tiles' values, each a contiguous [64][dv] block, read as 32-bit words (dv even
@@ -759,8 +764,16 @@ __device__ bool tc_order(const Args &a, const unsigned char *M, const T *V, int 
             o.count = n;
     }
     __syncthreads();
-    *count = o.count;
-    return true;
+    return TcTiles{&o, o.count, split, S};
+}
+
+/* Starts the copies of key tile k0's K^T ([DP][LDK]) and V ([BK][LD]) into a stage. */
+template <typename T, int DP, int LDK, int LD>
+__device__ __forceinline__ void tc_stage_kv(const Args &a, T *stage, const T *K, const T *V, int64_t nk, int64_t dv,
+                                            int64_t k0)
+{
+    tc_stage_any<T, DP, BK>(a.w_k, stage, LDK, K, nk, 0, a.g.d, k0, nk);
+    tc_stage_any<T, BK, DP>(a.w_v, stage + DP * LDK, LD, V, dv, k0, nk, 0, dv);
 }
 
 template <int DP>
@@ -816,14 +829,9 @@ __global__ void __launch_bounds__(TC_NT, DP >= 128 ? 2 : 4) attn_tc16_kernel(Arg
     tc_stage_any<__half, BQ, DP>(a.w_q, Qs, LD, Q, g.d, q0, g.nq, 0, g.d);
     cp_async_commit();
     __shared__ TcOrder ord;
-    int ntiles;
-    const bool listed = tc_order<__half>(a, g.has_mask ? a.mask + om : nullptr, V, split, ktiles, ord, &ntiles);
-    const auto tile_at = [&](int i) -> int64_t { return listed ? ord.list[i] : split + (int64_t)i * a.splits; };
-    if (ntiles > 0) {
-        const int64_t f0 = tile_at(0) * BK;
-        tc_stage_any<__half, DP, BK>(a.w_k, KVs, TC_LDK, K, g.nk, 0, g.d, f0, g.nk);
-        tc_stage_any<__half, BK, DP>(a.w_v, KVs + DP * TC_LDK, LD, V, g.dv, f0, g.nk, 0, g.dv);
-    }
+    const TcTiles tiles = tc_order<__half>(a, g.has_mask ? a.mask + om : nullptr, V, split, ktiles, ord);
+    if (tiles.n > 0)
+        tc_stage_kv<__half, DP, TC_LDK, LD>(a, KVs, K, V, g.nk, g.dv, tiles.at(0) * BK);
     cp_async_commit();
     cp_async_wait<1>(); /* Q has landed */
     __syncthreads();
@@ -845,17 +853,13 @@ __global__ void __launch_bounds__(TC_NT, DP >= 128 ? 2 : 4) attn_tc16_kernel(Arg
         for (int e = 0; e < 4; e++)
             o[j][e] = 0.0f;
 
-    for (int it = 0; it < ntiles; it++) {
-        const int64_t k0 = tile_at(it) * BK;
+    for (int it = 0; it < tiles.n; it++) {
+        const int64_t k0 = tiles.at(it) * BK;
         __half *Ks = KVs + (it & 1) * STAGE; /* [DP][TC_LDK]: K^T */
         __half *Vs = Ks + DP * TC_LDK;        /* [BK][LD] */
-        if (it + 1 < ntiles) {
-            /* into the other stage, whose readers passed the barrier that ended the last round */
-            __half *Kn = KVs + ((it + 1) & 1) * STAGE;
-            const int64_t nk = opaque(g.nk), dv = opaque(g.dv), n0 = tile_at(it + 1) * BK;
-            tc_stage_any<__half, DP, BK>(a.w_k, Kn, TC_LDK, opaque(K), nk, 0, g.d, n0, nk);
-            tc_stage_any<__half, BK, DP>(a.w_v, Kn + DP * TC_LDK, LD, opaque(V), dv, n0, nk, 0, dv);
-        }
+        if (it + 1 < tiles.n) /* into the other stage, whose readers passed the last round's barrier */
+            tc_stage_kv<__half, DP, TC_LDK, LD>(a, KVs + ((it + 1) & 1) * STAGE, opaque(K), opaque(V), opaque(g.nk),
+                                                opaque(g.dv), tiles.at(it + 1) * BK);
         cp_async_commit();
         cp_async_wait<1>(); /* tile kt has landed (this thread's part) */
         __syncthreads();    /* ... and every thread's */
@@ -1114,14 +1118,9 @@ __global__ void __launch_bounds__(TC_NT, DP >= 128 ? 1 : 2) attn_tc32_kernel(Arg
     tc_stage_any<float, BQ, DP>(a.w_q, Qs, LD, Q, g.d, q0, g.nq, 0, g.d);
     cp_async_commit();
     __shared__ TcOrder ord;
-    int ntiles;
-    const bool listed = tc_order<float>(a, g.has_mask ? a.mask + om : nullptr, V, split, ktiles, ord, &ntiles);
-    const auto tile_at = [&](int i) -> int64_t { return listed ? ord.list[i] : split + (int64_t)i * a.splits; };
-    if (ntiles > 0) {
-        const int64_t f0 = tile_at(0) * BK;
-        tc_stage_any<float, DP, BK>(a.w_k, KVs, TC32_LDK, K, g.nk, 0, g.d, f0, g.nk);
-        tc_stage_any<float, BK, DP>(a.w_v, KVs + DP * TC32_LDK, LD, V, g.dv, f0, g.nk, 0, g.dv);
-    }
+    const TcTiles tiles = tc_order<float>(a, g.has_mask ? a.mask + om : nullptr, V, split, ktiles, ord);
+    if (tiles.n > 0)
+        tc_stage_kv<float, DP, TC32_LDK, LD>(a, KVs, K, V, g.nk, g.dv, tiles.at(0) * BK);
     cp_async_commit();
     cp_async_wait<1>(); /* Q has landed */
     __syncthreads();
@@ -1148,16 +1147,13 @@ __global__ void __launch_bounds__(TC_NT, DP >= 128 ? 1 : 2) attn_tc32_kernel(Arg
         for (int e = 0; e < 4; e++)
             o[j][e] = 0.0f;
 
-    for (int it = 0; it < ntiles; it++) {
-        const int64_t k0 = tile_at(it) * BK;
+    for (int it = 0; it < tiles.n; it++) {
+        const int64_t k0 = tiles.at(it) * BK;
         float *Ks = KVs + (it & 1) * STAGE; /* [DP][TC32_LDK]: K^T */
         float *Vs = Ks + DP * TC32_LDK;      /* [BK][LD] */
-        if (it + 1 < ntiles) {
-            float *Kn = KVs + ((it + 1) & 1) * STAGE;
-            const int64_t nk = opaque(g.nk), dv = opaque(g.dv), n0 = tile_at(it + 1) * BK;
-            tc_stage_any<float, DP, BK>(a.w_k, Kn, TC32_LDK, opaque(K), nk, 0, g.d, n0, nk);
-            tc_stage_any<float, BK, DP>(a.w_v, Kn + DP * TC32_LDK, LD, opaque(V), dv, n0, nk, 0, dv);
-        }
+        if (it + 1 < tiles.n)
+            tc_stage_kv<float, DP, TC32_LDK, LD>(a, KVs + ((it + 1) & 1) * STAGE, opaque(K), opaque(V), opaque(g.nk),
+                                                 opaque(g.dv), tiles.at(it + 1) * BK);
         cp_async_commit();
         cp_async_wait<1>(); /* tile kt has landed (this thread's part) */
         tc32_round_any<DP, BK>(a.w_k, Ks, TC32_LDK);
