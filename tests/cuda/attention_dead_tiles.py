@@ -2,7 +2,7 @@
 
     attention_dead_tiles.py S4DEXEC PLUGINS WORKDIR
 
-Runs the attention family's dead-tile cases (models_attention.dead_tile_cases: float32, and
+Runs the attention family's dead-tile cases (models_attention.dead_tile_family: float32, and
 their float16 and TF32 forms) on CUDA twice, with S4D_ATTN_DEAD_TILES=0 (every key tile
 computed) and with the default (tiles that a key mask leaves unattended skipped), and requires
 equal outputs bit for bit, NaN where NaN. Exit 77 without a usable GPU (a CTest skip).
@@ -29,8 +29,7 @@ def main(argv):
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
     s4dexec, plugins, work = argv[1:]
-    names = {c.name for c in models_attention.dead_tile_cases(np.random.default_rng(0))}
-    cases = [c for c in models_attention.cases() if c.name.replace("_tf32", "").replace("_f16", "") in names]
+    cases = models_attention.dead_tile_family()
     failed = 0
     for c in cases:
         d = os.path.join(work, c.name)

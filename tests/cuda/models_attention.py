@@ -229,7 +229,11 @@ def cases():
     f32 = f32_cases(rng) + f16_cases(rng)
     half = [half_case(c, *F16_TOL, rel_l2=F16_REL_L2) for c in f32 if not c.name.startswith("d160")]
     tf32 = [tf32_case(c) for c in f32 if c.name in TF32_CASES]
-    # every kernel skips dead tiles; these cases come from a generator of their own
+    return f32 + half + tf32 + dead_tile_family()
+
+
+def dead_tile_family():
+    """The dead-tile cases in float32, float16 and TF32 (every kernel skips dead tiles), from a
+    generator of their own."""
     dead = dead_tile_cases(np.random.default_rng(20261206))
-    return (f32 + half + tf32 + dead + [half_case(c, *F16_TOL, rel_l2=F16_REL_L2) for c in dead]
-            + [tf32_case(c) for c in dead])
+    return dead + [half_case(c, *F16_TOL, rel_l2=F16_REL_L2) for c in dead] + [tf32_case(c) for c in dead]

@@ -720,11 +720,9 @@ __device__ TcTiles tc_order(const Args &a, const unsigned char *M, const T *V, i
             o.list[pos / S] = (unsigned short)t;
     }
     const int mine_live = nlive > split ? (nlive - split + S - 1) / S : 0;
-    if (!a.skip_dead || mine_live == mine) {
-        __syncthreads();
-        return TcTiles{&o, mine, split, S};
-    }
     __syncthreads();
+    if (!a.skip_dead || mine_live == mine)
+        return TcTiles{&o, mine, split, S};
     /* The dead tiles' values, each a contiguous [64][dv] block, read as 32-bit words (dv even
        and V 4-byte aligned for halves: a.w_v >= 2), else element by element. */
     const int64_t tile_elems = (int64_t)BK * g.dv, total = g.nk * g.dv;
