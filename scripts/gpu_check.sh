@@ -151,7 +151,9 @@ if want gpu && [ "$HAVE_ENGINE" = 1 ]; then
     cp "$BUILD/Testing/Temporary/LastTest.log" "$OUT/ctest_gpu_all.log" 2>/dev/null ||
       cp "$BUILD/Testing/Temporary/LastTest.log.tmp" "$OUT/ctest_gpu_all.log" 2>/dev/null || : > "$OUT/ctest_gpu_all.log"
     grep -E "node tests on cuda:" "$OUT/ctest_gpu_all.log" | tail -1 | while read -r l; do row "ONNX node tests" "$l"; done
-    grep -E "^[a-z0-9]+: [0-9]+ of [0-9]+ cases agree" "$OUT/ctest_gpu_all.log" | while read -r l; do row "op family" "$l"; done
+    # the family line of each test, named by its test (the dense family runs as several tests)
+    awk '/^[0-9]+\/[0-9]+ Testing: /{t=$3} /^[a-z0-9]+: [0-9]+ of [0-9]+ cases agree/{print t "\t" $0}' \
+      "$OUT/ctest_gpu_all.log" | while IFS=$'\t' read -r t l; do row "op family ${t#cuda_ops.}" "$l"; done
     grep -E "^dead tiles: [0-9]+ of [0-9]+ cases" "$OUT/ctest_gpu_all.log" | while read -r l; do row "attention dead tiles" "$l"; done
     # s4d.engine from Python with CUDA tensors in and out (once the extension is built).
     while [ ! -f "$OUT/python_build.rc" ] && [ $SECONDS -lt "$DEADLINE" ]; do sleep 2; done
