@@ -1,5 +1,5 @@
 """The float16 tensor-core attention kernel (attn_tc16_kernel in
-src/backend/cuda/kernels/attention.cu) emulated lane by lane on the CPU, against NumPy.
+src/backend/cuda/kernels/attention_tc.cu) emulated lane by lane on the CPU, against NumPy.
 
 The kernel cannot run without a GPU, but its index arithmetic can: this file repeats the
 kernel's staging (tc_stage: which thread copies which element at each access width), its
