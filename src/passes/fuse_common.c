@@ -281,6 +281,8 @@ s4d_status s4d_pass_fuse(s4d_ir_graph *g, char *err, size_t errsz)
     if (st == S4D_OK)
         st = s4d_pass_distribute_matmul(g, err, errsz);
     if (st == S4D_OK)
+        st = s4d_pass_fold_linear(g, err, errsz);
+    if (st == S4D_OK)
         st = s4d_pass_fuse_matmul_add(g, err, errsz);
     if (st == S4D_OK)
         st = s4d_pass_fuse_mlp(g, err, errsz);

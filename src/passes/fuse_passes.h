@@ -51,6 +51,14 @@ s4d_status s4d_pass_fuse_mbconv(s4d_ir_graph *g, char *err, size_t errsz);
  * before the MatMul fusions. S4D_DISTRIBUTE_MATMUL=0 turns it off.
  */
 s4d_status s4d_pass_distribute_matmul(s4d_ir_graph *g, char *err, size_t errsz);
+/*
+ * Products by constant matrices with only a bias or a residual sum between them, folded at build
+ * (fold_linear.c): MatMul(MatMul(X, W1) [+ b1], W2) -> MatMul(X, W1 W2) [+ b]; MatMul(R +
+ * (MatMul(Z, Wo) [+ bo]), Wf) -> (MatMul(Z, Wo Wf) [+ b]) + MatMul(R, Wf). Float32, where the
+ * folded product does no more multiplications; before the MatMul fusions. S4D_FOLD_LINEAR=0
+ * turns it off.
+ */
+s4d_status s4d_pass_fold_linear(s4d_ir_graph *g, char *err, size_t errsz);
 /* MatMul(A, constant 2-D W) [-> Add(constant [N] bias)] [-> Relu] -> FusedMatMul. */
 s4d_status s4d_pass_fuse_matmul_add(s4d_ir_graph *g, char *err, size_t errsz);
 /*
