@@ -116,28 +116,10 @@ static int append_add(dist *d, int at, int after, const char *name, int p, int q
 {
     char nm[700];
     snprintf(nm, sizeof nm, "%s/distributed", name);
-    const int c = s4d_ir_add_node(d->g);
-    if (c < 0 || s4d_fuse_push_anchor(&d->anchors, &d->num_anchors, &d->cap_anchors, after, 1) != 0)
-        return -1;
-    s4d_ir_graph *g = d->g;
-    const s4d_ir_node *src = &g->nodes[at];
-    s4d_ir_node *n = &g->nodes[c];
-    n->name = s4d_strdup(nm);
-    n->domain = s4d_strdup(src->domain);
-    n->op_type = s4d_strdup("Add");
-    n->opset = src->opset;
-    n->kind = S4D_LAYER_OP;
-    n->device = src->device;
-    n->schema = s4d_op_find_schema(n->domain ? n->domain : "", "Add", n->opset);
-    n->inputs = malloc(2 * sizeof(int));
-    n->outputs = malloc(sizeof(int));
-    if (!n->name || !n->domain || !n->op_type || !n->schema || !n->inputs || !n->outputs)
-        return -1;
-    n->num_inputs = 2;
-    n->num_outputs = 1;
-    n->inputs[0] = p;
-    n->inputs[1] = q;
-    n->outputs[0] = out;
+    const int c = s4d_fuse_append_binary(d->g, &d->anchors, &d->num_anchors, &d->cap_anchors, after, nm, "Add", p, q,
+                                         out);
+    if (c >= 0)
+        d->g->nodes[c].device = d->g->nodes[at].device;
     return c;
 }
 

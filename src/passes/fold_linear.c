@@ -228,36 +228,6 @@ static int make_binary(s4d_ir_graph *g, int n, int like, const char *op_type, in
     return 0;
 }
 
-/* Appends Add(a, b) -> out named "<name>/folded_bias" on node at's device, right after it. */
-static int append_add(fold *f, int at, const char *name, int a, int b, int out)
-{
-    char nm[700];
-    snprintf(nm, sizeof nm, "%s/folded_bias", name);
-    const int c = s4d_ir_add_node(f->g);
-    if (c < 0 || s4d_fuse_push_anchor(&f->anchors, &f->num_anchors, &f->cap_anchors, at, 1) != 0)
-        return -1;
-    s4d_ir_graph *g = f->g;
-    s4d_ir_node *n = &g->nodes[c];
-    const s4d_ir_node *src = &g->nodes[at];
-    n->name = s4d_strdup(nm);
-    n->domain = s4d_strdup(src->domain);
-    n->op_type = s4d_strdup("Add");
-    n->opset = src->opset;
-    n->kind = S4D_LAYER_OP;
-    n->device = src->device;
-    n->schema = s4d_op_find_schema(n->domain ? n->domain : "", "Add", n->opset);
-    n->inputs = malloc(2 * sizeof(int));
-    n->outputs = malloc(sizeof(int));
-    if (!n->name || !n->domain || !n->op_type || !n->schema || !n->inputs || !n->outputs)
-        return -1;
-    n->num_inputs = 2;
-    n->num_outputs = 1;
-    n->inputs[0] = a;
-    n->inputs[1] = b;
-    n->outputs[0] = out;
-    return c;
-}
-
 static void kill(s4d_ir_graph *g, int node)
 {
     g->nodes[node].dead = 1;
@@ -309,7 +279,10 @@ static int fold_chain(fold *f, int p2, const int *uses)
         bn->inputs[bn->inputs[0] == y ? 1 : 0] = bv;
     } else if (bv >= 0) {
         const int yp = new_value(g, name, "folded_product");
-        if (yp < 0 || append_add(f, p2, name, yp, bv, y) < 0)
+        char nm[700];
+        snprintf(nm, sizeof nm, "%s/folded_bias", name);
+        if (yp < 0 || s4d_fuse_append_binary(g, &f->anchors, &f->num_anchors, &f->cap_anchors, p2, nm, "Add", yp, bv,
+                                             y) < 0)
             return -1;
         g->nodes[p2].outputs[0] = yp;
     }

@@ -361,6 +361,33 @@ int s4d_fuse_push_anchor(s4d_fuse_anchor **anchors, int *num, int *cap, int node
     return 0;
 }
 
+int s4d_fuse_append_binary(s4d_ir_graph *g, s4d_fuse_anchor **anchors, int *num, int *cap, int at, const char *name,
+                           const char *op_type, int a, int b, int out)
+{
+    const int c = s4d_ir_add_node(g);
+    if (c < 0 || s4d_fuse_push_anchor(anchors, num, cap, at, 1) != 0)
+        return -1;
+    s4d_ir_node *n = &g->nodes[c];
+    const s4d_ir_node *src = &g->nodes[at];
+    n->name = s4d_strdup(name);
+    n->domain = s4d_strdup(src->domain);
+    n->op_type = s4d_strdup(op_type);
+    n->opset = src->opset;
+    n->kind = S4D_LAYER_OP;
+    n->device = src->device;
+    n->schema = s4d_op_find_schema(n->domain ? n->domain : "", op_type, n->opset);
+    n->inputs = malloc(2 * sizeof(int));
+    n->outputs = malloc(sizeof(int));
+    if (!n->name || !n->domain || !n->op_type || !n->schema || !n->inputs || !n->outputs)
+        return -1;
+    n->num_inputs = 2;
+    n->num_outputs = 1;
+    n->inputs[0] = a;
+    n->inputs[1] = b;
+    n->outputs[0] = out;
+    return c;
+}
+
 s4d_status s4d_fuse_place_appended(s4d_ir_graph *g, int first, const s4d_fuse_anchor *anchors, char *err,
                                    size_t errsz)
 {

@@ -188,5 +188,9 @@ s4d_status s4d_fuse_place_appended(s4d_ir_graph *g, int first, const s4d_fuse_an
                                    size_t errsz);
 /* Appends {node, after} to the growing array *anchors (*num used of *cap); -1 when out of memory. */
 int s4d_fuse_push_anchor(s4d_fuse_anchor **anchors, int *num, int *cap, int node, int after);
+/* Appends the node op_type(a, b) -> out named name (copied), of node at's domain, opset and
+   device, anchored right after node at; its index, or -1 when out of memory. */
+int s4d_fuse_append_binary(s4d_ir_graph *g, s4d_fuse_anchor **anchors, int *num, int *cap, int at, const char *name,
+                           const char *op_type, int a, int b, int out);
 
 #endif
