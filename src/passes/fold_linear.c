@@ -228,7 +228,8 @@ static int make_binary(s4d_ir_graph *g, int n, int like, const char *op_type, in
     return 0;
 }
 
-static void kill(s4d_ir_graph *g, int node)
+/* Node dead, and its outputs made by nothing. */
+static void retire(s4d_ir_graph *g, int node)
 {
     g->nodes[node].dead = 1;
     for (int k = 0; k < g->nodes[node].num_outputs; k++)
@@ -269,9 +270,9 @@ static int fold_chain(fold *f, int p2, const int *uses)
     const int bv = bc ? new_const(g, name, "folded_bias", bc, 1, bd) : -1;
     if (wv < 0 || (bc && bv < 0))
         return -1;
-    kill(g, l.m);
+    retire(g, l.m);
     if (l.b >= 0)
-        kill(g, l.b);
+        retire(g, l.b);
     g->nodes[p2].inputs[0] = x;
     g->nodes[p2].inputs[1] = wv;
     if (b2 >= 0) {
@@ -382,7 +383,7 @@ static int fold_residual(fold *f, int pf, const int *uses)
               (bias_node >= 0 && make_binary(g, bias_node, a, "Add", pz, bv, pzb) != 0) ||
               make_binary(g, sum_node, a, "Add", pzb >= 0 ? pzb : pz, rf, out) != 0;
     if (!bad && bf >= 0 && sum_node != bf)
-        kill(g, bf);
+        retire(g, bf);
     free(g->nodes[a].name);
     g->nodes[a].name = an;
     free(g->nodes[sum_node].name);
