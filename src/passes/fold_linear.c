@@ -100,11 +100,10 @@ static int linear_above(const s4d_ir_graph *g, int v, const int *uses, int at, l
             return 0;
         for (int side = 0; side < 2; side++) {
             const int mv = a->inputs[side];
-            if (mv < 0 || uses[mv] != 1 || !product_weight(g, g->values[mv].producer))
-                continue;
+            const s4d_tensor *w = mv >= 0 && uses[mv] == 1 ? product_weight(g, g->values[mv].producer) : NULL;
             int b;
             const s4d_tensor *c;
-            if (bias_after(g, mv, uses, product_weight(g, g->values[mv].producer)->dims[1], &b, &c) && b == p) {
+            if (w && bias_after(g, mv, uses, w->dims[1], &b, &c) && b == p) {
                 l->b = p;
                 l->bias = c;
                 p = g->values[mv].producer;
@@ -116,10 +115,9 @@ static int linear_above(const s4d_ir_graph *g, int v, const int *uses, int at, l
     }
     l->w = product_weight(g, p);
     l->m = p;
-    if (!l->w || !finite_all(l->w) || g->nodes[p].device != g->nodes[at].device ||
-        (l->b >= 0 && g->nodes[l->b].device != g->nodes[at].device))
-        return 0;
-    return 1;
+    /* The weights' values are read last, once everything else matches. */
+    return l->w && g->nodes[p].device == g->nodes[at].device &&
+           (l->b < 0 || g->nodes[l->b].device == g->nodes[at].device) && finite_all(l->w);
 }
 
 /* A [K, M] times B [M, N] in double, rounded to float32 (malloc'd; NULL when out of memory). */
@@ -242,13 +240,11 @@ static int fold_chain(fold *f, int p2, const int *uses)
 {
     s4d_ir_graph *g = f->g;
     const s4d_tensor *w2 = product_weight(g, p2);
-    if (!w2 || !finite_all(w2))
-        return 0;
     linear l;
-    if (!linear_above(g, g->nodes[p2].inputs[0], uses, p2, &l))
+    if (!w2 || !linear_above(g, g->nodes[p2].inputs[0], uses, p2, &l))
         return 0;
     const int64_t k = l.w->dims[0], m = l.w->dims[1], n = w2->dims[1];
-    if (w2->dims[0] != m || k * n > k * m + m * n)
+    if (w2->dims[0] != m || k * n > k * m + m * n || !finite_all(w2))
         return 0;
     const int y = g->nodes[p2].outputs[0];
     int b2 = -1;
@@ -302,7 +298,7 @@ static int fold_residual(fold *f, int pf, const int *uses)
     s4d_ir_graph *g = f->g;
     const s4d_tensor *wf = product_weight(g, pf);
     const int s = g->nodes[pf].inputs[0];
-    if (!wf || !finite_all(wf) || uses[s] != 1)
+    if (!wf || uses[s] != 1)
         return 0;
     const int a = g->values[s].producer;
     if (!s4d_fuse_is_op(g, a, "Add") || g->nodes[a].num_inputs != 2 || g->nodes[a].num_outputs != 1 ||
@@ -327,7 +323,7 @@ static int fold_residual(fold *f, int pf, const int *uses)
             r = other;
         }
     }
-    if (l.m < 0)
+    if (l.m < 0 || !finite_all(wf))
         return 0;
     const int64_t k = l.w->dims[0];
     const int y = g->nodes[pf].outputs[0];
