@@ -117,25 +117,10 @@ __global__ void __launch_bounds__(NT, 2) attn_kernel(Args a)
     const s4d_cuda_attn_desc &g = a.g;
     const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
 
-    int64_t bid = blockIdx.x;
-    const int split = (int)(bid % a.splits);
-    bid /= a.splits;
-    const int64_t qt = bid % a.qtiles, b = bid / a.qtiles;
-    int64_t oq = 0, ok = 0, ov = 0, om = 0;
-    {
-        int64_t rest = b;
-        for (int d = g.batch_rank - 1; d >= 0; d--) {
-            int64_t c = rest % g.batch[d];
-            rest /= g.batch[d];
-            oq += c * g.q_stride[d];
-            ok += c * g.k_stride[d];
-            ov += c * g.v_stride[d];
-            om += c * g.m_stride[d];
-        }
-    }
-    const T *Q = static_cast<const T *>(a.q) + oq * g.nq * g.d;
-    const T *K = static_cast<const T *>(a.k) + ok * g.d * g.nk;
-    const T *V = static_cast<const T *>(a.v) + ov * g.nk * g.dv;
+    const BlockWork<T> blk = block_work<T>(a);
+    const int split = blk.split;
+    const int64_t qt = blk.qt, b = blk.b, om = blk.om;
+    const T *Q = blk.q, *K = blk.k, *V = blk.v;
     const unsigned char *M = g.has_mask ? a.mask + om : nullptr;
     const int64_t q0 = qt * BQF;
 

@@ -1,7 +1,7 @@
 /*
  * What the fused attention kernels share (internal to kernels/attention*.cu):
- * the tile sizes, the key split's block counts, the launch arguments, where
- * a batch matrix's output rows go, and the entry points of the tensor-core
+ * the tile sizes, the key split's block counts, the launch arguments, which
+ * work a block takes, where a batch matrix's output rows go, and the entry points of the tensor-core
  * paths (attention_tc.cu) and of the merge of the key split's partials
  * (attention.cu). The contract and the semantics: attention.h and
  * attention.cu's opening comment.
@@ -56,6 +56,43 @@ __device__ __forceinline__ void out_rows(const s4d_cuda_attn_desc &g, int64_t b,
     const int64_t h = g.batch[g.batch_rank - 1];
     *base = (b / h * g.nq * h + b % h) * g.dv;
     *rs = h * g.dv;
+}
+
+/* What block blockIdx.x of a launch works on: its key split, query tile and batch matrix, that
+   matrix's Q, K^T and V of element type T, and its mask's offset in a.mask. */
+template <typename T>
+struct BlockWork {
+    int split;
+    int64_t qt, b;
+    const T *q, *k, *v;
+    int64_t om;
+};
+
+template <typename T>
+__device__ __forceinline__ BlockWork<T> block_work(const Args &a)
+{
+    const s4d_cuda_attn_desc &g = a.g;
+    BlockWork<T> w;
+    int64_t bid = blockIdx.x;
+    w.split = (int)(bid % a.splits);
+    bid /= a.splits;
+    w.qt = bid % a.qtiles;
+    w.b = bid / a.qtiles;
+    int64_t oq = 0, ok = 0, ov = 0, om = 0;
+    int64_t rest = w.b;
+    for (int d = g.batch_rank - 1; d >= 0; d--) {
+        int64_t c = rest % g.batch[d];
+        rest /= g.batch[d];
+        oq += c * g.q_stride[d];
+        ok += c * g.k_stride[d];
+        ov += c * g.v_stride[d];
+        om += c * g.m_stride[d];
+    }
+    w.q = static_cast<const T *>(a.q) + oq * g.nq * g.d;
+    w.k = static_cast<const T *>(a.k) + ok * g.d * g.nk;
+    w.v = static_cast<const T *>(a.v) + ov * g.nk * g.dv;
+    w.om = om;
+    return w;
 }
 
 /* Merges the key split's partials (a.splits > 1) into the output of element type T (float or

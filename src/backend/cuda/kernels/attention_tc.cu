@@ -316,25 +316,10 @@ __global__ void __launch_bounds__(TC_NT, DP >= 128 ? 2 : 4) attn_tc16_kernel(Arg
     /* ldmatrix: lane l addresses row (l & 7) + 8 ((l >> 3) & 1) and column 8 (l >> 4) of a 16x16 */
     const int lrow = (lane & 7) + ((lane >> 3) & 1) * 8, lcol = (lane >> 4) * 8;
 
-    int64_t bid = blockIdx.x;
-    const int split = (int)(bid % a.splits);
-    bid /= a.splits;
-    const int64_t qt = bid % a.qtiles, b = bid / a.qtiles;
-    int64_t oq = 0, ok = 0, ov = 0, om = 0;
-    {
-        int64_t rest = b;
-        for (int d = g.batch_rank - 1; d >= 0; d--) {
-            int64_t c = rest % g.batch[d];
-            rest /= g.batch[d];
-            oq += c * g.q_stride[d];
-            ok += c * g.k_stride[d];
-            ov += c * g.v_stride[d];
-            om += c * g.m_stride[d];
-        }
-    }
-    const __half *Q = static_cast<const __half *>(a.q) + oq * g.nq * g.d;
-    const __half *K = static_cast<const __half *>(a.k) + ok * g.d * g.nk;
-    const __half *V = static_cast<const __half *>(a.v) + ov * g.nk * g.dv;
+    const BlockWork<__half> blk = block_work<__half>(a);
+    const int split = blk.split;
+    const int64_t qt = blk.qt, b = blk.b, om = blk.om;
+    const __half *Q = blk.q, *K = blk.k, *V = blk.v;
     const int64_t q0 = qt * BQ;
     /* the mask rows of this thread's two query rows; NULL where there is no mask or no row */
     const unsigned char *mrow[2];
@@ -604,25 +589,10 @@ __global__ void __launch_bounds__(TC_NT, DP >= 128 ? 1 : 2) attn_tc32_kernel(Arg
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int gr = lane >> 2, tq = lane & 3; /* fragment row (g) and column (t) */
 
-    int64_t bid = blockIdx.x;
-    const int split = (int)(bid % a.splits);
-    bid /= a.splits;
-    const int64_t qt = bid % a.qtiles, b = bid / a.qtiles;
-    int64_t oq = 0, ok = 0, ov = 0, om = 0;
-    {
-        int64_t rest = b;
-        for (int d = g.batch_rank - 1; d >= 0; d--) {
-            int64_t c = rest % g.batch[d];
-            rest /= g.batch[d];
-            oq += c * g.q_stride[d];
-            ok += c * g.k_stride[d];
-            ov += c * g.v_stride[d];
-            om += c * g.m_stride[d];
-        }
-    }
-    const float *Q = static_cast<const float *>(a.q) + oq * g.nq * g.d;
-    const float *K = static_cast<const float *>(a.k) + ok * g.d * g.nk;
-    const float *V = static_cast<const float *>(a.v) + ov * g.nk * g.dv;
+    const BlockWork<float> blk = block_work<float>(a);
+    const int split = blk.split;
+    const int64_t qt = blk.qt, b = blk.b, om = blk.om;
+    const float *Q = blk.q, *K = blk.k, *V = blk.v;
     const int64_t q0 = qt * BQ;
     const unsigned char *mrow[2];
 #pragma unroll
