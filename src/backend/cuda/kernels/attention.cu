@@ -14,11 +14,14 @@
  *   1. K^T [D, 64] and V [64, Dv] are staged in shared memory (Q, transposed,
  *      stays there for the whole block);
  *   2. each thread computes an RT x 4 block of scores (keys 4 tx .. 4 tx + 3)
- *      in registers, applies the mask, and the 16 threads of a row (one half
- *      of a warp) agree on the row's new maximum and sum by butterfly
- *      shuffles (every lane gets the same bits);
- *   3. the probabilities go through shared memory (transposed, [key][query])
- *      and each thread accumulates its RT rows x Dv/16 output columns.
+ *      in registers, applies the mask (skipped on a whole tile without one),
+ *      and the 16 threads of a row (one half of a warp) agree on the row's new
+ *      maximum by butterfly shuffles (every lane gets the same bits); each
+ *      thread keeps the sum of its own keys' probabilities, rescaled with the
+ *      maximum, and the 16 sums meet by a butterfly after the last tile;
+ *   3. the probabilities go through shared memory (transposed, [key][query],
+ *      runs of 4 rows swizzled per key: p_run) and each thread accumulates its
+ *      RT rows x Dv/16 output columns.
  * Scores and the running maximum/sum stay in float.
  *
  * Dead tiles. With a key mask (the same for every query row) and a fill of
@@ -63,8 +66,19 @@ constexpr int NT = 256;      /* threads per block of the FFMA kernel */
 /* Query rows per thread of the FFMA kernel (16 threads share a row) and per block. */
 __host__ __device__ constexpr int f32_rt(int dp) { return dp <= 64 ? 8 : 4; }
 __host__ __device__ constexpr int f32_bq(int dp) { return 16 * f32_rt(dp); }
-/* padded rows of the transposed Q and P tiles: fewer bank conflicts */
+/* padded rows of the transposed Q tile: fewer bank conflicts */
 __host__ __device__ constexpr int f32_ld(int dp) { return f32_bq(dp) + 4; }
+
+/*
+ * The probabilities' tile P [BK][BQF] (keys by query rows) is written by each thread as float4
+ * runs of 4 query rows for each of its 4 keys, and read as whole runs of a thread's rows for one
+ * key. Unpadded, the 8 threads of a quarter warp (consecutive tx, one ty) would write runs
+ * that start on two banks only: 4-way conflicts, which Nsight Compute counted as 63% of the
+ * kernel's shared-store wavefronts. Run c of key row k lies at run c ^ (k / 4 % 8) instead:
+ * the quarter warp's 8 keys k = 4 tx + j put the same run on 8 different banks, and a read of
+ * one key row still finds every run whole.
+ */
+__device__ __forceinline__ int p_run(int key, int run) { return run ^ ((key >> 2) & 7); }
 
 __device__ __forceinline__ float ld1(const float *p) { return __ldg(p); }
 
@@ -75,7 +89,7 @@ __device__ __forceinline__ void st1(__half *p, float v) { *p = __float2half_rn(v
 
 constexpr int smem_floats(int dp)
 {
-    return dp * f32_ld(dp) + dp * BK + BK * dp + BK * f32_ld(dp) + f32_bq(dp) * BK / 4;
+    return dp * f32_ld(dp) + dp * BK + BK * dp + BK * f32_bq(dp) + f32_bq(dp) * BK / 4;
 }
 
 /* N consecutive floats of shared memory (16-byte aligned, N a multiple of 4) into registers. */
@@ -107,12 +121,12 @@ template <typename T, int DP>
 __global__ void __launch_bounds__(NT, 2) attn_kernel(Args a)
 {
     S4D_KERNEL_BEGIN();
-    constexpr int CPT = DP / 16, RT = f32_rt(DP), BQF = f32_bq(DP), LDQ = f32_ld(DP), LDP = LDQ;
+    constexpr int CPT = DP / 16, RT = f32_rt(DP), BQF = f32_bq(DP), LDQ = f32_ld(DP), LDP = BQF;
     extern __shared__ float4 smem4[];
     float *Qs = reinterpret_cast<float *>(smem4); /* [DP][LDQ]: Q transposed */
     float *Ks = Qs + DP * LDQ;                    /* [DP][BK] */
     float *Vs = Ks + DP * BK;                     /* [BK][DP] */
-    float *Ps = Vs + BK * DP;                     /* [BK][LDP]: probabilities transposed */
+    float *Ps = Vs + BK * DP;                     /* [BK][LDP]: probabilities transposed, runs swizzled (p_run) */
     unsigned char *Ms = reinterpret_cast<unsigned char *>(Ps + BK * LDP); /* [BQF][BK] mask tile */
     const s4d_cuda_attn_desc &g = a.g;
     const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
@@ -248,8 +262,8 @@ __global__ void __launch_bounds__(NT, 2) attn_kernel(Args a)
                 for (int j = 0; j < 4; j++)
                     s[i][j] = fmaf(qa[i], ka[j], s[i][j]);
         }
-        {
-            const int kvalid = g.nk - k0 < BK ? (int)(g.nk - k0) : BK; /* keys of this tile */
+        const int kvalid = g.nk - k0 < BK ? (int)(g.nk - k0) : BK; /* keys of this tile */
+        if (M || kvalid < BK) { /* a whole tile without a mask changes no score */
             const bool row_mask = M && g.m_qstride != 0;
             /* A key mask (every query reads the same row) is read here, the thread's 4 keys of
                the tile, instead of being staged for every query row. */
@@ -290,10 +304,7 @@ __global__ void __launch_bounds__(NT, 2) attn_kernel(Args a)
                 s[i][j] = expf(s[i][j] - muse);
                 rs += s[i][j];
             }
-#pragma unroll
-            for (int off = 8; off >= 1; off >>= 1)
-                rs += __shfl_xor_sync(0xffffffffu, rs, off);
-            l[i] = l[i] * scale + rs;
+            l[i] = l[i] * scale + rs; /* this thread's keys only: the row's 16 meet at the end */
             m[i] = mnew;
 #pragma unroll
             for (int c = 0; c < CPT; c++)
@@ -303,7 +314,7 @@ __global__ void __launch_bounds__(NT, 2) attn_kernel(Args a)
         for (int j = 0; j < 4; j++)
 #pragma unroll
             for (int r = 0; r < RT / 4; r++)
-                *reinterpret_cast<float4 *>(&Ps[(tx * 4 + j) * LDP + ty * RT + r * 4]) =
+                *reinterpret_cast<float4 *>(&Ps[(tx * 4 + j) * LDP + p_run(tx * 4 + j, ty * (RT / 4) + r) * 4]) =
                     make_float4(s[r * 4][j], s[r * 4 + 1][j], s[r * 4 + 2][j], s[r * 4 + 3][j]);
         __syncthreads();
 
@@ -311,7 +322,14 @@ __global__ void __launch_bounds__(NT, 2) attn_kernel(Args a)
 #pragma unroll 4
         for (int kk = 0; kk < BK; kk++) {
             float pa[RT];
-            lds_rows(pa, &Ps[kk * LDP + ty * RT]);
+#pragma unroll
+            for (int r = 0; r < RT / 4; r++) {
+                const float4 x = *reinterpret_cast<const float4 *>(&Ps[kk * LDP + p_run(kk, ty * (RT / 4) + r) * 4]);
+                pa[r * 4 + 0] = x.x;
+                pa[r * 4 + 1] = x.y;
+                pa[r * 4 + 2] = x.z;
+                pa[r * 4 + 3] = x.w;
+            }
             float va[CPT];
             if (DP >= 64) {
 #pragma unroll
@@ -335,6 +353,12 @@ __global__ void __launch_bounds__(NT, 2) attn_kernel(Args a)
         }
     }
 
+    /* Each row's sum from its 16 threads' keys (a butterfly: every lane gets the same bits). */
+#pragma unroll
+    for (int i = 0; i < RT; i++)
+#pragma unroll
+        for (int off = 8; off >= 1; off >>= 1)
+            l[i] += __shfl_xor_sync(0xffffffffu, l[i], off);
     /* The rows this thread owns, as results or as partials of its key range. */
     int64_t obase, ors;
     out_rows(g, b, &obase, &ors);
