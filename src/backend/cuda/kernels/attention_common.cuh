@@ -18,7 +18,7 @@ namespace s4d_attn {
 
 constexpr int BQ = 64; /* queries per block of the tensor-core kernels */
 constexpr int BK = 64; /* keys per tile */
-/* Most blocks the key split aims for: two resident per SM (128 registers, ~109 KB of shared
+/* Most blocks the key split aims for: two resident per SM (128 registers, ~108 KB of shared
    memory each at D = 64) on a 132-SM H100/H200, so that the blocks run as one wave. A constant, so that the
    split (and so the bits) depend on the shapes only. */
 constexpr int64_t WANT_BLOCKS = 264;
