@@ -92,18 +92,26 @@ constexpr int smem_floats(int dp)
     return dp * f32_ld(dp) + dp * BK + BK * dp + BK * f32_bq(dp) + f32_bq(dp) * BK / 4;
 }
 
-/* N consecutive floats of shared memory (16-byte aligned, N a multiple of 4) into registers. */
-template <int N>
-__device__ __forceinline__ void lds_rows(float (&dst)[N], const float *src)
+/* N floats of shared memory into registers as N / 4 runs of 4, run r at src + at(r) (16-byte
+   aligned). */
+template <int N, class At>
+__device__ __forceinline__ void lds_runs(float (&dst)[N], const float *src, At at)
 {
 #pragma unroll
     for (int r = 0; r < N / 4; r++) {
-        const float4 v = *reinterpret_cast<const float4 *>(src + r * 4);
+        const float4 v = *reinterpret_cast<const float4 *>(src + at(r));
         dst[r * 4 + 0] = v.x;
         dst[r * 4 + 1] = v.y;
         dst[r * 4 + 2] = v.z;
         dst[r * 4 + 3] = v.w;
     }
+}
+
+/* N consecutive floats of shared memory (16-byte aligned, N a multiple of 4) into registers. */
+template <int N>
+__device__ __forceinline__ void lds_rows(float (&dst)[N], const float *src)
+{
+    lds_runs(dst, src, [](int r) { return r * 4; });
 }
 
 /* Output column of accumulator c of thread tx (CPT = DP / 16 columns per thread). */
@@ -322,14 +330,7 @@ __global__ void __launch_bounds__(NT, 2) attn_kernel(Args a)
 #pragma unroll 4
         for (int kk = 0; kk < BK; kk++) {
             float pa[RT];
-#pragma unroll
-            for (int r = 0; r < RT / 4; r++) {
-                const float4 x = *reinterpret_cast<const float4 *>(&Ps[kk * LDP + p_run(kk, ty * (RT / 4) + r) * 4]);
-                pa[r * 4 + 0] = x.x;
-                pa[r * 4 + 1] = x.y;
-                pa[r * 4 + 2] = x.z;
-                pa[r * 4 + 3] = x.w;
-            }
+            lds_runs(pa, &Ps[kk * LDP], [&](int r) { return p_run(kk, ty * (RT / 4) + r) * 4; });
             float va[CPT];
             if (DP >= 64) {
 #pragma unroll
