@@ -94,6 +94,7 @@ static int linear_above(const s4d_ir_graph *g, int v, const int *uses, int at, l
     int p = g->values[v].producer;
     l->b = -1;
     l->bias = NULL;
+    l->w = NULL;
     if (s4d_fuse_is_op(g, p, "Add")) {
         const s4d_ir_node *a = &g->nodes[p];
         if (a->num_inputs != 2 || a->num_outputs != 1)
@@ -106,14 +107,16 @@ static int linear_above(const s4d_ir_graph *g, int v, const int *uses, int at, l
             if (w && bias_after(g, mv, uses, w->dims[1], &b, &c) && b == p) {
                 l->b = p;
                 l->bias = c;
+                l->w = w;
                 p = g->values[mv].producer;
                 break;
             }
         }
         if (l->b < 0)
             return 0;
+    } else {
+        l->w = product_weight(g, p);
     }
-    l->w = product_weight(g, p);
     l->m = p;
     /* The weights' values are read last, once everything else matches. */
     return l->w && g->nodes[p].device == g->nodes[at].device &&
