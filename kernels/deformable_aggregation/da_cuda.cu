@@ -113,6 +113,7 @@ template <int VEC> struct Chunks {
 template <typename TF, int VEC, bool BATCH>
 __global__ void __launch_bounds__(kThreads, S4D_DA_FWD_MIN_BLOCKS) fwd_kernel(Params p, bool vec, bool w_half, bool o_half)
 {
+    S4D_KERNEL_BEGIN();
     constexpr int K = Chunks<VEC>::value;
     extern __shared__ __align__(16) char smem_raw[];
     Smem s = smem_layout(smem_raw, p);
@@ -227,6 +228,7 @@ template <typename TF, int VEC>
 __global__ void __launch_bounds__(kThreads)
     bwd_kernel(Params p, bool vec, bool vec_gf, bool w_half, bool g_half)
 {
+    S4D_KERNEL_BEGIN();
     extern __shared__ __align__(16) char smem_raw[];
     Smem s = smem_layout(smem_raw, p);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -369,8 +371,9 @@ s4d_status launch_fwd_v(const Params &p, bool vec, bool w_half, bool o_half, cud
     if (s != S4D_OK)
         return s;
     dim3 grid(grid_x(p.bs * p.A), (unsigned)slices);
-    fwd_kernel<TF, VEC, BATCH><<<grid, kThreads, smem, st>>>(p, vec, w_half, o_half);
-    return launch_status(err, "forward kernel launch");
+    const cudaError_t launched = s4d_launch(fwd_kernel<TF, VEC, BATCH>, grid, kThreads, smem, st, p, vec,
+                                            w_half, o_half);
+    return launch_status(err, launched, "forward kernel launch");
 }
 
 template <typename TF>
@@ -396,11 +399,14 @@ s4d_status launch_bwd(const Params &p, bool vec, bool vec_gf, bool w_half, bool 
     if (s != S4D_OK)
         return s;
     dim3 grid(grid_x(p.bs * p.A));
+    cudaError_t launched;
     if (vec)
-        bwd_kernel<TF, V><<<grid, kThreads, smem, st>>>(p, true, vec_gf, w_half, g_half);
+        launched = s4d_launch(bwd_kernel<TF, V>, grid, kThreads, smem, st, p, true, vec_gf, w_half,
+                              g_half);
     else
-        bwd_kernel<TF, 1><<<grid, kThreads, smem, st>>>(p, false, false, w_half, g_half);
-    return launch_status(err, "backward kernel launch");
+        launched = s4d_launch(bwd_kernel<TF, 1>, grid, kThreads, smem, st, p, false, false, w_half,
+                              g_half);
+    return launch_status(err, launched, "backward kernel launch");
 }
 
 /* ------------------------------------------------------------------ variants */

@@ -11,6 +11,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "common/pdl.cuh"
 #include "da_internal.h"
 #include "da_variants.h"
 
@@ -225,9 +226,10 @@ inline Params make_params(const s4d_da_sizes &z)
     return p;
 }
 
-inline s4d_status launch_status(s4d_errbuf *err, const char *what)
+/* The status of a launch that returned `launched` (s4d_launch). */
+inline s4d_status launch_status(s4d_errbuf *err, cudaError_t launched, const char *what)
 {
-    cudaError_t e = cudaGetLastError();
+    cudaError_t e = launched != cudaSuccess ? launched : cudaGetLastError();
     return e == cudaSuccess ? S4D_OK : cuda_fail(err, e, what);
 }
 

@@ -53,6 +53,7 @@ __device__ __forceinline__ float comp4(const float4 &v, int q)
    item backward does not take; it writes the same keys and records itself). */
 __global__ void records_kernel(Params p, DetBuffers d)
 {
+    S4D_KERNEL_BEGIN();
     extern __shared__ __align__(16) char smem_raw[];
     MapInfo *maps = reinterpret_cast<MapInfo *>(smem_raw);
     load_maps(p, maps);
@@ -88,6 +89,7 @@ __global__ void records_kernel(Params p, DetBuffers d)
 __global__ void bounds_kernel(const uint32_t *keys, int64_t n, uint32_t sentinel, uint32_t *begin,
                               uint32_t *end)
 {
+    S4D_KERNEL_BEGIN();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
         const uint32_t k = keys[i];
@@ -137,6 +139,7 @@ template <typename TF, int VEC, int K>
 __global__ void __launch_bounds__(kGatherWarps * 32)
     gather_kernel(Params p, DetBuffers d, bool w_half, bool g_half)
 {
+    S4D_KERNEL_BEGIN();
     extern __shared__ __align__(16) char smem_raw[];
     MapInfo *maps = reinterpret_cast<MapInfo *>(smem_raw);
     load_maps(p, maps);
@@ -259,13 +262,17 @@ s4d_status launch_gather(const Params &p, const DetBuffers &d, bool w_half, bool
     constexpr int V = 16 / sizeof(TF);
     const size_t smem = sizeof(MapInfo) * (size_t)(p.N * p.L);
     const unsigned grid = blocks_for(p.bs * p.F, kGatherWarps);
+    cudaError_t launched;
     if (vec && p.C <= 32 * V)
-        gather_kernel<TF, V, 1><<<grid, kGatherWarps * 32, smem, st>>>(p, d, w_half, g_half);
+        launched = s4d_launch(gather_kernel<TF, V, 1>, grid, kGatherWarps * 32, smem, st, p, d, w_half,
+                              g_half);
     else if (vec && p.C <= 64 * V)
-        gather_kernel<TF, V, 2><<<grid, kGatherWarps * 32, smem, st>>>(p, d, w_half, g_half);
+        launched = s4d_launch(gather_kernel<TF, V, 2>, grid, kGatherWarps * 32, smem, st, p, d, w_half,
+                              g_half);
     else
-        gather_kernel<TF, 1, 1><<<grid, kGatherWarps * 32, smem, st>>>(p, d, w_half, g_half);
-    return launch_status(err, "gather kernel launch");
+        launched = s4d_launch(gather_kernel<TF, 1, 1>, grid, kGatherWarps * 32, smem, st, p, d, w_half,
+                              g_half);
+    return launch_status(err, launched, "gather kernel launch");
 }
 
 size_t round_up(size_t v)
@@ -323,8 +330,9 @@ size_t det_workspace_layout(const s4d_da_sizes &z, void *ws, DetBuffers *d)
 s4d_status run_det_records(const Params &p, const DetBuffers &d, cudaStream_t st, s4d_errbuf *err)
 {
     const size_t smem = sizeof(MapInfo) * (size_t)(p.N * p.L);
-    records_kernel<<<blocks_for(d.slots_n, 256), 256, smem, st>>>(p, d);
-    return launch_status(err, "records kernel launch");
+    const cudaError_t launched = s4d_launch(records_kernel, blocks_for(d.slots_n, 256), 256, smem, st, p,
+                                            d);
+    return launch_status(err, launched, "records kernel launch");
 }
 
 s4d_status run_det_gather(const Params &p, const DetBuffers &d, bool feat_half, bool w_half,
@@ -338,9 +346,10 @@ s4d_status run_det_gather(const Params &p, const DetBuffers &d, bool feat_half, 
     if ((e = cudaMemsetAsync(d.seg_begin, 0, 4 * (size_t)d.keys_n, st)) != cudaSuccess ||
         (e = cudaMemsetAsync(d.seg_end, 0, 4 * (size_t)d.keys_n, st)) != cudaSuccess)
         return cuda_fail(err, e, "clearing the key runs");
-    bounds_kernel<<<blocks_for(d.slots_n, 256), 256, 0, st>>>(d.keys_sorted, d.slots_n, d.sentinel,
-                                                              d.seg_begin, d.seg_end);
-    s4d_status s = launch_status(err, "bounds kernel launch");
+    const cudaError_t launched = s4d_launch(bounds_kernel, blocks_for(d.slots_n, 256), 256, 0, st,
+                                            d.keys_sorted, d.slots_n, d.sentinel, d.seg_begin,
+                                            d.seg_end);
+    s4d_status s = launch_status(err, launched, "bounds kernel launch");
     if (s != S4D_OK)
         return s;
     return feat_half ? launch_gather<__half>(p, d, w_half, g_half, vec, st, err)

@@ -406,6 +406,7 @@ template <typename TF, int VEC, int K, int W, int U, int MINB, bool HB = false>
 __global__ void __launch_bounds__(W * 32, MINB)
     fwd_items_kernel(Params p, bool w_half, bool o_half)
 {
+    S4D_KERNEL_BEGIN();
     static_assert(!HB || sizeof(TF) == 2, "the float16 blend reads float16 features");
     constexpr int T = W * 32;
     constexpr int slice_w = 32 * VEC * K;
@@ -518,6 +519,7 @@ template <int W, int RED> struct FwdDedupTile {
 template <typename TF, int VEC, int K, int W, int MINB>
 __global__ void __launch_bounds__(W * 32, MINB) fwd_dedup_kernel(Params p, bool w_half, bool o_half)
 {
+    S4D_KERNEL_BEGIN();
     constexpr int T = W * 32;
     constexpr int slice_w = 32 * VEC * K;
     using Raw = typename RawVec<TF, VEC>::T;
@@ -610,6 +612,7 @@ template <typename TF, int VEC, int K, int W, int MINB, bool DET, bool DEDUP>
 __global__ void __launch_bounds__(W * 32, MINB)
     bwd_items_kernel(Params p, bool w_half, bool g_half, bool vec_gf, int lpg, DetBuffers d)
 {
+    S4D_KERNEL_BEGIN();
     constexpr int T = W * 32;
     using Raw = typename RawVec<TF, VEC>::T;
     extern __shared__ __align__(16) char smem_raw[];
@@ -856,6 +859,7 @@ __host__ __device__ constexpr size_t async_ring_bytes(int W, int S, int K)
 template <typename TF, int VEC, int K, int W, int S, int MINB>
 __global__ void __launch_bounds__(W * 32, MINB) fwd_async_kernel(Params p, bool w_half, bool o_half)
 {
+    S4D_KERNEL_BEGIN();
     constexpr int T = W * 32;
     constexpr int slice_w = 32 * VEC * K;
     using Raw = typename RawVec<TF, VEC>::T;
@@ -973,8 +977,9 @@ s4d_status launch_fwd_dedup_t(const Params &p, bool w_half, bool o_half, cudaStr
     const int64_t slices = (p.C + slice_w - 1) / slice_w;
     const size_t smem = dyn_bytes(p.N * p.L, p.P * p.N);
     dim3 grid(grid_x(p.bs * p.A), (unsigned)slices);
-    fwd_dedup_kernel<TF, VEC, K, W, MINB><<<grid, W * 32, smem, st>>>(p, w_half, o_half);
-    return launch_status(err, "dedup item forward kernel launch");
+    const cudaError_t launched = s4d_launch(fwd_dedup_kernel<TF, VEC, K, W, MINB>, grid, W * 32, smem,
+                                            st, p, w_half, o_half);
+    return launch_status(err, launched, "dedup item forward kernel launch");
 }
 
 template <typename TF, int VEC, int K, int W, int U, int MINB, bool HB = false>
@@ -984,8 +989,9 @@ s4d_status launch_fwd_t(const Params &p, bool w_half, bool o_half, cudaStream_t 
     const int64_t slices = (p.C + slice_w - 1) / slice_w;
     const size_t smem = dyn_bytes(p.N * p.L, p.P * p.N);
     dim3 grid(grid_x(p.bs * p.A), (unsigned)slices);
-    fwd_items_kernel<TF, VEC, K, W, U, MINB, HB><<<grid, W * 32, smem, st>>>(p, w_half, o_half);
-    return launch_status(err, "item forward kernel launch");
+    const cudaError_t launched = s4d_launch(fwd_items_kernel<TF, VEC, K, W, U, MINB, HB>, grid, W * 32,
+                                            smem, st, p, w_half, o_half);
+    return launch_status(err, launched, "item forward kernel launch");
 }
 
 template <typename TF, int VEC, int K, int W, int S, int MINB>
@@ -1000,8 +1006,8 @@ s4d_status launch_fwd_async_t(const Params &p, bool w_half, bool o_half, cudaStr
     if (e != cudaSuccess)
         return cuda_fail(err, e, "setting the staged item forward's shared memory");
     dim3 grid(grid_x(p.bs * p.A), (unsigned)slices);
-    kern<<<grid, W * 32, smem, st>>>(p, w_half, o_half);
-    return launch_status(err, "staged item forward kernel launch");
+    const cudaError_t launched = s4d_launch(kern, grid, W * 32, smem, st, p, w_half, o_half);
+    return launch_status(err, launched, "staged item forward kernel launch");
 }
 
 /* The forward shapes: channels per lane (cpl) sets the vector width and the number of
@@ -1077,16 +1083,17 @@ s4d_status launch_bwd_t(const Params &p, bool w_half, bool g_half, bool vec_gf, 
     const size_t smem = dyn_bytes(p.N * p.L, p.P * p.N);
     dim3 grid(grid_x(p.bs * p.A));
     DetBuffers d;
+    cudaError_t launched;
     if (det) {
         d = *det;
-        bwd_items_kernel<TF, VEC, K, W, MINB, true, false><<<grid, W * 32, smem, st>>>(
-            p, w_half, g_half, vec_gf, lpg, d);
+        launched = s4d_launch(bwd_items_kernel<TF, VEC, K, W, MINB, true, false>, grid, W * 32, smem, st,
+                              p, w_half, g_half, vec_gf, lpg, d);
     } else {
         memset(&d, 0, sizeof d);
-        bwd_items_kernel<TF, VEC, K, W, MINB, false, DEDUP><<<grid, W * 32, smem, st>>>(
-            p, w_half, g_half, vec_gf, lpg, d);
+        launched = s4d_launch(bwd_items_kernel<TF, VEC, K, W, MINB, false, DEDUP>, grid, W * 32, smem,
+                              st, p, w_half, g_half, vec_gf, lpg, d);
     }
-    return launch_status(err, "item backward kernel launch");
+    return launch_status(err, launched, "item backward kernel launch");
 }
 
 template <typename TF>

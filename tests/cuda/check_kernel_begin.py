@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The CUDA backend's kernels launch with programmatic dependent launch
-(src/backend/cuda/kernels/launch.cuh): a kernel may start while the one
+"""The CUDA backend's and the op library's kernels launch with programmatic
+dependent launch (kernels/common/pdl.cuh): a kernel may start while the one
 before it on the stream still runs, so each must wait for it before it touches
 memory. Checks, for every kernel source given: no launch bypasses s4d_launch
 (no <<< >>>), and every __global__ function's body begins with
