@@ -135,15 +135,13 @@ __device__ __forceinline__ void store_out(const s4d_cuda_mlp_desc &d, const floa
    with FMA. Tiled: W comes through wt in tiles of KT rows that every thread of the block loads
    together (every thread calls it). Staged: wt holds all of W [k, n] and bias is in shared memory
    (no barrier inside). */
-template <int ROWS, int KT, bool STAGED>
-__device__ __forceinline__ void layer_product(const s4d_cuda_mlp_layer &L, const float (*in)[STRIDE],
-                                              float (*out)[STRIDE], float *wt, const float *bias)
+template <int ROWS, int KT, bool STAGED, int TPC>
+__device__ __forceinline__ void layer_product_tpc(const s4d_cuda_mlp_layer &L, const float (*in)[STRIDE],
+                                                  float (*out)[STRIDE], float *wt, const float *bias)
 {
     constexpr int WT_VEC = Tile<KT>::VEC;
+    constexpr int tpc = TPC, nr = ROWS / TPC;
     const int n = L.n, k = L.k;
-    const int room = NT / n < ROWS ? NT / n : ROWS;
-    const int tpc = room >= 8 ? 8 : room >= 4 ? 4 : room >= 2 ? 2 : 1;
-    const int nr = ROWS / tpc;
     const int t = threadIdx.x;
     const bool active = t < n * tpc;
     const int col = active ? t % n : 0, rg = active ? t / n : 0;
@@ -167,6 +165,7 @@ __device__ __forceinline__ void layer_product(const s4d_cuda_mlp_layer &L, const
         if (!active)
             continue;
         int q = 0;
+#pragma unroll 1
         for (; q + 4 <= kt; q += 4) {
             const float w0 = wt[q * n + col], w1 = wt[(q + 1) * n + col];
             const float w2 = wt[(q + 2) * n + col], w3 = wt[(q + 3) * n + col];
@@ -201,6 +200,28 @@ __device__ __forceinline__ void layer_product(const s4d_cuda_mlp_layer &L, const
     }
 }
 
+/* One layer as above. Each column gets tpc = 1, 2, 4 or 8 threads (as many as NT / n and ROWS
+   allow), each of which sums ROWS / tpc rows; tpc is a template argument of the product so that
+   a thread's rows are a compile-time count: their loads and multiply-adds interleave instead of
+   running row after row behind a branch each. */
+__host__ __device__ __forceinline__ int threads_per_column(int n, int rows)
+{
+    const int room = NT / n < rows ? NT / n : rows;
+    return room >= 8 ? 8 : room >= 4 ? 4 : room >= 2 ? 2 : 1;
+}
+
+template <int ROWS, int KT, bool STAGED>
+__device__ __forceinline__ void layer_product(const s4d_cuda_mlp_layer &L, const float (*in)[STRIDE],
+                                              float (*out)[STRIDE], float *wt, const float *bias)
+{
+    switch (threads_per_column(L.n, ROWS)) {
+    case 8: layer_product_tpc<ROWS, KT, STAGED, (ROWS >= 8 ? 8 : 1)>(L, in, out, wt, bias); break;
+    case 4: layer_product_tpc<ROWS, KT, STAGED, (ROWS >= 4 ? 4 : 1)>(L, in, out, wt, bias); break;
+    case 2: layer_product_tpc<ROWS, KT, STAGED, (ROWS >= 2 ? 2 : 1)>(L, in, out, wt, bias); break;
+    default: layer_product_tpc<ROWS, KT, STAGED, 1>(L, in, out, wt, bias); break;
+    }
+}
+
 /* LayerNormalization of the block's row `warp` in place (L.n columns, L.eps), Scale and B (or
    NULL) read from global memory (GLOBAL) or from shared memory. (Passing n and eps by value
    instead of the layer took the tiled 8-row kernel from 64 to 76 registers with nvcc 13.0.) */
@@ -229,7 +250,10 @@ __device__ __forceinline__ void layer_norm_rows(const s4d_cuda_mlp_layer &L, con
                            shift ? (GLOBAL ? __ldg(shift + c) : shift[c]) : 0.0f);
 }
 
-template <int ROWS, int KT>
+/* TPC > 0: every layer of the chain has that many threads per column (one width, or widths that
+   share it; uniform_tpc below), so only that product is compiled in. TPC = 0 takes any chain, at
+   the cost of the registers of every product shape at once. */
+template <int ROWS, int KT, int TPC>
 __global__ void __launch_bounds__(NT)
     mlp_kernel(const __grid_constant__ s4d_cuda_mlp_desc d, const float *__restrict__ x, float *__restrict__ y)
 {
@@ -243,7 +267,10 @@ __global__ void __launch_bounds__(NT)
     int cur = 0;
     for (int l = 0; l < d.layers; l++) {
         const s4d_cuda_mlp_layer &L = d.layer[l];
-        layer_product<ROWS, KT, false>(L, buf[cur], buf[cur ^ 1], wt, nullptr);
+        if constexpr (TPC > 0)
+            layer_product_tpc<ROWS, KT, false, TPC>(L, buf[cur], buf[cur ^ 1], wt, nullptr);
+        else
+            layer_product<ROWS, KT, false>(L, buf[cur], buf[cur ^ 1], wt, nullptr);
         __syncthreads();
         if (L.scale) {
             if ((int)(threadIdx.x / 32) < ROWS)
@@ -477,6 +504,30 @@ cudaError_t launch_staged(const s4d_cuda_mlp_desc *d, size_t bytes, const float 
                       *d, x, y);
 }
 
+/* Threads per column shared by every layer of the chain at `rows` rows per block, 0 if they
+   differ. */
+int uniform_tpc(const s4d_cuda_mlp_desc *d, int rows)
+{
+    const int t = threads_per_column(d->layer[0].n, rows);
+    for (int l = 1; l < d->layers; l++)
+        if (threads_per_column(d->layer[l].n, rows) != t)
+            return 0;
+    return t;
+}
+
+/* 8 rows per block, tiled: the kernel with the chain's one product shape where it has one. */
+cudaError_t launch_tiled8(const s4d_cuda_mlp_desc *d, const float *x, float *y, cudaStream_t stream)
+{
+    const dim3 grid((unsigned)((d->rows + 7) / 8));
+    switch (uniform_tpc(d, 8)) {
+    case 8: return s4d_launch(mlp_kernel<8, 24, 8>, grid, dim3(NT), 0, stream, *d, x, y);
+    case 4: return s4d_launch(mlp_kernel<8, 24, 4>, grid, dim3(NT), 0, stream, *d, x, y);
+    case 2: return s4d_launch(mlp_kernel<8, 24, 2>, grid, dim3(NT), 0, stream, *d, x, y);
+    case 1: return s4d_launch(mlp_kernel<8, 24, 1>, grid, dim3(NT), 0, stream, *d, x, y);
+    default: return s4d_launch(mlp_kernel<8, 24, 0>, grid, dim3(NT), 0, stream, *d, x, y);
+    }
+}
+
 } // namespace
 
 extern "C" cudaError_t s4d_cuda_mlp(const s4d_cuda_mlp_desc *d, const float *x, float *y, cudaStream_t stream)
@@ -494,10 +545,10 @@ extern "C" cudaError_t s4d_cuda_mlp(const s4d_cuda_mlp_desc *d, const float *x, 
     if (r == 2 && staged_allowed() && staged <= (size_t)optin)
         e = launch_staged<2>(d, staged, x, y, stream);
     else if (r == 1)
-        e = s4d_launch(mlp_kernel<1, 44>, dim3((unsigned)d->rows), dim3(NT), 0, stream, *d, x, y);
+        e = s4d_launch(mlp_kernel<1, 44, 0>, dim3((unsigned)d->rows), dim3(NT), 0, stream, *d, x, y);
     else if (r == 2)
-        e = s4d_launch(mlp_kernel<2, 40>, dim3((unsigned)((d->rows + 1) / 2)), dim3(NT), 0, stream, *d, x, y);
+        e = s4d_launch(mlp_kernel<2, 40, 0>, dim3((unsigned)((d->rows + 1) / 2)), dim3(NT), 0, stream, *d, x, y);
     else
-        e = s4d_launch(mlp_kernel<8, 24>, dim3((unsigned)((d->rows + 7) / 8)), dim3(NT), 0, stream, *d, x, y);
+        e = launch_tiled8(d, x, y, stream);
     return e != cudaSuccess ? e : cudaGetLastError();
 }
