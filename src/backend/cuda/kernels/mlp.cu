@@ -12,8 +12,9 @@
  * A layer of n columns spreads its n x R outputs over the threads: each
  * column gets tpc = 1, 2, 4 or 8 threads (as many as 256 / n and R allow),
  * each of which sums R / tpc rows. W comes through shared memory in tiles
- * of KT rows (24 for 8 rows, 40 for 2) that the whole block loads at once
- * (below, before layer_product), and the rows' inputs are read four k at a
+ * of KT x 256 floats (KT = 24 for 8 rows, 40 for 2), KT x 256 / n rows of W
+ * each, that the whole block loads at once (below, before layer_product),
+ * and the rows' inputs are read four k at a
  * time, so each W value feeds R / tpc FMAs. Sums run in k order with FMA:
  * the same bits on every run, whatever R and KT. With 2 rows per block,
  * where the chain's constants fit in shared memory, mlp_staged_kernel copies
@@ -44,7 +45,8 @@ __device__ __forceinline__ double warp_sum(double v)
 }
 
 /*
- * W reaches the block in tiles of KT rows [KT, n], staged in shared memory by
+ * W reaches the block in tiles [th, n] of KT x 256 floats (th = KT x 256 / n
+ * rows, a multiple of 4: a whole narrow layer is one tile), staged in shared memory by
  * all threads at once (float4 loads when n is a multiple of 4 and W is
  * 16-byte aligned), the next tile's loads in flight in registers while the
  * current one is multiplied. Each thread reading its own column of W from
@@ -52,22 +54,26 @@ __device__ __forceinline__ double warp_sum(double v)
  * waiting on L2 (a block per SM or fewer: the cameras' 6 rows are one
  * block) and took 35-60 us per chain on the H200.
  */
-/* float4 per thread per tile of KT rows of W (KT a multiple of 4). */
+/* float4 per thread per tile of KT x 256 floats (KT a multiple of 4). */
 template <int KT> struct Tile {
     static constexpr int VEC = KT * S4D_CUDA_MLP_MAX_WIDTH / 4 / NT;
     static_assert(KT % 4 == 0 && (KT * S4D_CUDA_MLP_MAX_WIDTH / 4) % NT == 0, "whole float4 per thread");
 };
 
-/* Rows of the tile of W [k, n] that starts at row k0: KT, or what is left. */
-template <int KT> __device__ __forceinline__ int tile_rows(int k, int k0) { return k - k0 < KT ? k - k0 : KT; }
+/* Rows of W [k, n] per tile of the buffer of KT x 256 floats: a multiple of 4 (row runs of the
+   inputs are read as float4 from the tile's first k on), at least KT. */
+template <int KT> __device__ __forceinline__ int tile_height(int n) { return KT * S4D_CUDA_MLP_MAX_WIDTH / n & ~3; }
+
+/* Rows of the tile of th rows of W [k, n] that starts at row k0: th, or what is left. */
+__device__ __forceinline__ int tile_rows(int k, int k0, int th) { return k - k0 < th ? k - k0 : th; }
 
 /* Loads the tile at row k0 of W [k, n] into registers: as float4 (vec) or as floats, NT apart. */
 template <int KT, int WT_VEC = Tile<KT>::VEC>
-__device__ __forceinline__ void tile_fetch(const float *__restrict__ w, int n, int k, int k0, bool vec,
+__device__ __forceinline__ void tile_fetch(const float *__restrict__ w, int n, int k, int k0, int th, bool vec,
                                            float4 (&r)[WT_VEC])
 {
     const int64_t base = (int64_t)k0 * n;
-    const int count = tile_rows<KT>(k, k0) * n;
+    const int count = tile_rows(k, k0, th) * n;
 #pragma unroll
     for (int i = 0; i < WT_VEC; i++) {
         const int e = (threadIdx.x + i * NT) * 4; /* first element of this thread's i-th quad */
@@ -84,9 +90,9 @@ __device__ __forceinline__ void tile_fetch(const float *__restrict__ w, int n, i
 
 /* Stores the tile fetched at row k0 as wt[kk * n + c] (packed rows of n). */
 template <int KT, int WT_VEC = Tile<KT>::VEC>
-__device__ __forceinline__ void tile_store(float *wt, int n, int k, int k0, const float4 (&r)[WT_VEC])
+__device__ __forceinline__ void tile_store(float *wt, int n, int k, int k0, int th, const float4 (&r)[WT_VEC])
 {
-    const int count = tile_rows<KT>(k, k0) * n;
+    const int count = tile_rows(k, k0, th) * n;
 #pragma unroll
     for (int i = 0; i < WT_VEC; i++) {
         const int e = (threadIdx.x + i * NT) * 4;
@@ -132,8 +138,8 @@ __device__ __forceinline__ void store_out(const s4d_cuda_mlp_desc &d, const floa
 }
 
 /* One layer: out[r][c] = act(in[r][:k] . w[:, c] + bias[c]) for the block's rows, sums in k order
-   with FMA. Tiled: W comes through wt in tiles of KT rows that every thread of the block loads
-   together (every thread calls it). Staged: wt holds all of W [k, n] and bias is in shared memory
+   with FMA. Tiled: W comes through wt in tiles of tile_height(n) rows that every thread of the
+   block loads together (every thread calls it). Staged: wt holds all of W [k, n] and bias is in shared memory
    (no barrier inside). */
 template <int ROWS, int KT, bool STAGED, int TPC>
 __device__ __forceinline__ void layer_product_tpc(const s4d_cuda_mlp_layer &L, const float (*in)[STRIDE],
@@ -151,16 +157,17 @@ __device__ __forceinline__ void layer_product_tpc(const s4d_cuda_mlp_layer &L, c
     for (int j = 0; j < ROWS; j++)
         acc[j] = 0.0f;
     float4 next[STAGED ? 1 : WT_VEC];
+    const int th = STAGED ? k : tile_height<KT>(n);
     if (!STAGED)
-        tile_fetch<KT>(L.w, n, k, 0, vec, next);
-    for (int k0 = 0; k0 < k; k0 += STAGED ? k : KT) {
-        const int kt = STAGED ? k : tile_rows<KT>(k, k0);
+        tile_fetch<KT>(L.w, n, k, 0, th, vec, next);
+    for (int k0 = 0; k0 < k; k0 += th) {
+        const int kt = STAGED ? k : tile_rows(k, k0, th);
         if (!STAGED) {
             __syncthreads(); /* the previous tile is no longer read */
-            tile_store<KT>(wt, n, k, k0, next);
+            tile_store<KT>(wt, n, k, k0, th, next);
             __syncthreads();
-            if (k0 + KT < k)
-                tile_fetch<KT>(L.w, n, k, k0 + KT, vec, next);
+            if (k0 + th < k)
+                tile_fetch<KT>(L.w, n, k, k0 + th, th, vec, next);
         }
         if (!active)
             continue;
