@@ -142,7 +142,7 @@ if want gpu && [ "$HAVE_ENGINE" = 1 ]; then
   (
     GROUP=10-gpu
     # the op families run their cases in parallel too (tests/cuda/device_compare.py)
-    STEP_LOG=$OUT/ctest_gpu.log step ctest-gpu 390 env S4D_COMPARE_JOBS="${COMPARE_JOBS:-4}" \
+    STEP_LOG=$OUT/ctest_gpu.log step ctest-gpu 440 env S4D_COMPARE_JOBS="${COMPARE_JOBS:-4}" \
       ctest --test-dir "$BUILD" --output-on-failure -j 4 -L gpu ${GPU_TESTS_EXCLUDE:+-E "$GPU_TESTS_EXCLUDE"} \
       ${GPU_TESTS_INCLUDE:+-R "$GPU_TESTS_INCLUDE"}
     row "ctest GPU tests" "$(ctest_counts "$OUT/ctest_gpu.log") ($STEP_SECONDS s)"
