@@ -207,16 +207,17 @@ __device__ __forceinline__ void layer_product_tpc(const s4d_cuda_mlp_layer &L, c
     }
 }
 
-/* One layer as above. Each column gets tpc = 1, 2, 4 or 8 threads (as many as NT / n and ROWS
-   allow), each of which sums ROWS / tpc rows; tpc is a template argument of the product so that
-   a thread's rows are a compile-time count: their loads and multiply-adds interleave instead of
-   running row after row behind a branch each. */
+/* Threads per column of a layer n wide with `rows` rows per block: 1, 2, 4 or 8, as many as NT / n
+   and rows allow; each sums rows / tpc rows. */
 __host__ __device__ __forceinline__ int threads_per_column(int n, int rows)
 {
     const int room = NT / n < rows ? NT / n : rows;
     return room >= 8 ? 8 : room >= 4 ? 4 : room >= 2 ? 2 : 1;
 }
 
+/* One layer as above, for any width: tpc is a template argument of the product so that a thread's
+   rows are a compile-time count (their loads and multiply-adds interleave instead of running row
+   after row behind a branch each), chosen here at run time. */
 template <int ROWS, int KT, bool STAGED>
 __device__ __forceinline__ void layer_product(const s4d_cuda_mlp_layer &L, const float (*in)[STRIDE],
                                               float (*out)[STRIDE], float *wt, const float *bias)
