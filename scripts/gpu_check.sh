@@ -142,7 +142,9 @@ if want gpu && [ "$HAVE_ENGINE" = 1 ]; then
   (
     GROUP=10-gpu
     # the op families run their cases in parallel too (tests/cuda/device_compare.py)
+    rm -f "$OUT/node_summary.txt"
     STEP_LOG=$OUT/ctest_gpu.log step ctest-gpu 440 env S4D_COMPARE_JOBS="${COMPARE_JOBS:-4}" \
+      S4D_NODE_SUMMARY="$OUT/node_summary.txt" \
       ctest --test-dir "$BUILD" --output-on-failure -j 4 -L gpu ${GPU_TESTS_EXCLUDE:+-E "$GPU_TESTS_EXCLUDE"} \
       ${GPU_TESTS_INCLUDE:+-R "$GPU_TESTS_INCLUDE"}
     row "ctest GPU tests" "$(ctest_counts "$OUT/ctest_gpu.log") ($STEP_SECONDS s)"
@@ -150,7 +152,9 @@ if want gpu && [ "$HAVE_ENGINE" = 1 ]; then
     # (a ctest stopped by its limit leaves it as LastTest.log.tmp)
     cp "$BUILD/Testing/Temporary/LastTest.log" "$OUT/ctest_gpu_all.log" 2>/dev/null ||
       cp "$BUILD/Testing/Temporary/LastTest.log.tmp" "$OUT/ctest_gpu_all.log" 2>/dev/null || : > "$OUT/ctest_gpu_all.log"
-    grep -E "node tests on cuda:" "$OUT/ctest_gpu_all.log" | tail -1 | while read -r l; do row "ONNX node tests" "$l"; done
+    # (the node tests' runner also appends its counts to node_summary.txt, there when ctest was stopped)
+    cat "$OUT/ctest_gpu_all.log" "$OUT/node_summary.txt" 2>/dev/null | grep -E "node tests on cuda:" | tail -1 |
+      while read -r l; do row "ONNX node tests" "$l"; done
     # the family line of each test, named by its test (the dense family runs as several tests)
     awk '/^[0-9]+\/[0-9]+ Testing: /{t=$3} /^[a-z0-9]+: [0-9]+ of [0-9]+ cases agree/{print t "\t" $0}' \
       "$OUT/ctest_gpu_all.log" | while IFS=$'\t' read -r t l; do row "op family ${t#cuda_ops.}" "$l"; done
