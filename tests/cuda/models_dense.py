@@ -313,6 +313,17 @@ def product_cases(rng):
         linear_residual_case(rng, "linear_residual_300x256", (1, 300, 256), 256),
         linear_residual_case(rng, "linear_relu_residual_129x68x132", (1, 129, 68), 132, relu=True),
         matmul_case(rng, "mm_head_1500x512x512", (1, 1500, 512), (512, 512), (1, 1500, 512)),
+        # Skinny products (a few columns, a long K: cuBLASLt splits K, or the own tiled kernel
+        # walks it): the head's box, class and quality outputs; K not a multiple of 128; one
+        # column; a batch of separate operands; a residual; a long K on 32 columns.
+        linear_case(rng, "linear_skinny_box_900x256x11", (1, 900, 256), 11, relu=False),
+        linear_case(rng, "linear_skinny_relu_900x256x2", (1, 900, 256), 2),
+        linear_case(rng, "linear_skinny_cls_900x512x18", (1, 900, 512), 18, relu=False),
+        matmul_case(rng, "mm_skinny_n1_k333", (2, 37, 333), (333, 1), (2, 37, 1)),
+        matmul_case(rng, "mm_skinny_batched_3x70x300x24", (3, 70, 300), (3, 300, 24), (3, 70, 24),
+                    b_const=False),
+        linear_residual_case(rng, "linear_skinny_residual_129x200x20", (1, 129, 200), 20),
+        matmul_case(rng, "mm_skinny_w_past_smem_50x1000x32", (1, 50, 1000), (1000, 32), (1, 50, 32)),
         # Broadcasting and 1-D operands.
         matmul_case(rng, "mm_bcast_batch", (2, 1, 5, 7), (3, 7, 4), (2, 3, 5, 4), b_const=False),
         matmul_case(rng, "mm_bcast_a_shared", (5, 7), (2, 3, 7, 4), (2, 3, 5, 4), b_const=False),
