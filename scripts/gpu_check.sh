@@ -74,9 +74,11 @@ want() { [[ " $STEPS " == *" $1 "* ]]; }
 step() {
   local name=$1 limit=$2; shift 2
   local left=$((DEADLINE - SECONDS))
+  STEP_SKIPPED=0
   if [ "$left" -lt 10 ]; then
     log "== $name: skipped, the ${DEADLINE} s budget is spent"
     row "$name" "skipped (time budget)"
+    STEP_SKIPPED=1 STEP_RC=124
     return 124
   fi
   [ "$limit" -gt "$left" ] && limit=$left
@@ -86,7 +88,19 @@ step() {
   rc=$?
   log "== $name: exit $rc after $((SECONDS - t0)) s"
   STEP_SECONDS=$((SECONDS - t0))
+  STEP_RC=$rc
   return $rc
+}
+
+# The row of a step that did not succeed: none when it was skipped (step() wrote that row),
+# "stopped by its time limit" when timeout ended it, else FAILED; DETAIL names the log.
+failed() {
+  local what=$1 detail=${2:-}
+  [ "${STEP_SKIPPED:-0}" = 1 ] && return 0
+  case ${STEP_RC:-1} in
+    124|137) row "$what" "stopped by its time limit after $STEP_SECONDS s${detail:+ ($detail)}" ;;
+    *) row "$what" "FAILED: exit ${STEP_RC:-?}${detail:+ ($detail)}" ;;
+  esac
 }
 
 # "N tests passed, M failed out of T" from a ctest log; never empty. A ctest stopped
@@ -166,7 +180,7 @@ if want gpu && [ "$HAVE_ENGINE" = 1 ]; then
            S4D_BUILD="$BUILD" "$PY" -m pytest -q -rs -p no:cacheprovider tests/python/gpu/test_engine_gpu.py; then
         row "s4d.engine GPU tests" "$(grep -E 'passed|skipped' "$OUT/python_engine_gpu.log" | tail -1)"
       else
-        row "s4d.engine GPU tests" "FAILED ($(grep -E 'failed|error' "$OUT/python_engine_gpu.log" | tail -1))"
+        failed "s4d.engine GPU tests" "$(grep -E 'failed|error' "$OUT/python_engine_gpu.log" 2>/dev/null | tail -1)"
       fi
     fi
   ) &
@@ -195,7 +209,7 @@ if want sanitizer && [ "$HAVE_ENGINE" = 1 ] && [ "$PYOK" -eq 0 ]; then
            --plugins="$BUILD/lib/libs4d_plugins.so" --device=cuda --iterations=1 --warmUp="$warm"; then
         row "compute-sanitizer $tool ($g)" "clean: $(grep -Eo "$summary" "$log" | tail -1) ($STEP_SECONDS s)"
       else
-        row "compute-sanitizer $tool ($g)" "FAILED: exit $? ($(basename "$log"))"
+        failed "compute-sanitizer $tool ($g)" "$(basename "$log")"
       fi
     }
     sanitize memcheck head 1 'ERROR SUMMARY: [0-9]+ errors?'
@@ -214,7 +228,7 @@ if want demo && [ "$HAVE_ENGINE" = 1 ] && [ "$PYOK" -eq 0 ]; then
         row "demo $preset on CUDA" "agrees with PyTorch ($(grep -Eo 'worst relative L2 [^,]+' \
           "$OUT/demo_$preset.log" | head -1); $STEP_SECONDS s)"
       else
-        row "demo $preset on CUDA" "FAILED (demo_$preset.log)"
+        failed "demo $preset on CUDA" "demo_$preset.log"
       fi
     done
   ) &
@@ -231,13 +245,18 @@ if want bench && [ "$HAVE_ENGINE" = 1 ]; then
     STEP_LOG=$OUT/frame_bench.log step frame-bench 330 env PYTHONPATH=python "$PY" bench/frame_bench.py \
       --build "$BUILD" --out "$OUT" --presets "${BENCH_PRESETS:-tiny,v3}" \
       --budget "$((left > 60 ? left - 30 : 20))" ${BENCH_FLAGS---no-compile --no-fp16 --iterations 100}
-    row "frame benchmark" "$([ -f "$OUT/frame.json" ] && echo "frame.json, frame.md ($STEP_SECONDS s)" || echo FAILED)"
+    if [ -f "$OUT/frame.json" ]; then
+      row "frame benchmark" "frame.json, frame.md ($STEP_SECONDS s)"
+    else
+      failed "frame benchmark" frame_bench.log
+    fi
     grep -E "^\| (tiny|v3) \| frame \| s4d " "$OUT/frame.md" 2>/dev/null | while read -r l; do row "frame" "$l"; done
   fi
   if [ -x "$BUILD/bin/s4d_da_bench" ]; then
     step da-bench 60 "$BUILD/bin/s4d_da_bench" --device cuda --anchors 900,1800 \
       --iters 200 --warmup 20 --out "$OUT/da_bench"
-    row "aggregation op benchmark" "$([ -f "$OUT/da_bench/bench.md" ] && echo "ok ($STEP_SECONDS s)" || echo FAILED)"
+    if [ -f "$OUT/da_bench/bench.md" ]; then row "aggregation op benchmark" "ok ($STEP_SECONDS s)"
+    else failed "aggregation op benchmark" gpu_check.log; fi
   fi
 fi
 
@@ -246,7 +265,8 @@ GROUP=50-more
 if want dabench && [ -x "$BUILD/bin/s4d_da_bench" ]; then
   step da-bench-all 150 "$BUILD/bin/s4d_da_bench" --variants all --device cuda --anchors 900,1800 \
     --iters 200 --warmup 20 --out "$OUT/da_bench_all"
-  row "aggregation op, every variant" "$([ -f "$OUT/da_bench_all/bench.md" ] && echo ok || echo FAILED)"
+  if [ -f "$OUT/da_bench_all/bench.md" ]; then row "aggregation op, every variant" ok
+  else failed "aggregation op, every variant" gpu_check.log; fi
 fi
 if want dasan && [ -x "$BUILD/bin/test_da_cuda" ]; then
   # compute-sanitizer on the aggregation op's kernels, every variant: memcheck of the small mix
@@ -259,7 +279,7 @@ if want dasan && [ -x "$BUILD/bin/test_da_cuda" ]; then
          "$BUILD/bin/test_da_cuda" "$what"; then
       row "compute-sanitizer $tool (op, $what)" "clean: $(grep -Eo '(ERROR|RACECHECK) SUMMARY: [0-9]+ [a-z]+' "$log" | tail -1) ($STEP_SECONDS s)"
     else
-      row "compute-sanitizer $tool (op, $what)" "FAILED: exit $? ($(basename "$log"))"
+      failed "compute-sanitizer $tool (op, $what)" "$(basename "$log")"
     fi
   done
 fi
@@ -276,7 +296,7 @@ if want fp16 && [ "$PYOK" -eq 0 ]; then
       row "demo $preset fp16 on CUDA" "$(grep -Eo 'fp16 engines with float32 PyTorch: ok \([^;]+;[^;]+' \
         "$OUT/demo_${preset}_fp16.log" | tail -1)"
     else
-      row "demo $preset fp16 on CUDA" "FAILED (demo_${preset}_fp16.log)"
+      failed "demo $preset fp16 on CUDA" "demo_${preset}_fp16.log"
       # A failed guarded build again with synchronous launches: the error then names the
       # layer whose kernel failed, not the next call that noticed it.
       d=$ROOT/out/demo/${preset}_fp16
@@ -294,19 +314,21 @@ if want attention && [ -f bench/attention_bench.py ] && [ "$HAVE_ENGINE" = 1 ]; 
   # The fused attention against the unfused chain, float32, TF32 and float16 (docs/cuda-backend.md).
   STEP_LOG=$OUT/attention_bench.log step attention-bench 90 "$PY" bench/attention_bench.py \
     "$BUILD/bin/s4dexec" "$BUILD/lib/libs4d_plugins.so" "$OUT/attention" --iterations 100
-  row "attention benchmark" "$([ -f "$OUT/attention/attention_bench.md" ] && echo ok || echo FAILED)"
+  if [ -f "$OUT/attention/attention_bench.md" ]; then row "attention benchmark" ok
+  else failed "attention benchmark" attention_bench.log; fi
   # Again with dead key tiles computed (S4D_ATTN_DEAD_TILES=0): what skipping them saves.
   STEP_LOG=$OUT/attention_bench_noskip.log step attention-bench-noskip 90 env S4D_ATTN_DEAD_TILES=0 "$PY" \
     bench/attention_bench.py "$BUILD/bin/s4dexec" "$BUILD/lib/libs4d_plugins.so" "$OUT/attention_noskip" \
     --iterations 100
-  row "attention benchmark, dead tiles computed" \
-    "$([ -f "$OUT/attention_noskip/attention_bench.md" ] && echo ok || echo FAILED)"
+  if [ -f "$OUT/attention_noskip/attention_bench.md" ]; then row "attention benchmark, dead tiles computed" ok
+  else failed "attention benchmark, dead tiles computed" attention_bench_noskip.log; fi
 fi
 if want fp16bench && [ -f bench/dense/fp16_bench.py ] && [ "$HAVE_ENGINE" = 1 ]; then
   # The v3 dense layers and backbone as float32 strict, TF32 and float16 (bench/dense/README).
   step fp16-bench "${FP16_BENCH_LIMIT:-150}" "$PY" bench/dense/fp16_bench.py --s4dexec "$BUILD/bin/s4dexec" \
     --plugins "$BUILD/lib/libs4d_plugins.so" --out "$OUT/fp16_bench"
-  row "float16 dense benchmark" "$([ -f "$OUT/fp16_bench/fp16_bench.md" ] && echo ok || echo FAILED)"
+  if [ -f "$OUT/fp16_bench/fp16_bench.md" ]; then row "float16 dense benchmark" ok
+  else failed "float16 dense benchmark" gpu_check.log; fi
 fi
 if want streams && [ "$HAVE_ENGINE" = 1 ] && [ "$PYOK" -eq 0 ]; then
   # CUDA graph replay on one stream, 2 and 4 (the default), float32, for each part of tiny
@@ -388,7 +410,8 @@ if want prof; then
   if [ "$PYOK" -eq 0 ] && [ -f bench/torch_da_timing.py ]; then
     STEP_LOG=$OUT/torch_da_timing.log step torch-da-timing 60 env PYTHONPATH=python "$PY" \
       bench/torch_da_timing.py --out "$OUT/torch_da_timing.json"
-    row "aggregation op through PyTorch" "$([ -f "$OUT/torch_da_timing.json" ] && echo ok || echo FAILED)"
+    if [ -f "$OUT/torch_da_timing.json" ]; then row "aggregation op through PyTorch" ok
+    else failed "aggregation op through PyTorch" torch_da_timing.log; fi
   fi
 fi
 
