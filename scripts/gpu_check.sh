@@ -103,13 +103,16 @@ failed() {
   esac
 }
 
-# "N tests passed, M failed out of T" from a ctest log; never empty. A ctest stopped
-# by its time limit prints no summary: then the counts of the tests that finished, and
-# the names of those still running.
+# "N tests passed, M failed out of T" from a ctest log; never empty. Tests that ctest's
+# --stop-time ended count as failed there (Timeout): their names follow. A ctest killed by its time
+# limit prints no summary: then the counts of the tests that finished, and the names of
+# those still running.
 ctest_counts() {
-  local l skipped
+  local l skipped stopped
   l=$(grep -Eo '[0-9]+% tests passed(, [0-9]+ tests? failed)? out of [0-9]+' "$1" | tail -1)
   skipped=$(grep -c '\*\*\*Skipped' "$1" 2>/dev/null || true)
+  stopped=$(grep -Eo '^[[:space:]]*[0-9]+ - [^ ]+ \(Timeout\)' "$1" 2>/dev/null | awk '{print $3}' | tr '\n' ' ')
+  [ -n "$l" ] && [ -n "$stopped" ] && l="$l (timed out, by their own limit or ctest's --stop-time: ${stopped% })"
   if [ -z "$l" ]; then
     local finished passed total running
     finished=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#' "$1" 2>/dev/null || true)
@@ -156,19 +159,18 @@ if want gpu && [ "$HAVE_ENGINE" = 1 ]; then
   (
     GROUP=10-gpu
     # the op families run their cases in parallel too (tests/cuda/device_compare.py)
-    rm -f "$OUT/node_summary.txt"
+    # ctest ends the tests still running itself 15 s before the step's limit (--stop-time), so
+    # that it still prints its summary and writes every finished test's output to LastTest.log:
+    # killed by the limit instead, it leaves neither.
+    lim=$((DEADLINE - SECONDS < 440 ? DEADLINE - SECONDS : 440))
     STEP_LOG=$OUT/ctest_gpu.log step ctest-gpu 440 env S4D_COMPARE_JOBS="${COMPARE_JOBS:-4}" \
-      S4D_NODE_SUMMARY="$OUT/node_summary.txt" \
       ctest --test-dir "$BUILD" --output-on-failure -j 4 -L gpu ${GPU_TESTS_EXCLUDE:+-E "$GPU_TESTS_EXCLUDE"} \
-      ${GPU_TESTS_INCLUDE:+-R "$GPU_TESTS_INCLUDE"}
+      ${GPU_TESTS_INCLUDE:+-R "$GPU_TESTS_INCLUDE"} --stop-time "$(date -d "+$((lim > 30 ? lim - 15 : 15)) sec" +%H:%M:%S)"
     row "ctest GPU tests" "$(ctest_counts "$OUT/ctest_gpu.log") ($STEP_SECONDS s)"
     # every test's output (ctest prints only the failures' output)
-    # (a ctest stopped by its limit leaves it as LastTest.log.tmp)
     cp "$BUILD/Testing/Temporary/LastTest.log" "$OUT/ctest_gpu_all.log" 2>/dev/null ||
       cp "$BUILD/Testing/Temporary/LastTest.log.tmp" "$OUT/ctest_gpu_all.log" 2>/dev/null || : > "$OUT/ctest_gpu_all.log"
-    # (the node tests' runner also appends its counts to node_summary.txt, there when ctest was stopped)
-    cat "$OUT/ctest_gpu_all.log" "$OUT/node_summary.txt" 2>/dev/null | grep -E "node tests on cuda:" | tail -1 |
-      while read -r l; do row "ONNX node tests" "$l"; done
+    grep -E "node tests on cuda:" "$OUT/ctest_gpu_all.log" | tail -1 | while read -r l; do row "ONNX node tests" "$l"; done
     # the family line of each test, named by its test (the dense family runs as several tests)
     awk '/^[0-9]+\/[0-9]+ Testing: /{t=$3} /^[a-z0-9]+: [0-9]+ of [0-9]+ cases agree/{print t "\t" $0}' \
       "$OUT/ctest_gpu_all.log" | while IFS=$'\t' read -r t l; do row "op family ${t#cuda_ops.}" "$l"; done

@@ -2,7 +2,7 @@
 # Not run (the session's device time ran out); for a later call. Main at e04a099 (the skinny
 # kernel taken out, its seven test shapes kept).
 #  1. the dense family on CUDA (the builder's choices, and every product on the own kernel) and
-#     the ONNX node tests on CUDA (their counts also through $S4D_NODE_SUMMARY);
+#     the ONNX node tests on CUDA;
 #     beside it, a copy of the tree with skinny_not_kept.patch applied is built;
 #  2. the v3 head built by both, replayed as CUDA graphs with programmatic dependent launch on
 #     (S4D_PDL=1) and off (S4D_PDL=0), in alternating rounds: does the skinny kernel lose in the
@@ -21,7 +21,6 @@ OUT=$R/a STEPS=gpu GPU_TESTS_INCLUDE='cuda_ops.dense$|cuda_ops.dense_own_sgemm|o
   timeout 210 bash scripts/gpu_check.sh > "$R/a/console.log" 2>&1
 wait
 cat "$R/a/summary.txt"
-echo "node_summary.txt: $(cat "$R/a/node_summary.txt" 2>/dev/null)"
 echo "patched build: $(grep -E ' build ' "$R/b/summary.txt")"
 echo "=== tests done at ${SECONDS} s"
 source scripts/gpu_env.sh > /dev/null 2>&1
