@@ -447,7 +447,8 @@ const FwdVariant kFwd[] = {
 };
 constexpr int kFwdCount = (int)(sizeof kFwd / sizeof kFwd[0]);
 
-enum BwdKind { B_BASE, B_ITEMS, B_ITEMS_DET, B_BASE_DET, B_ITEMS_DEDUP };
+enum BwdKind { B_BASE, B_ITEMS, B_ITEMS_DET, B_BASE_DET, B_ITEMS_DEDUP, B_ITEMS_SPLIT,
+               B_ITEMS_SPLIT_MEMSET };
 struct BwdVariant {
     const char *name;
     BwdKind kind;
@@ -463,6 +464,11 @@ const BwdVariant kBwd[] = {
     {"base_det", B_BASE_DET, 8},
     /* 2026-12-03: one atomic row per distinct feature row of an anchor (da_cuda_items.cu). */
     {"items_w8_dedup", B_ITEMS_DEDUP, 8},
+    /* 2026-12-07: the location and weight gradients, each block clearing its share of
+       grad_features first, then the scatter alone (da_cuda_items.cu, launch_bwd_split_t); and
+       the same two kernels after a memset, to tell the split from the clear. */
+    {"items_w8_split", B_ITEMS_SPLIT, 8},
+    {"items_w8_split_memset", B_ITEMS_SPLIT_MEMSET, 8},
 };
 constexpr int kBwdCount = (int)(sizeof kBwd / sizeof kBwd[0]);
 
@@ -611,6 +617,10 @@ s4d_status backward_variant(const s4d_da_backward_args *a, int v, void *workspac
     const int64_t nfeat = p.bs * p.F * p.C;
     const bool degenerate = p.bs * p.A == 0 || p.C == 0 || p.P * p.N * p.L == 0;
     const bool det = bwd_det(v) && a->grad_features && !degenerate && nfeat > 0;
+    const BwdVariant &bv = kBwd[v];
+    const BwdShape shape = {bv.warps, det, bv.kind == B_ITEMS_DEDUP,
+                            bv.kind == B_ITEMS_SPLIT ? 1 : bv.kind == B_ITEMS_SPLIT_MEMSET ? 2 : 0};
+    const bool split = shape.split && !degenerate && bwd_items_supported(p, shape, fsz, a);
     DetBuffers d;
     memset(&d, 0, sizeof d);
     if (det) {
@@ -626,7 +636,8 @@ s4d_status backward_variant(const s4d_da_backward_args *a, int v, void *workspac
                                "backward needs %zu bytes (s4d_da_backward_workspace_size_algo)",
                                need);
         det_workspace_layout(a->sizes, workspace, &d);
-    } else if (a->grad_features && nfeat > 0) {
+    } else if (a->grad_features && nfeat > 0 && !(split && shape.split == 1)) {
+        /* (items_w8_split clears it in its first kernel) */
         /* The atomic paths add into grad_features, so it starts from zero. */
         cudaError_t e = cudaMemsetAsync(a->grad_features, 0, (size_t)nfeat * fsz, s);
         if (e != cudaSuccess)
@@ -653,11 +664,10 @@ s4d_status backward_variant(const s4d_da_backward_args *a, int v, void *workspac
     const bool vec_gf = vec && aligned(a->grad_features, 16);
     const bool w_half = a->weights_dtype == S4D_DTYPE_FLOAT16;
     const bool g_half = a->grad_output_dtype == S4D_DTYPE_FLOAT16;
-    const BwdVariant &bv = kBwd[v];
-    const BwdShape shape = {bv.warps, det, bv.kind == B_ITEMS_DEDUP};
     s4d_status st = S4D_OK;
-    bool items = (bv.kind == B_ITEMS || bv.kind == B_ITEMS_DET || bv.kind == B_ITEMS_DEDUP) &&
-                 bwd_items_supported(p, shape, fsz, a);
+    const bool items = split || ((bv.kind == B_ITEMS || bv.kind == B_ITEMS_DET ||
+                                  bv.kind == B_ITEMS_DEDUP) &&
+                                 bwd_items_supported(p, shape, fsz, a));
     if (items) {
         st = launch_bwd_items(p, shape, f_half, w_half, g_half, det ? &d : nullptr, s, err);
     } else {

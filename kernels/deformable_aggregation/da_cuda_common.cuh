@@ -258,6 +258,9 @@ struct FwdShape {
 struct BwdShape {
     int warps;
     bool det, dedup;
+    /* 1: the location and weight gradients (each block clearing its share of grad_features
+       first), then the scatter alone; 2: the same after a memset of grad_features */
+    int split;
 };
 
 /* Groups the dedup variants keep per distinct row (Sparse4Dv3 has 8). */

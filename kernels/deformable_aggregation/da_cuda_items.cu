@@ -29,6 +29,8 @@
  */
 #include "da_cuda_common.cuh"
 
+#include <atomic>
+
 namespace s4d_da_cu {
 namespace {
 
@@ -607,12 +609,16 @@ __device__ __forceinline__ void load_go(const void *p, bool half, int64_t off, f
 
 /* DEDUP (variant items_w8_dedup): the feature gradient is scattered after each round, one
    atomic row per distinct row of the round (dedup_rows) with coef[g] x grad_out, instead of
-   one per (item, corner): 2.35x fewer atomics on the realistic workload. */
-template <typename TF, int VEC, int K, int W, int MINB, bool DET, bool DEDUP>
+   one per (item, corner): 2.35x fewer atomics on the realistic workload.
+   PART (variant items_w8_split, launch_bwd_split_t): 0 every gradient asked for; 1 the
+   location and weight gradients, each block first clearing its share of grad_features (the
+   whole of it over the grid); 2 the feature gradient only (no feature row is read). */
+template <typename TF, int VEC, int K, int W, int MINB, bool DET, bool DEDUP, int PART = 0>
 __global__ void __launch_bounds__(W * 32, MINB)
     bwd_items_kernel(Params p, bool w_half, bool g_half, bool vec_gf, int lpg, DetBuffers d)
 {
     S4D_KERNEL_BEGIN();
+    static_assert(PART == 0 || (!DET && !DEDUP), "the split backward is the atomic one");
     constexpr int T = W * 32;
     using Raw = typename RawVec<TF, VEC>::T;
     extern __shared__ __align__(16) char smem_raw[];
@@ -636,7 +642,23 @@ __global__ void __launch_bounds__(W * 32, MINB)
     TF *gfeat = static_cast<TF *>(p.grad_feat);
     void *gw = p.grad_w;
     float *gloc = p.grad_loc;
-    for (int64_t ba = blockIdx.x; ba < nba; ba += gridDim.x) {
+    int64_t nba_run = nba;
+    if constexpr (PART == 1) {
+        /* Stores only, issued before the gathers: they drain to memory while the block waits on
+           its loads, instead of a memset before the kernel. Bytes: a multiple of 16
+           (bwd_items_supported). */
+        if (gfeat) {
+            const int64_t words = p.bs * p.F * p.C * (int64_t)sizeof(TF) / 16;
+            const int64_t per = (words + gridDim.x - 1) / gridDim.x;
+            const int64_t lo = (int64_t)blockIdx.x * per, hi = min(words, lo + per);
+            uint4 *dst = reinterpret_cast<uint4 *>(gfeat);
+            for (int64_t i = lo + threadIdx.x; i < hi; i += T)
+                dst[i] = make_uint4(0u, 0u, 0u, 0u);
+        }
+        if (!gw && !gloc)
+            nba_run = 0; /* only the clear: the scatter follows */
+    }
+    for (int64_t ba = blockIdx.x; ba < nba_run; ba += gridDim.x) {
         const int64_t b = ba / p.A;
         const TF *fb = feat + b * p.F * p.C;
         const int64_t woff = ba * PNLG;
@@ -705,43 +727,47 @@ __global__ void __launch_bounds__(W * 32, MINB)
                 for (int k = 0; k < K; k++)
                     wg[k] = cok[k] ? load_w(p.weights, w_half, woff + wr + grp[k]) : 0.0f;
                 Raw f[K][4];
+                if constexpr (PART != 2) {
 #pragma unroll
-                for (int q = 0; q < 4; q++) {
-                    const int rq = comp(r, q);
+                    for (int q = 0; q < 4; q++) {
+                        const int rq = comp(r, q);
 #pragma unroll
-                    for (int k = 0; k < K; k++)
-                        if (rq >= 0 && cok[k])
-                            f[k][q] = ldv<TF, VEC>(fb + (int64_t)rq * C32 + cst[k]);
+                        for (int k = 0; k < K; k++)
+                            if (rq >= 0 && cok[k])
+                                f[k][q] = ldv<TF, VEC>(fb + (int64_t)rq * C32 + cst[k]);
+                    }
                 }
                 const float lh = geo.x, lw = geo.y;
                 float gx = 0.0f, gy = 0.0f;
 #pragma unroll
                 for (int k = 0; k < K; k++) {
-                    float dq[4];
+                    if constexpr (PART != 2) {
+                        float dq[4];
 #pragma unroll
-                    for (int q = 0; q < 4; q++) {
-                        dq[q] = 0.0f;
-                        if (comp(r, q) >= 0 && cok[k]) {
-                            float v[VEC];
-                            unpack(f[k][q], v);
+                        for (int q = 0; q < 4; q++) {
+                            dq[q] = 0.0f;
+                            if (comp(r, q) >= 0 && cok[k]) {
+                                float v[VEC];
+                                unpack(f[k][q], v);
 #pragma unroll
-                            for (int e = 0; e < VEC; e++)
-                                dq[q] += go[k][e] * v[e];
+                                for (int e = 0; e < VEC; e++)
+                                    dq[q] += go[k][e] * v[e];
+                            }
+                        }
+                        /* d(corner weight)/d(lw) and /d(lh), summed over the corners. */
+                        const float cx = (1.0f - lh) * (dq[1] - dq[0]) + lh * (dq[3] - dq[2]);
+                        const float cy = (1.0f - lw) * (dq[2] - dq[0]) + lw * (dq[3] - dq[1]);
+                        gx += wg[k] * cx;
+                        gy += wg[k] * cy;
+                        if (gw) {
+                            float sv = c.x * dq[0] + c.y * dq[1] + c.z * dq[2] + c.w * dq[3];
+                            for (int o = lpg >> 1; o > 0; o >>= 1)
+                                sv += __shfl_xor_sync(0xffffffffu, sv, o);
+                            if (cok[k] && (lane & (lpg - 1)) == 0)
+                                store_f(gw, w_half, woff + wr + grp[k], sv);
                         }
                     }
-                    /* d(corner weight)/d(lw) and /d(lh), summed over the corners. */
-                    const float cx = (1.0f - lh) * (dq[1] - dq[0]) + lh * (dq[3] - dq[2]);
-                    const float cy = (1.0f - lw) * (dq[2] - dq[0]) + lw * (dq[3] - dq[1]);
-                    gx += wg[k] * cx;
-                    gy += wg[k] * cy;
-                    if (gw) {
-                        float sv = c.x * dq[0] + c.y * dq[1] + c.z * dq[2] + c.w * dq[3];
-                        for (int o = lpg >> 1; o > 0; o >>= 1)
-                            sv += __shfl_xor_sync(0xffffffffu, sv, o);
-                        if (cok[k] && (lane & (lpg - 1)) == 0)
-                            store_f(gw, w_half, woff + wr + grp[k], sv);
-                    }
-                    if (!DET && !DEDUP && gfeat) {
+                    if (!DET && !DEDUP && PART != 1 && gfeat) {
 #pragma unroll
                         for (int q = 0; q < 4; q++) {
                             const int rq = comp(r, q);
@@ -756,7 +782,7 @@ __global__ void __launch_bounds__(W * 32, MINB)
                         }
                     }
                 }
-                if (gloc) {
+                if (PART != 2 && gloc) {
 #pragma unroll
                     for (int o = 16; o > 0; o >>= 1) {
                         gx += __shfl_xor_sync(0xffffffffu, gx, o);
@@ -1096,6 +1122,64 @@ s4d_status launch_bwd_t(const Params &p, bool w_half, bool g_half, bool vec_gf, 
     return launch_status(err, launched, "item backward kernel launch");
 }
 
+/* The SMs of the current device; 0 when unknown. */
+int sm_count()
+{
+    static std::atomic<int> cached[64];
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) {
+        cudaGetLastError();
+        return 0;
+    }
+    if (dev < 64 && (n = cached[dev].load(std::memory_order_relaxed)) > 0)
+        return n;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    if (dev < 64)
+        cached[dev].store(n, std::memory_order_relaxed);
+    return n;
+}
+
+/*
+ * The split backward (variant items_w8_split): the location and weight gradients, each block
+ * clearing its share of grad_features first (PART 1; at least two blocks per SM, so that the
+ * clear runs at the memory's speed with few anchors too), then the feature gradient's atomics
+ * alone (PART 2, MINB2 blocks per SM). The clear's writes drain while the gathers wait on their
+ * loads, instead of a memset before them. The location and weight gradients are the bits of
+ * items_w8_atomic.
+ */
+template <typename TF, int VEC, int K, int W, int MINB, int MINB2>
+s4d_status launch_bwd_split_t(const Params &p, bool clear, bool w_half, bool g_half, bool vec_gf,
+                              int lpg, cudaStream_t st, s4d_errbuf *err)
+{
+    const size_t smem = dyn_bytes(p.N * p.L, p.P * p.N);
+    const dim3 grid(grid_x(p.bs * p.A));
+    DetBuffers d;
+    memset(&d, 0, sizeof d);
+    const bool feat = p.grad_feat != nullptr;
+    const int sms = sm_count();
+    const unsigned min_blocks = feat && clear ? 2u * (unsigned)(sms > 0 ? sms : 132) : 1u;
+    const dim3 grid1(grid.x > min_blocks ? grid.x : min_blocks);
+    Params p1 = p;
+    if (!clear)
+        p1.grad_feat = nullptr; /* cleared before (items_w8_split_memset) */
+    cudaError_t launched = s4d_launch(bwd_items_kernel<TF, VEC, K, W, MINB, false, false, 1>, grid1,
+                                      W * 32, smem, st, p1, w_half, g_half, vec_gf, lpg, d);
+    if (launched != cudaSuccess)
+        return launch_status(err, launched, "item backward kernel launch (clear, locations, weights)");
+    if (feat) {
+        Params p2 = p;
+        p2.grad_loc = nullptr;
+        p2.grad_w = nullptr;
+        launched = s4d_launch(bwd_items_kernel<TF, VEC, K, W, MINB2, false, false, 2>, grid, W * 32,
+                              smem, st, p2, w_half, g_half, vec_gf, lpg, d);
+        return launch_status(err, launched, "item backward kernel launch (features)");
+    }
+    return S4D_OK;
+}
+
 template <typename TF>
 s4d_status launch_bwd_dtype(const Params &p, const BwdShape &s, bool w_half, bool g_half,
                             bool vec_gf, const DetBuffers *det, cudaStream_t st, s4d_errbuf *err)
@@ -1103,6 +1187,17 @@ s4d_status launch_bwd_dtype(const Params &p, const BwdShape &s, bool w_half, boo
     constexpr int V = 16 / sizeof(TF);
     const int K = (int)((p.C + 32 * V - 1) / (32 * V));
     const int lpg = (int)(p.cpg / V);
+    if (s.split && !det) {
+        if (K == 1 && s.warps == 8)
+            return launch_bwd_split_t<TF, V, 1, 8, 4, 4>(p, s.split == 1, w_half, g_half, vec_gf,
+                                                         lpg, st, err);
+        /* The scatter alone needs about 61 registers: four blocks of 8 warps per SM. */
+        if (K == 2 && s.warps == 8)
+            return launch_bwd_split_t<TF, V, 2, 8, 3, 4>(p, s.split == 1, w_half, g_half, vec_gf,
+                                                         lpg, st, err);
+        return s4d_da_fail(err, S4D_ERR_INTERNAL, "deformable_aggregation: no split item backward "
+                           "for %d warps and %d vectors per lane", s.warps, K);
+    }
     if (s.dedup && !det) {
         if (K == 1 && s.warps == 8)
             return launch_bwd_t<TF, V, 1, 8, 4, true>(p, w_half, g_half, vec_gf, lpg, nullptr, st, err);

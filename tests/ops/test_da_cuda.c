@@ -319,6 +319,66 @@ static double bwd_compare(problem *p, const uint16_t *fh, const uint16_t *wh, in
     return worst;
 }
 
+/* Each subset of the gradients (the others NULL) against the CPU oracle of all three: the
+   variants that split the work (items_w8_split) run other kernels for a subset. Returns the
+   worst relative L2. */
+static double bwd_subsets(problem *p)
+{
+    const int64_t no = n_out(p), nf = n_feat(p), nw = n_w(p), nl = 2 * n_pairs(p);
+    float *gout = (float *)malloc(4 * (size_t)no);
+    for (int64_t i = 0; i < no; i++)
+        gout[i] = rng_nonzero();
+    float *cf = (float *)malloc(4 * (size_t)nf), *cw = (float *)malloc(4 * (size_t)nw);
+    float *cl = (float *)malloc(4 * (size_t)nl);
+    s4d_da_backward_args ca = bwd_args(p, gout, cf, cl, cw);
+    s4d_errbuf e = {{0}};
+    CHECK(s4d_da_backward_cpu(&ca, 0, &e) == S4D_OK, "cpu backward: %s", e.msg);
+    dproblem d;
+    dproblem_make(p, &d, NULL, NULL);
+    void *dgo = dev_copy(gout, 4 * (size_t)no);
+    static const char *const names[3] = {"grad_features", "grad_sampling_location", "grad_weights"};
+    const int64_t counts[3] = {nf, nl, nw};
+    const float *want[3] = {cf, cl, cw};
+    double worst = 0;
+    /* Bit i of the mask: gradient i asked for. */
+    for (int mask = 1; mask < 7; mask++) {
+        void *dev[3] = {NULL, NULL, NULL};
+        for (int t = 0; t < 3; t++)
+            if (mask >> t & 1)
+                dev[t] = dev_alloc(4 * (size_t)counts[t]);
+        s4d_da_backward_args ga = ca;
+        ga.features = d.feat;
+        ga.weights = d.w;
+        ga.spatial_shape = d.shape;
+        ga.scale_start_index = d.start;
+        ga.sampling_location = d.loc;
+        ga.grad_output = dgo;
+        ga.grad_features = dev[0];
+        ga.grad_sampling_location = (float *)dev[1];
+        ga.grad_weights = dev[2];
+        CHECK(gpu_backward(&ga, &e) == S4D_OK, "backward_cuda (gradients %d): %s", mask, e.msg);
+        for (int t = 0; t < 3; t++) {
+            if (!dev[t])
+                continue;
+            float *h = (float *)malloc(4 * (size_t)counts[t]);
+            to_host(h, dev[t], 4 * (size_t)counts[t]);
+            double *w = to_double(want[t], counts[t]);
+            const double err = rel_l2_f(w, h, counts[t]);
+            if (err > worst || err != err)
+                worst = err != err ? INFINITY : err;
+            if (err > 1e-5 || err != err)
+                fprintf(stderr, "  gradients %d: %s rel L2 %.3g\n", mask, names[t], err);
+            free(w);
+            free(h);
+            cudaFree(dev[t]);
+        }
+    }
+    free(gout); free(cf); free(cw); free(cl);
+    cudaFree(dgo);
+    dproblem_free(&d);
+    return worst;
+}
+
 static int test_backward(void)
 {
     if (g_bv == -2) {
@@ -361,6 +421,11 @@ static int test_backward(void)
         problem_locations(&p, 0.5);
         double err = bwd_compare(&p, NULL, NULL, 0, -1);
         CHECK(err <= 1e-5, "backward case %d: worst rel L2 vs CPU %g", it, err);
+        if (g_bv >= 0 && it == 2) { /* 256 channels: two vectors per lane */
+            err = bwd_subsets(&p);
+            CHECK(err <= 1e-5, "backward case %d, each subset of the gradients: worst rel L2 %g",
+                  it, err);
+        }
         problem_free(&p);
     }
     problem q;
@@ -742,6 +807,10 @@ static int test_small(void)
     CHECK(e1 <= 1e-6, "small forward rel L2 %g", e1);
     double e2 = bwd_compare(&p, NULL, NULL, 0, -1);
     CHECK(e2 <= 1e-5, "small backward rel L2 %g", e2);
+    if (g_bv >= 0) {
+        double e3 = bwd_subsets(&p);
+        CHECK(e3 <= 1e-5, "small backward, each subset of the gradients: worst rel L2 %g", e3);
+    }
     /* NaN, infinite and boundary locations are invalid pairs (zero contribution, zero
        gradients), like on the CPU. */
     {
