@@ -95,6 +95,24 @@ static s4d_da_forward_args dfwd_args(const problem *p, const dproblem *d, void *
     return a;
 }
 
+/* The backward's arguments a (host pointers, dtypes) with d's device inputs and the given
+   device grad_output and gradients. */
+static s4d_da_backward_args dbwd_args(const s4d_da_backward_args *a, const dproblem *d,
+                                      const void *gout, void *gfeat, float *gloc, void *gw)
+{
+    s4d_da_backward_args g = *a;
+    g.features = d->feat;
+    g.weights = d->w;
+    g.spatial_shape = d->shape;
+    g.scale_start_index = d->start;
+    g.sampling_location = d->loc;
+    g.grad_output = gout;
+    g.grad_features = gfeat;
+    g.grad_sampling_location = gloc;
+    g.grad_weights = gw;
+    return g;
+}
+
 static cudaStream_t g_stream;
 
 /* The kernels under test: a variant index, or -1 for the public function (its algo); the
@@ -268,16 +286,7 @@ static double bwd_compare(problem *p, const uint16_t *fh, const uint16_t *wh, in
     void *dgo = half_gout ? dev_copy(gouth, 2 * (size_t)no) : dev_copy(gout, 4 * (size_t)no);
     void *df = dev_alloc(fs * (size_t)nf), *dw = dev_alloc(ws * (size_t)nw);
     float *dl = (float *)dev_alloc(4 * (size_t)nl);
-    s4d_da_backward_args ga = ca;
-    ga.features = d.feat;
-    ga.weights = d.w;
-    ga.spatial_shape = d.shape;
-    ga.scale_start_index = d.start;
-    ga.sampling_location = d.loc;
-    ga.grad_output = dgo;
-    ga.grad_features = df;
-    ga.grad_weights = dw;
-    ga.grad_sampling_location = dl;
+    s4d_da_backward_args ga = dbwd_args(&ca, &d, dgo, df, dl, dw);
     CHECK(gpu_backward(&ga, &e) == S4D_OK, "backward_cuda: %s", e.msg);
     void *hf = malloc(fs * (size_t)nf), *hw = malloc(ws * (size_t)nw);
     float *hl = (float *)malloc(4 * (size_t)nl);
@@ -346,16 +355,7 @@ static double bwd_subsets(problem *p)
         for (int t = 0; t < 3; t++)
             if (mask >> t & 1)
                 dev[t] = dev_alloc(4 * (size_t)counts[t]);
-        s4d_da_backward_args ga = ca;
-        ga.features = d.feat;
-        ga.weights = d.w;
-        ga.spatial_shape = d.shape;
-        ga.scale_start_index = d.start;
-        ga.sampling_location = d.loc;
-        ga.grad_output = dgo;
-        ga.grad_features = dev[0];
-        ga.grad_sampling_location = (float *)dev[1];
-        ga.grad_weights = dev[2];
+        s4d_da_backward_args ga = dbwd_args(&ca, &d, dgo, dev[0], (float *)dev[1], dev[2]);
         CHECK(gpu_backward(&ga, &e) == S4D_OK, "backward_cuda (gradients %d): %s", mask, e.msg);
         for (int t = 0; t < 3; t++) {
             if (!dev[t])
@@ -395,12 +395,8 @@ static int test_backward(void)
         for (int64_t i = 0; i < no; i++)
             gout[i] = rng_nonzero();
         void *dgo = dev_copy(gout, 4 * (size_t)no), *gf = dev_alloc(4 * (size_t)n_feat(&q));
-        s4d_da_backward_args ga = bwd_args(&q, (const float *)dgo, (float *)gf, NULL, NULL);
-        ga.features = d.feat;
-        ga.weights = d.w;
-        ga.spatial_shape = d.shape;
-        ga.scale_start_index = d.start;
-        ga.sampling_location = d.loc;
+        const s4d_da_backward_args ha = bwd_args(&q, gout, NULL, NULL, NULL);
+        s4d_da_backward_args ga = dbwd_args(&ha, &d, dgo, gf, NULL, NULL);
         s4d_errbuf e = {{0}};
         s4d_status st = s4d_da_backward_cuda_algo(&ga, S4D_DA_ALGO_DETERMINISTIC, NULL, g_stream, &e);
         CHECK(st == S4D_ERR_INVALID_ARG && strstr(e.msg, "workspace"),
