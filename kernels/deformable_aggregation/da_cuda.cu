@@ -448,7 +448,7 @@ const FwdVariant kFwd[] = {
 constexpr int kFwdCount = (int)(sizeof kFwd / sizeof kFwd[0]);
 
 enum BwdKind { B_BASE, B_ITEMS, B_ITEMS_DET, B_BASE_DET, B_ITEMS_DEDUP, B_ITEMS_SPLIT,
-               B_ITEMS_SPLIT_MEMSET };
+               B_ITEMS_SPLIT_MEMSET, B_ITEMS_SPLIT_DEDUP };
 struct BwdVariant {
     const char *name;
     BwdKind kind;
@@ -469,6 +469,8 @@ const BwdVariant kBwd[] = {
        the same two kernels after a memset, to tell the split from the clear. */
     {"items_w8_split", B_ITEMS_SPLIT, 8},
     {"items_w8_split_memset", B_ITEMS_SPLIT_MEMSET, 8},
+    /* The split with the scatter of items_w8_dedup: one atomic row per distinct row. */
+    {"items_w8_split_dedup", B_ITEMS_SPLIT_DEDUP, 8},
 };
 constexpr int kBwdCount = (int)(sizeof kBwd / sizeof kBwd[0]);
 
@@ -618,8 +620,11 @@ s4d_status backward_variant(const s4d_da_backward_args *a, int v, void *workspac
     const bool degenerate = p.bs * p.A == 0 || p.C == 0 || p.P * p.N * p.L == 0;
     const bool det = bwd_det(v) && a->grad_features && !degenerate && nfeat > 0;
     const BwdVariant &bv = kBwd[v];
-    const BwdShape shape = {bv.warps, det, bv.kind == B_ITEMS_DEDUP,
-                            bv.kind == B_ITEMS_SPLIT ? 1 : bv.kind == B_ITEMS_SPLIT_MEMSET ? 2 : 0};
+    const BwdShape shape = {bv.warps, det,
+                            bv.kind == B_ITEMS_DEDUP || bv.kind == B_ITEMS_SPLIT_DEDUP,
+                            bv.kind == B_ITEMS_SPLIT || bv.kind == B_ITEMS_SPLIT_DEDUP ? 1
+                            : bv.kind == B_ITEMS_SPLIT_MEMSET                          ? 2
+                                                                                       : 0};
     const bool split = shape.split && !degenerate && bwd_items_supported(p, shape, fsz, a);
     DetBuffers d;
     memset(&d, 0, sizeof d);

@@ -612,13 +612,14 @@ __device__ __forceinline__ void load_go(const void *p, bool half, int64_t off, f
    one per (item, corner): 2.35x fewer atomics on the realistic workload.
    PART (variant items_w8_split, launch_bwd_split_t): 0 every gradient asked for; 1 the
    location and weight gradients, each block first clearing its share of grad_features (the
-   whole of it over the grid); 2 the feature gradient only (no feature row is read). */
+   whole of it over the grid); 2 the feature gradient only (no feature row is read; with DEDUP
+   only the distinct rows' scatter, items_w8_split_dedup). */
 template <typename TF, int VEC, int K, int W, int MINB, bool DET, bool DEDUP, int PART = 0>
 __global__ void __launch_bounds__(W * 32, MINB)
     bwd_items_kernel(Params p, bool w_half, bool g_half, bool vec_gf, int lpg, DetBuffers d)
 {
     S4D_KERNEL_BEGIN();
-    static_assert(PART == 0 || (!DET && !DEDUP), "the split backward is the atomic one");
+    static_assert(PART == 0 || (!DET && (PART == 2 || !DEDUP)), "the split backward is atomic");
     constexpr int T = W * 32;
     using Raw = typename RawVec<TF, VEC>::T;
     extern __shared__ __align__(16) char smem_raw[];
@@ -717,7 +718,8 @@ __global__ void __launch_bounds__(W * 32, MINB)
                 }
             }
             __syncthreads();
-            for (int t = warp; t < tn; t += W) {
+            /* (the distinct rows' scatter alone has nothing to do per item) */
+            for (int t = warp; t < (PART == 2 && DEDUP ? 0 : tn); t += W) {
                 const int4 r = tile.rows[t];
                 const float4 c = tile.cw[t];
                 const float4 geo = tile.geo[t];
@@ -1146,11 +1148,12 @@ int sm_count()
  * The split backward (variant items_w8_split): the location and weight gradients, each block
  * clearing its share of grad_features first (PART 1; at least two blocks per SM, so that the
  * clear runs at the memory's speed with few anchors too), then the feature gradient's atomics
- * alone (PART 2, MINB2 blocks per SM). The clear's writes drain while the gathers wait on their
+ * alone (PART 2, MINB2 blocks per SM; DEDUP2: one atomic row per distinct row of each round,
+ * as items_w8_dedup scatters). The clear's writes drain while the gathers wait on their
  * loads, instead of a memset before them. The location and weight gradients are the bits of
  * items_w8_atomic.
  */
-template <typename TF, int VEC, int K, int W, int MINB, int MINB2>
+template <typename TF, int VEC, int K, int W, int MINB, int MINB2, bool DEDUP2 = false>
 s4d_status launch_bwd_split_t(const Params &p, bool clear, bool w_half, bool g_half, bool vec_gf,
                               int lpg, cudaStream_t st, s4d_errbuf *err)
 {
@@ -1173,7 +1176,7 @@ s4d_status launch_bwd_split_t(const Params &p, bool clear, bool w_half, bool g_h
         Params p2 = p;
         p2.grad_loc = nullptr;
         p2.grad_w = nullptr;
-        launched = s4d_launch(bwd_items_kernel<TF, VEC, K, W, MINB2, false, false, 2>, grid, W * 32,
+        launched = s4d_launch(bwd_items_kernel<TF, VEC, K, W, MINB2, false, DEDUP2, 2>, grid, W * 32,
                               smem, st, p2, w_half, g_half, vec_gf, lpg, d);
         return launch_status(err, launched, "item backward kernel launch (features)");
     }
@@ -1187,6 +1190,16 @@ s4d_status launch_bwd_dtype(const Params &p, const BwdShape &s, bool w_half, boo
     constexpr int V = 16 / sizeof(TF);
     const int K = (int)((p.C + 32 * V - 1) / (32 * V));
     const int lpg = (int)(p.cpg / V);
+    if (s.split && !det && s.dedup) {
+        if (K == 1 && s.warps == 8)
+            return launch_bwd_split_t<TF, V, 1, 8, 4, 4, true>(p, true, w_half, g_half, vec_gf,
+                                                               lpg, st, err);
+        if (K == 2 && s.warps == 8)
+            return launch_bwd_split_t<TF, V, 2, 8, 3, 4, true>(p, true, w_half, g_half, vec_gf,
+                                                               lpg, st, err);
+        return s4d_da_fail(err, S4D_ERR_INTERNAL, "deformable_aggregation: no split dedup item "
+                           "backward for %d warps and %d vectors per lane", s.warps, K);
+    }
     if (s.split && !det) {
         if (K == 1 && s.warps == 8)
             return launch_bwd_split_t<TF, V, 1, 8, 4, 4>(p, s.split == 1, w_half, g_half, vec_gf,

@@ -1,12 +1,13 @@
 #!/bin/bash
 # Call 1: the split backward of the aggregation op (variant items_w8_split: the location and
 # weight gradients, each block clearing its share of grad_features first, then the scatter alone;
-# items_w8_split_memset: the same two kernels after a memset).
+# items_w8_split_memset: the same two kernels after a memset; items_w8_split_dedup: the scatter
+# one atomic row per distinct row).
 #  1. build; the op's GPU tests (every variant against the CPU oracle, each subset of the
 #     gradients, bitwise repeatability, graph replay), the plugin's CUDA tests, the static kernel
 #     check; compute-sanitizer on the op (every variant); every variant's benchmark row;
 #  2. the op's benchmark, three alternating rounds: the default backward (items_w8_atomic), the
-#     split one and the split one after a memset.
+#     three split ones.
 cd "$(dirname "$0")/../../.."
 ROOT=$(pwd)
 R=$OUT
@@ -20,11 +21,12 @@ source scripts/gpu_env.sh > /dev/null 2>&1
 B=$ROOT/build-gpu/bin/s4d_da_bench
 for round in 1 2 3; do
   [ $SECONDS -gt 520 ] && break
-  for cfg in atomic split split_memset; do
+  for cfg in atomic split split_memset split_dedup; do
     case $cfg in
       atomic) v=items_w8_atomic ;;
       split) v=items_w8_split ;;
       split_memset) v=items_w8_split_memset ;;
+      split_dedup) v=items_w8_split_dedup ;;
     esac
     S4D_DA_CUDA_BWD=$v timeout 60 "$B" --device cuda --anchors 1,900,1800 --iters 300 --warmup 30 \
       --out "$R/da/${cfg}_$round" > "$R/da/${cfg}_$round.log" 2>&1
