@@ -1150,8 +1150,8 @@ int sm_count()
  * clear runs at the memory's speed with few anchors too), then the feature gradient's atomics
  * alone (PART 2, MINB2 blocks per SM; DEDUP2: one atomic row per distinct row of each round,
  * as items_w8_dedup scatters). The clear's writes drain while the gathers wait on their
- * loads, instead of a memset before them. The location and weight gradients are the bits of
- * items_w8_atomic.
+ * loads, instead of a memset before them. The location and weight gradients come from the code
+ * of items_w8_atomic.
  */
 template <typename TF, int VEC, int K, int W, int MINB, int MINB2, bool DEDUP2 = false>
 s4d_status launch_bwd_split_t(const Params &p, bool clear, bool w_half, bool g_half, bool vec_gf,
