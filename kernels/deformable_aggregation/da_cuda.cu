@@ -444,6 +444,10 @@ const FwdVariant kFwd[] = {
     /* 2026-12-05: the float32 shapes capped at 64 registers (one more block per SM). */
     {"items_w4_c8_r64", F_ITEMS, false, {4, 8, 1, false, 0, false, 8}},
     {"items_w8_c8_r64", F_ITEMS, false, {8, 8, 1, false, 0, false, 4}},
+    /* 2026-12-07: the defaults with the next item's corner rows and weights prefetched into L1
+       (da_cuda_items.cu, fwd_items_kernel's PF). */
+    {"items_w8_c8_pfn", F_ITEMS, false, {8, 8, 1, false, 0, false, 0, true}},
+    {"items_w4_h2_pfn", F_ITEMS, false, {4, 8, 1, false, 0, true, 0, true}},
 };
 constexpr int kFwdCount = (int)(sizeof kFwd / sizeof kFwd[0]);
 

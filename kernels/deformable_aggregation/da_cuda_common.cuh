@@ -250,6 +250,7 @@ struct FwdShape {
     int stages;
     bool half_blend;
     int minb;
+    bool prefetch; /* the next item's corner rows asked of L1 before the item's loads */
 };
 
 /* Shape of an item backward; det: write item records and sort keys for the gather instead of

@@ -404,11 +404,23 @@ __device__ __forceinline__ void half_blend(const typename RawVec<__half, VEC>::T
     }
 }
 
-template <typename TF, int VEC, int K, int W, int U, int MINB, bool HB = false>
+/* Asks L1 for the line of a global address; no register waits for it. */
+__device__ __forceinline__ void prefetch_l1(const void *a)
+{
+    asm volatile("prefetch.global.L1 [%0];" ::"l"(a) : "memory");
+}
+
+/* PF (variants items_w8_c8_pfn, items_w4_h2_pfn): before a warp loads its item's corner rows it
+   asks L1 for those of its next item in the tile, so that the next item's loads hit L1 instead
+   of waiting on L2: a second item in flight per warp without
+   the registers of U = 2. One prefetch per lane and item: 8 lanes per corner row, one 128-byte
+   line each (the block's channel slice, up to 1 KB of it per row). */
+template <typename TF, int VEC, int K, int W, int U, int MINB, bool HB = false, bool PF = false>
 __global__ void __launch_bounds__(W * 32, MINB)
     fwd_items_kernel(Params p, bool w_half, bool o_half)
 {
     S4D_KERNEL_BEGIN();
+    static_assert(!PF || U == 1, "the prefetch stands for a second item in flight");
     static_assert(!HB || sizeof(TF) == 2, "the float16 blend reads float16 features");
     constexpr int T = W * 32;
     constexpr int slice_w = 32 * VEC * K;
@@ -422,6 +434,8 @@ __global__ void __launch_bounds__(W * 32, MINB)
     const LaneChannels<K, VEC> ch(p, c_begin, lane);
     const int *cst = ch.cst, *grp = ch.grp;
     const bool *cok = ch.cok;
+    /* PF: this lane's line (lane % 8) of a row of the next item, if the slice has it. */
+    const bool pf_on = PF && (lane & 7) * 128 < min(C32 - c_begin, slice_w) * (int)sizeof(TF);
     load_maps(p, s.maps);
     __syncthreads();
     const int64_t nba = p.bs * p.A, PN = p.P * p.N, PNLG = PN * p.L * p.G;
@@ -439,6 +453,15 @@ __global__ void __launch_bounds__(W * 32, MINB)
             make_records<T>(tile, s, tile0, tn, nvalid, L32, N32, G32);
             __syncthreads();
             for (int t = warp; t < tn; t += W * U) {
+                if constexpr (PF) {
+                    if (t + W < tn) {
+                        /* corner lane / 8 of the next item */
+                        const int rq = reinterpret_cast<const int *>(&tile.rows[t + W])[lane >> 3];
+                        if (pf_on && rq >= 0)
+                            prefetch_l1(reinterpret_cast<const char *>(fb + (int64_t)rq * C32 + c_begin) +
+                                        (lane & 7) * 128);
+                    }
+                }
                 int4 r[U];
                 float4 c[U];
                 float wg[U][K];
@@ -1010,14 +1033,14 @@ s4d_status launch_fwd_dedup_t(const Params &p, bool w_half, bool o_half, cudaStr
     return launch_status(err, launched, "dedup item forward kernel launch");
 }
 
-template <typename TF, int VEC, int K, int W, int U, int MINB, bool HB = false>
+template <typename TF, int VEC, int K, int W, int U, int MINB, bool HB = false, bool PF = false>
 s4d_status launch_fwd_t(const Params &p, bool w_half, bool o_half, cudaStream_t st, s4d_errbuf *err)
 {
     const int64_t slice_w = 32 * VEC * K;
     const int64_t slices = (p.C + slice_w - 1) / slice_w;
     const size_t smem = dyn_bytes(p.N * p.L, p.P * p.N);
     dim3 grid(grid_x(p.bs * p.A), (unsigned)slices);
-    const cudaError_t launched = s4d_launch(fwd_items_kernel<TF, VEC, K, W, U, MINB, HB>, grid, W * 32,
+    const cudaError_t launched = s4d_launch(fwd_items_kernel<TF, VEC, K, W, U, MINB, HB, PF>, grid, W * 32,
                                             smem, st, p, w_half, o_half);
     return launch_status(err, launched, "item forward kernel launch");
 }
@@ -1070,6 +1093,19 @@ s4d_status launch_fwd_dtype(const Params &p, const FwdShape &s, bool w_half, boo
         }
         return s4d_da_fail(err, S4D_ERR_INTERNAL, "deformable_aggregation: no staged item forward "
                            "for %d warps and %d stages", s.warps, s.stages);
+    }
+    if (s.prefetch) {
+        /* The next item's rows prefetched: the default shapes, items_w8_c8 and (float16
+           features and output) items_w4_h2, otherwise items_w4_c8's. */
+        if constexpr (H)
+            if (s.half_blend && o_half && s.warps == 4)
+                return launch_fwd_t<TF, 8, 1, 4, 1, 8, true, true>(p, w_half, o_half, st, err);
+        if (s.warps == 8 && s.cpl == 8 && s.unroll == 1)
+            return launch_fwd_t<TF, V8, K8, 8, 1, H ? 4 : 3, false, true>(p, w_half, o_half, st, err);
+        if (s.warps == 4 && s.cpl == 8 && s.unroll == 1)
+            return launch_fwd_t<TF, V8, K8, 4, 1, H ? 8 : 7, false, true>(p, w_half, o_half, st, err);
+        return s4d_da_fail(err, S4D_ERR_INTERNAL, "deformable_aggregation: no prefetching item "
+                           "forward for %d warps, %d channels per lane", s.warps, s.cpl);
     }
     if constexpr (H) {
         /* Only for a float16 output, which rounds to float16 anyway: with a float32 output the

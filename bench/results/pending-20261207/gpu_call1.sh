@@ -1,0 +1,44 @@
+#!/bin/bash
+# Call 1: the aggregation op's new variants, not yet run anywhere: the split backward
+# (items_w8_split: the location and weight gradients, each block clearing its share of
+# grad_features first, then the scatter alone; items_w8_split_memset: the same two kernels after
+# a memset; items_w8_split_dedup: the scatter one atomic row per distinct row) and the forwards
+# that prefetch the next item's corner rows (items_w8_c8_pfn float32, items_w4_h2_pfn float16).
+#  1. build; the op's GPU tests (every variant against the CPU oracle, each subset of the
+#     gradients, bitwise repeatability, graph replay), the plugin's CUDA tests, the static kernel
+#     check; compute-sanitizer on the op (every variant); every variant's benchmark row;
+#  2. the op's benchmark, three alternating rounds: the defaults, the three split backwards, the
+#     two prefetching forwards (S4D_DA_CUDA_FWD names the variant for every dtype: the float32
+#     rows of pfn32 and the float16 rows of pfn16 are the ones to read).
+cd "$(dirname "$0")/../../.."
+ROOT=$(pwd)
+R=$OUT
+mkdir -p "$R/a" "$R/da"
+OUT=$R/a STEPS="gpu dabench dasan" GPU_TESTS_INCLUDE='da_cuda|plugin|cuda_kernels' \
+  DEADLINE=330 timeout 340 bash scripts/gpu_check.sh > "$R/a/console.log" 2>&1
+cat "$R/a/summary.txt"
+grep -E '^\| cuda \|.*(atomic|split|pfn|items_w8_c8 |items_w4_h2 )' "$R/a/da_bench_all/bench.md" 2>/dev/null |
+  awk -F'|' '{print $3, $4, $5, $6, $10, $11, $12, $13}'
+echo "=== checks done at ${SECONDS} s"
+source scripts/gpu_env.sh > /dev/null 2>&1
+B=$ROOT/build-gpu/bin/s4d_da_bench
+for round in 1 2 3; do
+  [ $SECONDS -gt 520 ] && break
+  for cfg in default split split_memset split_dedup pfn32 pfn16; do
+    env=()
+    case $cfg in
+      split*) env=(S4D_DA_CUDA_BWD=items_w8_$cfg) ;;
+      pfn32) env=(S4D_DA_CUDA_FWD=items_w8_c8_pfn) ;;
+      pfn16) env=(S4D_DA_CUDA_FWD=items_w4_h2_pfn) ;;
+    esac
+    env "${env[@]}" timeout 60 "$B" --device cuda --anchors 1,100,900 --iters 300 --warmup 30 \
+      --out "$R/da/${cfg}_$round" > "$R/da/${cfg}_$round.log" 2>&1
+    echo "round $round $cfg: exit $?"
+    grep -E '^\| cuda \| (backward|forward|forward fp16) \|' "$R/da/${cfg}_$round/bench.md" 2>/dev/null |
+      awk -F'|' '{print $3, $4, $5, $6, $12, $13}'
+  done
+done
+tar czf "$R/da.tgz" -C "$R" da && rm -rf "$R/da"
+tar czf "$R/a.tgz" -C "$R" a && rm -rf "$R/a"
+find "$R" -size +12M -delete
+echo "total ${SECONDS} s"
