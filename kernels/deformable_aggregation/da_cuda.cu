@@ -444,7 +444,7 @@ const FwdVariant kFwd[] = {
     /* 2026-12-05: the float32 shapes capped at 64 registers (one more block per SM). */
     {"items_w4_c8_r64", F_ITEMS, false, {4, 8, 1, false, 0, false, 8}},
     {"items_w8_c8_r64", F_ITEMS, false, {8, 8, 1, false, 0, false, 4}},
-    /* 2026-12-07: the defaults with the next item's corner rows and weights prefetched into L1
+    /* 2026-12-07: the defaults with the next item's corner rows prefetched into L1
        (da_cuda_items.cu, fwd_items_kernel's PF). */
     {"items_w8_c8_pfn", F_ITEMS, false, {8, 8, 1, false, 0, false, 0, true}},
     {"items_w4_h2_pfn", F_ITEMS, false, {4, 8, 1, false, 0, true, 0, true}},
@@ -646,8 +646,8 @@ s4d_status backward_variant(const s4d_da_backward_args *a, int v, void *workspac
                                need);
         det_workspace_layout(a->sizes, workspace, &d);
     } else if (a->grad_features && nfeat > 0 && !(split && shape.split == 1)) {
-        /* (items_w8_split clears it in its first kernel) */
-        /* The atomic paths add into grad_features, so it starts from zero. */
+        /* The atomic paths add into grad_features, so it starts from zero (items_w8_split
+           clears it in its first kernel instead). */
         cudaError_t e = cudaMemsetAsync(a->grad_features, 0, (size_t)nfeat * fsz, s);
         if (e != cudaSuccess)
             return cuda_fail(err, e, "clearing grad_features");
