@@ -412,9 +412,9 @@ __device__ __forceinline__ void prefetch_l1(const void *a)
 
 /* PF (variants items_w8_c8_pfn, items_w4_h2_pfn): before a warp loads its item's corner rows it
    asks L1 for those of its next item in the tile, so that the next item's loads hit L1 instead
-   of waiting on L2: a second item in flight per warp without
-   the registers of U = 2. One prefetch per lane and item: 8 lanes per corner row, one 128-byte
-   line each (the block's channel slice, up to 1 KB of it per row). */
+   of waiting on L2: a second item in flight per warp without the registers of U = 2. One
+   prefetch per lane and item: 8 lanes per corner row, one 128-byte line each (the block's
+   channel slice, up to 1 KB of it per row). */
 template <typename TF, int VEC, int K, int W, int U, int MINB, bool HB = false, bool PF = false>
 __global__ void __launch_bounds__(W * 32, MINB)
     fwd_items_kernel(Params p, bool w_half, bool o_half)
