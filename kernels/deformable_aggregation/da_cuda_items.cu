@@ -1204,16 +1204,21 @@ s4d_status launch_bwd_split_t(const Params &p, bool clear, bool w_half, bool g_h
     Params p1 = p;
     if (!clear)
         p1.grad_feat = nullptr; /* cleared before (items_w8_split_memset) */
-    cudaError_t launched = s4d_launch(bwd_items_kernel<TF, VEC, K, W, MINB, false, false, 1>, grid1,
-                                      W * 32, smem, st, p1, w_half, g_half, vec_gf, lpg, d);
-    if (launched != cudaSuccess)
-        return launch_status(err, launched, "item backward kernel launch (clear, locations, weights)");
+    if (p1.grad_feat || p1.grad_loc || p1.grad_w) {
+        const cudaError_t launched =
+            s4d_launch(bwd_items_kernel<TF, VEC, K, W, MINB, false, false, 1>, grid1, W * 32, smem,
+                       st, p1, w_half, g_half, vec_gf, lpg, d);
+        if (launched != cudaSuccess)
+            return launch_status(err, launched,
+                                 "item backward kernel launch (clear, locations, weights)");
+    }
     if (feat) {
         Params p2 = p;
         p2.grad_loc = nullptr;
         p2.grad_w = nullptr;
-        launched = s4d_launch(bwd_items_kernel<TF, VEC, K, W, MINB2, false, DEDUP2, 2>, grid, W * 32,
-                              smem, st, p2, w_half, g_half, vec_gf, lpg, d);
+        const cudaError_t launched =
+            s4d_launch(bwd_items_kernel<TF, VEC, K, W, MINB2, false, DEDUP2, 2>, grid, W * 32, smem,
+                       st, p2, w_half, g_half, vec_gf, lpg, d);
         return launch_status(err, launched, "item backward kernel launch (features)");
     }
     return S4D_OK;
@@ -1226,24 +1231,19 @@ s4d_status launch_bwd_dtype(const Params &p, const BwdShape &s, bool w_half, boo
     constexpr int V = 16 / sizeof(TF);
     const int K = (int)((p.C + 32 * V - 1) / (32 * V));
     const int lpg = (int)(p.cpg / V);
-    if (s.split && !det && s.dedup) {
-        if (K == 1 && s.warps == 8)
-            return launch_bwd_split_t<TF, V, 1, 8, 4, 4, true>(p, true, w_half, g_half, vec_gf,
-                                                               lpg, st, err);
-        if (K == 2 && s.warps == 8)
-            return launch_bwd_split_t<TF, V, 2, 8, 3, 4, true>(p, true, w_half, g_half, vec_gf,
-                                                               lpg, st, err);
-        return s4d_da_fail(err, S4D_ERR_INTERNAL, "deformable_aggregation: no split dedup item "
-                           "backward for %d warps and %d vectors per lane", s.warps, K);
-    }
     if (s.split && !det) {
+        const bool clear = s.split == 1;
+        /* The scatter alone needs at most 64 registers: four blocks of 8 warps per SM. */
         if (K == 1 && s.warps == 8)
-            return launch_bwd_split_t<TF, V, 1, 8, 4, 4>(p, s.split == 1, w_half, g_half, vec_gf,
-                                                         lpg, st, err);
-        /* The scatter alone needs about 61 registers: four blocks of 8 warps per SM. */
+            return s.dedup ? launch_bwd_split_t<TF, V, 1, 8, 4, 4, true>(p, clear, w_half, g_half,
+                                                                         vec_gf, lpg, st, err)
+                           : launch_bwd_split_t<TF, V, 1, 8, 4, 4>(p, clear, w_half, g_half, vec_gf,
+                                                                   lpg, st, err);
         if (K == 2 && s.warps == 8)
-            return launch_bwd_split_t<TF, V, 2, 8, 3, 4>(p, s.split == 1, w_half, g_half, vec_gf,
-                                                         lpg, st, err);
+            return s.dedup ? launch_bwd_split_t<TF, V, 2, 8, 3, 4, true>(p, clear, w_half, g_half,
+                                                                         vec_gf, lpg, st, err)
+                           : launch_bwd_split_t<TF, V, 2, 8, 3, 4>(p, clear, w_half, g_half, vec_gf,
+                                                                   lpg, st, err);
         return s4d_da_fail(err, S4D_ERR_INTERNAL, "deformable_aggregation: no split item backward "
                            "for %d warps and %d vectors per lane", s.warps, K);
     }
