@@ -70,6 +70,12 @@ log() { echo "[$(date -u +%H:%M:%S) +${SECONDS}s] $*" | tee -a "$LOG"; }
 row() { printf '%-40s %s\n' "$1" "$2" >> "$ROWS_DIR/$GROUP"; }
 want() { [[ " $STEPS " == *" $1 "* ]]; }
 
+# A step's limit LIMIT, cut to what is left of the overall budget.
+step_limit() {
+  local left=$((DEADLINE - SECONDS))
+  echo $(($1 < left ? $1 : left))
+}
+
 # A step with a time limit, never past the overall budget; output to the log (or a file).
 step() {
   local name=$1 limit=$2; shift 2
@@ -81,7 +87,7 @@ step() {
     STEP_SKIPPED=1 STEP_RC=124
     return 124
   fi
-  [ "$limit" -gt "$left" ] && limit=$left
+  limit=$(step_limit "$limit")
   log "== $name (limit ${limit} s): $*"
   local t0=$SECONDS rc
   timeout --kill-after=10 "$limit" "$@" >> "${STEP_LOG:-$LOG}" 2>&1
@@ -162,8 +168,8 @@ if want gpu && [ "$HAVE_ENGINE" = 1 ]; then
     # ctest ends the tests still running itself 15 s before the step's limit (--stop-time), so
     # that it still prints its summary and writes every finished test's output to LastTest.log:
     # killed by the limit instead, it leaves neither.
-    lim=$((DEADLINE - SECONDS < 440 ? DEADLINE - SECONDS : 440))
-    STEP_LOG=$OUT/ctest_gpu.log step ctest-gpu 440 env S4D_COMPARE_JOBS="${COMPARE_JOBS:-4}" \
+    lim=$(step_limit 440)
+    STEP_LOG=$OUT/ctest_gpu.log step ctest-gpu "$lim" env S4D_COMPARE_JOBS="${COMPARE_JOBS:-4}" \
       ctest --test-dir "$BUILD" --output-on-failure -j 4 -L gpu ${GPU_TESTS_EXCLUDE:+-E "$GPU_TESTS_EXCLUDE"} \
       ${GPU_TESTS_INCLUDE:+-R "$GPU_TESTS_INCLUDE"} --stop-time "$(date -d "+$((lim > 30 ? lim - 15 : 15)) sec" +%H:%M:%S)"
     row "ctest GPU tests" "$(ctest_counts "$OUT/ctest_gpu.log") ($STEP_SECONDS s)"
