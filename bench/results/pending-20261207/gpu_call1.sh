@@ -21,9 +21,16 @@ grep -E '^\| cuda \|.*(atomic|split|pfn|items_w8_c8 |items_w4_h2 )' "$R/a/da_ben
   awk -F'|' '{print $3, $4, $5, $6, $10, $11, $12, $13}'
 echo "=== checks done at ${SECONDS} s"
 source scripts/gpu_env.sh > /dev/null 2>&1
+# The PyTorch op's GPU tests (autograd, graphs, streams) with the new variants as the defaults.
+for v in items_w8_split:items_w8_c8_pfn items_w8_split_dedup:items_w4_h2_pfn; do
+  S4D_DA_CUDA_BWD=${v%%:*} S4D_DA_CUDA_FWD=${v#*:} PYTHONPATH=python timeout 100 python3 -m pytest -q -x \
+    -p no:cacheprovider tests/python/gpu/test_ops_gpu.py -k "not compile and not export and not onnx" \
+    > "$R/a/pytest_${v%%:*}.log" 2>&1
+  echo "python op GPU tests, bwd ${v%%:*}, fwd ${v#*:}: exit $? $(grep -E 'passed|failed' "$R/a/pytest_${v%%:*}.log" | tail -1)"
+done
 B=$ROOT/build-gpu/bin/s4d_da_bench
 for round in 1 2 3; do
-  [ $SECONDS -gt 520 ] && break
+  [ $SECONDS -gt "${ROUNDS_END:-420}" ] && break
   for cfg in default split split_memset split_dedup pfn32 pfn16; do
     env=()
     case $cfg in
