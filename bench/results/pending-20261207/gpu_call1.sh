@@ -7,9 +7,12 @@
 #  1. build; the op's GPU tests (every variant against the CPU oracle, each subset of the
 #     gradients, bitwise repeatability, graph replay), the plugin's CUDA tests, the static kernel
 #     check; compute-sanitizer on the op (every variant); every variant's benchmark row;
-#  2. the op's benchmark, three alternating rounds: the defaults, the three split backwards, the
-#     two prefetching forwards (S4D_DA_CUDA_FWD names the variant for every dtype: the float32
-#     rows of pfn32 and the float16 rows of pfn16 are the ones to read).
+#  2. the PyTorch op's GPU tests (autograd, CUDA graphs, streams) twice, each time with two of the
+#     new variants as the defaults (S4D_DA_CUDA_BWD, S4D_DA_CUDA_FWD);
+#  3. the op's benchmark, up to three alternating rounds (none begins after ROUNDS_END seconds,
+#     default 420): the defaults, the three split backwards, the two prefetching forwards
+#     (S4D_DA_CUDA_FWD names the variant for every dtype: the float32 rows of pfn32 and the
+#     float16 rows of pfn16 are the ones to read).
 cd "$(dirname "$0")/../../.."
 ROOT=$(pwd)
 R=$OUT
