@@ -17,8 +17,8 @@ cd "$(dirname "$0")/../../.."
 ROOT=$(pwd)
 R=$OUT
 mkdir -p "$R/a" "$R/da"
-OUT=$R/a STEPS="gpu dabench dasan" GPU_TESTS_INCLUDE='da_cuda|plugin|cuda_kernels' \
-  DEADLINE=330 timeout 340 bash scripts/gpu_check.sh > "$R/a/console.log" 2>&1
+OUT=$R/a STEPS="${CHECK_STEPS:-gpu dabench dasan}" GPU_TESTS_INCLUDE='da_cuda|plugin|cuda_kernels' \
+  DEADLINE=${CHECKS_END:-330} timeout $((${CHECKS_END:-330} + 10)) bash scripts/gpu_check.sh > "$R/a/console.log" 2>&1
 cat "$R/a/summary.txt"
 grep -E '^\| cuda \|.*(atomic|split|pfn|items_w8_c8 |items_w4_h2 )' "$R/a/da_bench_all/bench.md" 2>/dev/null |
   awk -F'|' '{print $3, $4, $5, $6, $10, $11, $12, $13}'
