@@ -17,7 +17,7 @@ cd "$(dirname "$0")/../../.."
 ROOT=$(pwd)
 R=$OUT
 mkdir -p "$R/a" "$R/da"
-OUT=$R/a STEPS="${CHECK_STEPS:-gpu dabench dasan}" GPU_TESTS_INCLUDE='da_cuda|plugin|cuda_kernels' \
+OUT=$R/a STEPS="${CHECK_STEPS:-gpu dabench dasan}" GPU_TESTS_INCLUDE="${CHECK_TESTS:-da_cuda|plugin|cuda_kernels}" \
   DEADLINE=${CHECKS_END:-330} timeout $((${CHECKS_END:-330} + 10)) bash scripts/gpu_check.sh > "$R/a/console.log" 2>&1
 cat "$R/a/summary.txt"
 grep -E '^\| cuda \|.*(atomic|split|pfn|items_w8_c8 |items_w4_h2 )' "$R/a/da_bench_all/bench.md" 2>/dev/null |
@@ -25,7 +25,7 @@ grep -E '^\| cuda \|.*(atomic|split|pfn|items_w8_c8 |items_w4_h2 )' "$R/a/da_ben
 echo "=== checks done at ${SECONDS} s"
 source scripts/gpu_env.sh > /dev/null 2>&1
 # The PyTorch op's GPU tests (autograd, graphs, streams) with the new variants as the defaults.
-for v in items_w8_split:items_w8_c8_pfn items_w8_split_dedup:items_w4_h2_pfn; do
+[ "${PYTEST:-1}" = 1 ] && for v in items_w8_split:items_w8_c8_pfn items_w8_split_dedup:items_w4_h2_pfn; do
   S4D_DA_CUDA_BWD=${v%%:*} S4D_DA_CUDA_FWD=${v#*:} PYTHONPATH=python timeout 100 python3 -m pytest -q -x \
     -p no:cacheprovider tests/python/gpu/test_ops_gpu.py -k "not compile and not export and not onnx" \
     > "$R/a/pytest_${v%%:*}.log" 2>&1
