@@ -31,23 +31,7 @@ source scripts/gpu_env.sh > /dev/null 2>&1
     > "$R/a/pytest_${v%%:*}.log" 2>&1
   echo "python op GPU tests, bwd ${v%%:*}, fwd ${v#*:}: exit $? $(grep -E 'passed|failed' "$R/a/pytest_${v%%:*}.log" | tail -1)"
 done
-B=$ROOT/build-gpu/bin/s4d_da_bench
-for round in 1 2 3; do
-  [ $SECONDS -gt "${ROUNDS_END:-420}" ] && break
-  for cfg in default split split_memset split_dedup pfn32 pfn16; do
-    env=()
-    case $cfg in
-      split*) env=(S4D_DA_CUDA_BWD=items_w8_$cfg) ;;
-      pfn32) env=(S4D_DA_CUDA_FWD=items_w8_c8_pfn) ;;
-      pfn16) env=(S4D_DA_CUDA_FWD=items_w4_h2_pfn) ;;
-    esac
-    env "${env[@]}" timeout 60 "$B" --device cuda --anchors 1,100,900 --iters 300 --warmup 30 \
-      --out "$R/da/${cfg}_$round" > "$R/da/${cfg}_$round.log" 2>&1
-    echo "round $round $cfg: exit $?"
-    grep -E '^\| cuda \| (backward|forward|forward fp16) \|' "$R/da/${cfg}_$round/bench.md" 2>/dev/null |
-      awk -F'|' '{print $3, $4, $5, $6, $12, $13}'
-  done
-done
+ELAPSED=$SECONDS bash bench/results/pending-20261207/da_rounds.sh "$ROOT/build-gpu/bin/s4d_da_bench" "$R/da" "${ROUNDS_END:-420}"
 tar czf "$R/da.tgz" -C "$R" da && rm -rf "$R/da"
 tar czf "$R/a.tgz" -C "$R" a && rm -rf "$R/a"
 find "$R" -size +12M -delete

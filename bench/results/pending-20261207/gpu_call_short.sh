@@ -10,23 +10,7 @@ mkdir -p "$R/da"
 OUT=$R/d DEADLINE=${DA_END:-180} bash scripts/gpu_bench_da.sh > "$R/d_console.log" 2>&1
 cat "$R/d/summary.txt"
 echo "=== checks done at ${SECONDS} s"
-B=build-gpu-da/bin/s4d_da_bench
-for round in 1 2 3; do
-  [ $SECONDS -gt "${ROUNDS_END:-200}" ] && break
-  for cfg in default split split_memset split_dedup pfn32 pfn16; do
-    env=()
-    case $cfg in
-      split*) env=(S4D_DA_CUDA_BWD=items_w8_$cfg) ;;
-      pfn32) env=(S4D_DA_CUDA_FWD=items_w8_c8_pfn) ;;
-      pfn16) env=(S4D_DA_CUDA_FWD=items_w4_h2_pfn) ;;
-    esac
-    env "${env[@]}" timeout 60 "$B" --device cuda --anchors 1,100,900 --iters 300 --warmup 30 \
-      --out "$R/da/${cfg}_$round" > "$R/da/${cfg}_$round.log" 2>&1
-    echo "round $round $cfg: exit $?"
-    grep -E '^\| cuda \| (backward|forward|forward fp16) \|' "$R/da/${cfg}_$round/bench.md" 2>/dev/null |
-      awk -F'|' '{print $3, $4, $5, $6, $12, $13}'
-  done
-done
+ELAPSED=$SECONDS bash bench/results/pending-20261207/da_rounds.sh build-gpu-da/bin/s4d_da_bench "$R/da" "${ROUNDS_END:-200}"
 tar czf "$R/da.tgz" -C "$R" da d d_console.log && rm -rf "$R/da" "$R/d" "$R/d_console.log"
 find "$R" -size +12M -delete
 echo "total ${SECONDS} s"
