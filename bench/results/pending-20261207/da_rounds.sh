@@ -19,7 +19,7 @@ for round in 1 2 3; do
     env "${env[@]}" timeout 60 "$B" --device cuda --anchors 1,100,900 --iters 300 --warmup 30 \
       --out "$DIR/${cfg}_$round" > "$DIR/${cfg}_$round.log" 2>&1
     echo "round $round $cfg: exit $?"
-    grep -E '^\| cuda \| (backward|forward|forward fp16) \|' "$DIR/${cfg}_$round/bench.md" 2>/dev/null |
-      awk -F'|' '{print $3, $4, $5, $6, $12, $13}'
+    grep -E '^\| cuda \| (backward|forward|forward fp16) \|' "$DIR/${cfg}_$round/bench.md" \
+      2>/dev/null | awk -F'|' '{print $3, $4, $5, $6, $12, $13}'
   done
 done

@@ -17,21 +17,29 @@ cd "$(dirname "$0")/../../.."
 ROOT=$(pwd)
 R=$OUT
 mkdir -p "$R/a" "$R/da"
-OUT=$R/a STEPS="${CHECK_STEPS:-gpu dabench dasan}" GPU_TESTS_INCLUDE="${CHECK_TESTS:-da_cuda|plugin|cuda_kernels}" \
-  DEADLINE=${CHECKS_END:-330} timeout $((${CHECKS_END:-330} + 10)) bash scripts/gpu_check.sh > "$R/a/console.log" 2>&1
+CHECKS_END=${CHECKS_END:-330}
+OUT=$R/a STEPS="${CHECK_STEPS:-gpu dabench dasan}" \
+  GPU_TESTS_INCLUDE="${CHECK_TESTS:-da_cuda|plugin|cuda_kernels}" DEADLINE=$CHECKS_END \
+  timeout $((CHECKS_END + 10)) bash scripts/gpu_check.sh > "$R/a/console.log" 2>&1
 cat "$R/a/summary.txt"
-grep -E '^\| cuda \|.*(atomic|split|pfn|items_w8_c8 |items_w4_h2 )' "$R/a/da_bench_all/bench.md" 2>/dev/null |
-  awk -F'|' '{print $3, $4, $5, $6, $10, $11, $12, $13}'
+grep -E '^\| cuda \|.*(atomic|split|pfn|items_w8_c8 |items_w4_h2 )' \
+  "$R/a/da_bench_all/bench.md" 2>/dev/null | awk -F'|' '{print $3, $4, $5, $6, $10, $11, $12, $13}'
 echo "=== checks done at ${SECONDS} s"
 source scripts/gpu_env.sh > /dev/null 2>&1
 # The PyTorch op's GPU tests (autograd, graphs, streams) with the new variants as the defaults.
-[ "${PYTEST:-1}" = 1 ] && for v in items_w8_split:items_w8_c8_pfn items_w8_split_dedup:items_w4_h2_pfn; do
-  S4D_DA_CUDA_BWD=${v%%:*} S4D_DA_CUDA_FWD=${v#*:} PYTHONPATH=python timeout 100 python3 -m pytest -q -x \
-    -p no:cacheprovider tests/python/gpu/test_ops_gpu.py -k "not compile and not export and not onnx" \
-    > "$R/a/pytest_${v%%:*}.log" 2>&1
-  echo "python op GPU tests, bwd ${v%%:*}, fwd ${v#*:}: exit $? $(grep -E 'passed|failed' "$R/a/pytest_${v%%:*}.log" | tail -1)"
+pairs="items_w8_split:items_w8_c8_pfn items_w8_split_dedup:items_w4_h2_pfn"
+[ "${PYTEST:-1}" = 1 ] || pairs=""
+for v in $pairs; do
+  bwd=${v%%:*} fwd=${v#*:}
+  S4D_DA_CUDA_BWD=$bwd S4D_DA_CUDA_FWD=$fwd PYTHONPATH=python timeout 100 python3 -m pytest -q \
+    -x -p no:cacheprovider tests/python/gpu/test_ops_gpu.py \
+    -k "not compile and not export and not onnx" > "$R/a/pytest_$bwd.log" 2>&1
+  rc=$?
+  echo "python op GPU tests, bwd $bwd, fwd $fwd: exit $rc" \
+    "$(grep -E 'passed|failed' "$R/a/pytest_$bwd.log" | tail -1)"
 done
-ELAPSED=$SECONDS bash bench/results/pending-20261207/da_rounds.sh "$ROOT/build-gpu/bin/s4d_da_bench" "$R/da" "${ROUNDS_END:-420}"
+ELAPSED=$SECONDS bash bench/results/pending-20261207/da_rounds.sh \
+  "$ROOT/build-gpu/bin/s4d_da_bench" "$R/da" "${ROUNDS_END:-420}"
 tar czf "$R/da.tgz" -C "$R" da && rm -rf "$R/da"
 tar czf "$R/a.tgz" -C "$R" a && rm -rf "$R/a"
 find "$R" -size +12M -delete
