@@ -3,12 +3,11 @@
 #   bash da_rounds.sh BENCH DIR END
 # up to three rounds of s4d_da_bench BENCH at 1, 100 and 900 anchors with the defaults, the three
 # split backwards and the two prefetching forwards, each run's files in DIR/<config>_<round>;
-# no round begins after END seconds of the calling script (its $SECONDS, passed as ELAPSED).
+# no round begins after END seconds from now.
 B=$1 DIR=$2 END=$3
-start=$((SECONDS - ${ELAPSED:-0}))
 mkdir -p "$DIR"
 for round in 1 2 3; do
-  [ $((SECONDS - start)) -gt "$END" ] && break
+  [ $SECONDS -gt "$END" ] && break
   for cfg in default split split_memset split_dedup pfn32 pfn16; do
     env=()
     case $cfg in

@@ -16,7 +16,7 @@
 cd "$(dirname "$0")/../../.."
 ROOT=$(pwd)
 R=$OUT
-mkdir -p "$R/a" "$R/da"
+mkdir -p "$R/a"
 CHECKS_END=${CHECKS_END:-330}
 OUT=$R/a STEPS="${CHECK_STEPS:-gpu dabench dasan}" \
   GPU_TESTS_INCLUDE="${CHECK_TESTS:-da_cuda|plugin|cuda_kernels}" DEADLINE=$CHECKS_END \
@@ -38,8 +38,8 @@ for v in $pairs; do
   echo "python op GPU tests, bwd $bwd, fwd $fwd: exit $rc" \
     "$(grep -E 'passed|failed' "$R/a/pytest_$bwd.log" | tail -1)"
 done
-ELAPSED=$SECONDS bash bench/results/pending-20261207/da_rounds.sh \
-  "$ROOT/build-gpu/bin/s4d_da_bench" "$R/da" "${ROUNDS_END:-420}"
+bash bench/results/pending-20261207/da_rounds.sh \
+  "$ROOT/build-gpu/bin/s4d_da_bench" "$R/da" $((${ROUNDS_END:-420} - SECONDS))
 tar czf "$R/da.tgz" -C "$R" da && rm -rf "$R/da"
 tar czf "$R/a.tgz" -C "$R" a && rm -rf "$R/a"
 find "$R" -size +12M -delete

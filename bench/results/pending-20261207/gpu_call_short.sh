@@ -6,12 +6,11 @@
 # seconds, default 200) at 1, 100 and 900 anchors.
 cd "$(dirname "$0")/../../.."
 R=$OUT
-mkdir -p "$R/da"
 OUT=$R/d DEADLINE=${DA_END:-180} bash scripts/gpu_bench_da.sh > "$R/d_console.log" 2>&1
 cat "$R/d/summary.txt"
 echo "=== checks done at ${SECONDS} s"
-ELAPSED=$SECONDS bash bench/results/pending-20261207/da_rounds.sh \
-  build-gpu-da/bin/s4d_da_bench "$R/da" "${ROUNDS_END:-200}"
+bash bench/results/pending-20261207/da_rounds.sh \
+  build-gpu-da/bin/s4d_da_bench "$R/da" $((${ROUNDS_END:-200} - SECONDS))
 tar czf "$R/da.tgz" -C "$R" da d d_console.log && rm -rf "$R/da" "$R/d" "$R/d_console.log"
 find "$R" -size +12M -delete
 echo "total ${SECONDS} s"
